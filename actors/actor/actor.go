@@ -1,0 +1,151 @@
+// Package actor is the thin layer kaas keeps between its actors and protoactor-go: the
+// actor system with zerolog logging, spawning and graceful stopping, timers that post a
+// message back to the actor, and the Promise a parked request is answered through.
+// Everything else in kaas imports this package, never protoactor-go itself, so the actor
+// code reads as plain Go and the library can be swapped in one place.
+package actor
+
+import (
+	"log/slog"
+	"time"
+
+	pa "github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+)
+
+// The protoactor types kaas actors use, under their own names.
+type (
+	// Context is what an actor's Receive is handed: the message, its sender, Self, Spawn.
+	Context = pa.Context
+	// PID addresses an actor.
+	PID = pa.PID
+	// Props describes how to make an actor.
+	Props = pa.Props
+	// Actor is anything with Receive(Context).
+	Actor = pa.Actor
+	// Started is the first message of every incarnation.
+	Started = pa.Started
+	// Stopping is sent before an actor stops: answer every parked waiter.
+	Stopping = pa.Stopping
+	// Stopped is the last message an actor gets.
+	Stopped = pa.Stopped
+	// Restarting is sent to the failed incarnation before a restart: answer every parked waiter.
+	Restarting = pa.Restarting
+	// ReceiveTimeout fires once after SetReceiveTimeout's idle period.
+	ReceiveTimeout = pa.ReceiveTimeout
+	// Terminated tells a watcher that a watched actor stopped.
+	Terminated = pa.Terminated
+	// SupervisorStrategy decides what happens to a failed child.
+	SupervisorStrategy = pa.SupervisorStrategy
+)
+
+// System is one actor system with its root context.
+type System struct {
+	sys  *pa.ActorSystem
+	root *pa.RootContext
+}
+
+// NewSystem starts an actor system whose own logs (slog) go to log at Warn and above.
+// Dead letters of late replies are not logged: a reply to a connection that has closed is
+// expected, not an event.
+func NewSystem(log zerolog.Logger) *System {
+	handler := zerolog.NewSlogHandler(log.Level(maxLevel(log.GetLevel(), zerolog.WarnLevel)))
+	sys := pa.NewActorSystem(
+		pa.WithLoggerFactory(func(*pa.ActorSystem) *slog.Logger {
+			return slog.New(handler).WithGroup("actor")
+		}),
+		pa.WithDeadLetterRequestLogging(false),
+		pa.WithDeadLetterThrottleCount(0),
+	)
+	return &System{sys: sys, root: sys.Root}
+}
+
+func maxLevel(a, b zerolog.Level) zerolog.Level {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// PropsOf returns props that build a fresh actor with produce on every (re)start.
+func PropsOf(produce func() Actor, opts ...Option) *Props {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var popts []pa.PropsOption
+	if o.supervisor != nil {
+		popts = append(popts, pa.WithSupervisor(o.supervisor))
+	}
+	return pa.PropsFromProducer(func() pa.Actor { return produce() }, popts...)
+}
+
+// Option tunes PropsOf.
+type Option func(*options)
+
+type options struct {
+	supervisor pa.SupervisorStrategy
+}
+
+// WithSupervisor sets how the actor supervises its children.
+func WithSupervisor(s SupervisorStrategy) Option { return func(o *options) { o.supervisor = s } }
+
+// RestartChildren restarts a failed child up to max times within window, then stops it.
+// onFailure, if set, sees each panic value first (the child logs its own stack).
+func RestartChildren(max int, window time.Duration, onFailure func(reason any)) SupervisorStrategy {
+	return pa.NewOneForOneStrategy(max, window, func(reason any) pa.Directive {
+		if onFailure != nil {
+			onFailure(reason)
+		}
+		return pa.RestartDirective
+	})
+}
+
+// Spawn starts an actor under the root.
+func (s *System) Spawn(props *Props) *PID { return s.root.Spawn(props) }
+
+// SpawnNamed starts an actor under the root with a fixed name.
+func (s *System) SpawnNamed(props *Props, name string) (*PID, error) {
+	return s.root.SpawnNamed(props, name)
+}
+
+// Send delivers msg to pid with no sender.
+func (s *System) Send(pid *PID, msg any) { s.root.Send(pid, msg) }
+
+// Request delivers msg to pid and blocks until it Responds or timeout passes. For tests
+// and for callers outside any actor; actors never call it.
+func (s *System) Request(pid *PID, msg any, timeout time.Duration) (any, error) {
+	return s.root.RequestFuture(pid, msg, timeout).Result()
+}
+
+// Stop stops pid after the message it is handling (its mailbox is dropped) and waits.
+func (s *System) Stop(pid *PID, timeout time.Duration) error {
+	return s.root.StopFuture(pid).Wait()
+}
+
+// Poison stops pid after everything already in its mailbox, then waits up to timeout.
+// Stopping an actor stops its children first. ActorSystem.Shutdown alone stops nothing,
+// so a graceful stop poisons the top actors and waits for them.
+func (s *System) Poison(pid *PID, timeout time.Duration) error {
+	f := s.root.PoisonFuture(pid)
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return errTimeout
+	}
+}
+
+// Shutdown releases the system's own resources after the actors were stopped.
+func (s *System) Shutdown() { s.sys.Shutdown() }
+
+// Raw is the underlying protoactor system, for this package's siblings' tests only.
+func (s *System) Raw() *pa.ActorSystem { return s.sys }
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string { return "actor: stop timed out" }
+
+var errTimeout error = timeoutError{}

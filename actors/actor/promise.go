@@ -1,0 +1,108 @@
+package actor
+
+import (
+	"sync/atomic"
+	"time"
+
+	pa "github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+)
+
+// Promise is the way a parked request is answered later: the actor that owns the waiting
+// caller (a connection) hands a Promise to the actor that decides (a group), which keeps
+// it — for a JoinGroup until the round completes — and calls Resolve exactly once on every
+// path: success, an error code, eviction, fencing, stop or restart.
+//
+// Resolve posts a *Settled carrying the promise's ID back to the owner's mailbox, so the
+// owner matches the answer to its request without a future process per call.
+type Promise struct {
+	sys *pa.ActorSystem
+	to  *pa.PID
+	id  uint64
+}
+
+// Settled is what Resolve delivers to the promise's owner.
+type Settled struct {
+	ID    uint64
+	Value any
+}
+
+var promiseIDs atomic.Uint64
+
+// NewPromise makes a promise that delivers to owner; ctx is the owner's context.
+func NewPromise(ctx Context, owner *PID) Promise {
+	return Promise{sys: ctx.ActorSystem(), to: owner, id: promiseIDs.Add(1)}
+}
+
+// PromiseTo makes a promise delivering to owner from outside an actor (tests, main).
+func (s *System) PromiseTo(owner *PID) Promise {
+	return Promise{sys: s.sys, to: owner, id: promiseIDs.Add(1)}
+}
+
+// ID identifies the promise to its owner.
+func (p Promise) ID() uint64 { return p.id }
+
+// Valid reports whether the promise was made (the zero Promise resolves nowhere).
+func (p Promise) Valid() bool { return p.to != nil }
+
+// Resolve answers the waiter. Calling it on the zero Promise does nothing.
+func (p Promise) Resolve(v any) {
+	if p.to == nil {
+		return
+	}
+	p.sys.Root.Send(p.to, &Settled{ID: p.id, Value: v})
+}
+
+// Waiter is a channel-backed promise for callers outside the actor system (tests,
+// the HTTP side): Resolve on its Promise arrives on C.
+type Waiter struct {
+	Promise Promise
+	C       <-chan any
+	pid     *pa.PID
+	sys     *System
+}
+
+// NewWaiter spawns a tiny actor that forwards the settled value to a channel.
+func (s *System) NewWaiter() *Waiter {
+	ch := make(chan any, 1)
+	pid := s.root.Spawn(pa.PropsFromFunc(func(c pa.Context) {
+		if m, ok := c.Message().(*Settled); ok {
+			select {
+			case ch <- m.Value:
+			default:
+			}
+			c.Stop(c.Self())
+		}
+	}))
+	return &Waiter{Promise: s.PromiseTo(pid), C: ch, pid: pid, sys: s}
+}
+
+// Wait returns the settled value or false after timeout.
+func (w *Waiter) Wait(timeout time.Duration) (any, bool) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-w.C:
+		return v, true
+	case <-t.C:
+		w.sys.root.Stop(w.pid)
+		return nil, false
+	}
+}
+
+// Cancel stops a timer. A message already queued is not recalled: every timer message
+// carries a guard (member, generation, sequence) that its handler checks.
+type Cancel func()
+
+// After sends msg to the actor itself after d. Timers are plain time.AfterFunc underneath:
+// they outlive the actor, so cancel them on Stopping and Restarting.
+func After(ctx Context, d time.Duration, msg any) Cancel {
+	s := scheduler.NewTimerScheduler(ctx)
+	return Cancel(s.SendOnce(d, ctx.Self(), msg))
+}
+
+// Every sends msg to the actor itself every d.
+func Every(ctx Context, d time.Duration, msg any) Cancel {
+	s := scheduler.NewTimerScheduler(ctx)
+	return Cancel(s.SendRepeatedly(d, d, ctx.Self(), msg))
+}

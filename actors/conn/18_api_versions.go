@@ -1,0 +1,48 @@
+package conn
+
+import (
+	"regexp"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ApiVersions (key 18), v0–v4.
+//   v1: throttle_time_ms. v2: no change. v3: flexible; client_software_name/version
+//   (KIP-511). v4: no change (KIP-896 floor bump).
+// The table advertised is exactly what the NN_name.go files registered.
+func init() { register(apiVersionsKey, 0, 4, handleApiVersions) }
+
+// clientSoftware is Apache's pattern for client_software_name and _version (KIP-511).
+var clientSoftware = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+func handleApiVersions(c *Call) {
+	req := c.Req.(*kmsg.ApiVersionsRequest)
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	if c.Version >= 3 && (!clientSoftware.MatchString(req.ClientSoftwareName) ||
+		!clientSoftware.MatchString(req.ClientSoftwareVersion)) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		c.Respond(resp)
+		return
+	}
+	fillApiVersions(resp)
+	c.Respond(resp)
+}
+
+func fillApiVersions(resp *kmsg.ApiVersionsResponse) {
+	for _, a := range supported() {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
+		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+}
+
+// respondUnsupportedApiVersions answers an ApiVersions at a version this broker does not
+// speak: UNSUPPORTED_VERSION with the table, encoded at v0 as Apache does.
+func (a *connActor) respondUnsupportedApiVersions(c *Call) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	fillApiVersions(resp)
+	c.Version = 0
+	a.complete(c, resp)
+}

@@ -1,0 +1,27 @@
+package conn
+
+import (
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+	"kaas/config"
+	"kaas/metrics"
+	"kaas/registry"
+)
+
+// Env is what every connection shares: the broker's identity and the actors that own
+// groups and partitions. It is built once at start and only read afterwards.
+type Env struct {
+	Config    *config.Config
+	NodeID    int32
+	ClusterID string
+	System    *actor.System
+	Registry  *registry.Registry
+	Metrics   *metrics.Metrics
+	Log       zerolog.Logger
+
+	// Groups is the groups manager (actors/group): every group API is asked of it.
+	Groups *actor.PID
+	// Topics is the topics manager (actors/partition): topic catalogue, produce, fetch.
+	Topics *actor.PID
+}

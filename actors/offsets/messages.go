@@ -1,0 +1,132 @@
+package offsets
+
+import (
+	"time"
+
+	"kaas/actors/actor"
+)
+
+// This file is the contract between the offsets actor and its parent, the group actor.
+// Every request carries a Promise; the offsets actor resolves it exactly once with the
+// result type named in the request's doc line (never a false success: a value is resolved
+// only after the write that holds it is on disk, or with an error code).
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Committed is one stored offset.
+type Committed struct {
+	Offset      int64
+	LeaderEpoch int32  // -1 when the client sent none
+	Metadata    string // "" when the client sent null
+	CommitTime  int64  // unix ms
+	ExpireTime  int64  // unix ms; 0 unless a v2-4 commit set retention_time_ms
+}
+
+// GroupMeta is what the group file keeps about the group itself, so that ListGroups,
+// DescribeGroups and offset expiry are right for a group that exists only on disk
+// (after a restart or a coordinator move).
+type GroupMeta struct {
+	ProtocolType string // "consumer", "" for a simple (commit-only) group
+	Generation   int32
+	EmptySince   int64 // unix ms the group last became Empty; 0 when it is not Empty
+}
+
+// Entry is one partition of a Commit.
+type Entry struct {
+	TopicPartition
+	Committed
+}
+
+// Commit stores entries. Entries whose metadata is longer than offset.metadata.max.bytes
+// get OFFSET_METADATA_TOO_LARGE and are not stored; the others are merged into the group's
+// map and made durable by one file rewrite (commits queued meanwhile share the next one).
+// Reply: *CommitResult.
+type Commit struct {
+	Entries []Entry
+	Reply   actor.Promise
+}
+
+// CommitResult has one error code per entry of the Commit, in order.
+type CommitResult struct {
+	Codes []int16
+}
+
+// Fetch reads committed offsets. Partitions nil means every committed partition.
+// Reply: *FetchResult.
+type Fetch struct {
+	Partitions []TopicPartition
+	Reply      actor.Promise
+}
+
+// FetchResult holds what was asked for that exists; absent partitions are -1 to the
+// caller. ErrorCode is non-zero for the whole group (COORDINATOR_NOT_AVAILABLE when the
+// file is corrupt or unreadable).
+type FetchResult struct {
+	ErrorCode int16
+	Offsets   map[TopicPartition]Committed
+}
+
+// Delete removes the listed partitions' offsets (OffsetDelete). Reply: *Result.
+type Delete struct {
+	Partitions []TopicPartition
+	Reply      actor.Promise
+}
+
+// DeleteAll removes the group's file (DeleteGroups). Reply: *Result.
+type DeleteAll struct {
+	Reply actor.Promise
+}
+
+// DropTopics removes every offset of the named topics (DeleteTopics). Reply: *Result.
+type DropTopics struct {
+	Topics []string
+	Reply  actor.Promise
+}
+
+// SaveMeta records the group's own state in its file (written with the next rewrite, or
+// at once when Reply is set). Reply: *Result.
+type SaveMeta struct {
+	Meta  GroupMeta
+	Reply actor.Promise
+}
+
+// Stat reports what is on disk. Reply: *Status.
+type Stat struct {
+	Reply actor.Promise
+}
+
+// Status says whether the group has a file, its meta and how many offsets it holds.
+// ErrorCode is COORDINATOR_NOT_AVAILABLE for a corrupt or unreadable file.
+type Status struct {
+	ErrorCode int16
+	Exists    bool
+	Meta      GroupMeta
+	Count     int
+}
+
+// Expire removes offsets whose retention has passed, by Apache's rules (§5.3 of the
+// reference): the group actor says what state the group is in. Reply: *Status (after).
+type Expire struct {
+	Now   time.Time
+	Rule  ExpiryRule
+	Reply actor.Promise
+}
+
+// ExpiryRule is the group's state as expiry needs it.
+type ExpiryRule struct {
+	// Empty: the group has no members (or exists only on disk).
+	Empty bool
+	// Stable consumer group with known subscriptions: offsets of other topics expire.
+	StableConsumer bool
+	Subscribed     map[string]bool
+	Retention      time.Duration
+}
+
+// Result is a plain outcome: 0 or an error code.
+type Result struct {
+	ErrorCode int16
+}

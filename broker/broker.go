@@ -1,0 +1,344 @@
+// Package broker wires one kaas broker: its data dir and cluster id, the actor system, the
+// Kafka listeners whose connections become connection actors, the groups and topics
+// managers, the HTTP side (health, metrics) and the graceful stop. cmd/kaas and the tests
+// both start brokers through it.
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+	"kaas/actors/conn"
+	"kaas/config"
+	"kaas/metrics"
+	"kaas/registry"
+)
+
+// Version is the kaas version, set at build time with -ldflags "-X kaas/broker.Version=...".
+var Version = "dev"
+
+// Broker is one running broker.
+type Broker struct {
+	cfg config.Config
+	log zerolog.Logger
+	sys *actor.System
+	env *conn.Env
+	met *metrics.Metrics
+
+	listeners []*listener
+	httpSrv   *http.Server
+	httpLn    net.Listener
+
+	mu       sync.Mutex
+	conns    map[*actor.PID]struct{}
+	stopping bool
+	connsWG  sync.WaitGroup
+	acceptWG sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+type listener struct {
+	name string
+	ln   net.Listener
+}
+
+// Start binds every listener, starts the actors and serves until Stop.
+func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, log: log, conns: map[*actor.PID]struct{}{}, met: metrics.New()}
+	clusterDir := filepath.Join(cfg.DataDir, "__cluster")
+	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	clusterID, err := loadClusterID(clusterDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr())
+		if err != nil {
+			b.closeListeners()
+			return nil, fmt.Errorf("listen %s: %w", l, err)
+		}
+		b.listeners = append(b.listeners, &listener{name: l.Name, ln: ln})
+	}
+	self := registry.Broker{ID: cfg.NodeID, Endpoints: map[string]registry.Endpoint{}}
+	for _, l := range b.listeners {
+		adv := cfg.Advertised(l.name, l.ln.Addr().(*net.TCPAddr).Port)
+		self.Endpoints[l.name] = registry.Endpoint{Host: adv.Host, Port: int32(adv.Port)}
+	}
+	b.sys = actor.NewSystem(log)
+	b.env = &conn.Env{
+		Config:    &b.cfg,
+		NodeID:    cfg.NodeID,
+		ClusterID: clusterID,
+		System:    b.sys,
+		Registry:  registry.NewDev(self),
+		Metrics:   b.met,
+		Log:       log,
+	}
+	if err := b.startManagers(); err != nil {
+		b.closeListeners()
+		return nil, err
+	}
+	if cfg.HTTPListen != "" {
+		if err := b.startHTTP(); err != nil {
+			b.closeListeners()
+			return nil, err
+		}
+	}
+	for _, l := range b.listeners {
+		b.acceptWG.Add(1)
+		go b.accept(l)
+	}
+	addrs := make([]string, 0, len(b.listeners))
+	for _, l := range b.listeners {
+		addrs = append(addrs, l.name+"://"+l.ln.Addr().String())
+	}
+	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
+		Str("cluster_id", clusterID).Str("version", Version).Str("http", b.HTTPAddr()).Msg("kaas started")
+	return b, nil
+}
+
+// Addr is the address of the first listener.
+func (b *Broker) Addr() string { return b.listeners[0].ln.Addr().String() }
+
+// ListenerAddr is the bound address of the named listener.
+func (b *Broker) ListenerAddr(name string) string {
+	for _, l := range b.listeners {
+		if l.name == name {
+			return l.ln.Addr().String()
+		}
+	}
+	return ""
+}
+
+// HTTPAddr is where /healthz, /readyz and /metrics are served ("" when off).
+func (b *Broker) HTTPAddr() string {
+	if b.httpLn == nil {
+		return ""
+	}
+	return b.httpLn.Addr().String()
+}
+
+// Env is the shared environment of the connections (for tests that drive actors).
+func (b *Broker) Env() *conn.Env { return b.env }
+
+// ClusterID is the id kept in the data dir.
+func (b *Broker) ClusterID() string { return b.env.ClusterID }
+
+func (b *Broker) accept(l *listener) {
+	defer b.acceptWG.Done()
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		b.mu.Lock()
+		if b.stopping {
+			b.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		b.connsWG.Add(1)
+		var pid *actor.PID
+		done := make(chan struct{})
+		pid = b.sys.Spawn(conn.Props(conn.Config{
+			Env:         b.env,
+			Conn:        nc,
+			Listener:    l.name,
+			MaxFrame:    b.cfg.MaxRequestBytes,
+			Idle:        b.cfg.ConnectionsMaxIdle,
+			MaxInflight: b.cfg.MaxInflightPerConn,
+			OnStop: func() {
+				<-done
+				b.mu.Lock()
+				delete(b.conns, pid)
+				b.mu.Unlock()
+				b.connsWG.Done()
+			},
+		}))
+		b.conns[pid] = struct{}{}
+		close(done)
+		b.mu.Unlock()
+	}
+}
+
+func (b *Broker) closeListeners() {
+	for _, l := range b.listeners {
+		_ = l.ln.Close()
+	}
+}
+
+// Stop stops gracefully: no new connections, every request already read is answered,
+// the groups and topics managers stop (offsets actors flush), then the rest. ctx bounds
+// the whole stop; past it, connections are closed hard.
+func (b *Broker) Stop(ctx context.Context) error {
+	b.stopOnce.Do(func() { b.stopErr = b.stop(ctx) })
+	return b.stopErr
+}
+
+func (b *Broker) stop(ctx context.Context) error {
+	start := time.Now()
+	b.closeListeners()
+	b.acceptWG.Wait()
+	b.mu.Lock()
+	b.stopping = true
+	live := make([]*actor.PID, 0, len(b.conns))
+	for pid := range b.conns {
+		live = append(live, pid)
+	}
+	b.mu.Unlock()
+	for _, pid := range live {
+		b.sys.Send(pid, &conn.Drain{})
+	}
+	// Let requests already read reach their actors before the managers stop; the
+	// managers then answer parked waiters (JoinGroup, long-poll Fetch) with codes.
+	b.waitConns(ctx, 200*time.Millisecond)
+	timeout := time.Until(deadlineOf(ctx, 8*time.Second))
+	b.stopManagers(timeout)
+	drained := b.waitConns(ctx, time.Until(deadlineOf(ctx, 8*time.Second)))
+	if !drained {
+		b.mu.Lock()
+		for pid := range b.conns {
+			b.sys.Raw().Root.Stop(pid)
+		}
+		b.mu.Unlock()
+		b.waitConns(context.Background(), time.Second)
+	}
+	if b.httpSrv != nil {
+		hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = b.httpSrv.Shutdown(hctx)
+		cancel()
+	}
+	b.sys.Shutdown()
+	b.log.Info().Dur("took", time.Since(start)).Bool("drained", drained).Msg("kaas stopped")
+	return nil
+}
+
+func deadlineOf(ctx context.Context, def time.Duration) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(def)
+}
+
+// waitConns waits for every connection actor to stop, at most d.
+func (b *Broker) waitConns(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { b.connsWG.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Ready reports whether the broker can serve: listeners bound and the data dir writable.
+func (b *Broker) Ready() error {
+	b.mu.Lock()
+	stopping := b.stopping
+	b.mu.Unlock()
+	if stopping {
+		return errors.New("stopping")
+	}
+	probe := filepath.Join(b.cfg.DataDir, "__cluster", ".ready-probe")
+	if err := os.WriteFile(probe, []byte("ok"), 0o644); err != nil {
+		return fmt.Errorf("data dir not writable: %w", err)
+	}
+	_ = os.Remove(probe)
+	return nil
+}
+
+func (b *Broker) startHTTP() error {
+	ln, err := net.Listen("tcp", b.cfg.HTTPListen)
+	if err != nil {
+		return fmt.Errorf("listen http %s: %w", b.cfg.HTTPListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := b.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("/metrics", b.met.Handler())
+	b.httpLn = ln
+	b.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = b.httpSrv.Serve(ln) }()
+	return nil
+}
+
+// loadClusterID reads the cluster id kept in the data dir, creating it on first start
+// (22 characters of URL-safe base64 of 16 random bytes, as Kafka's are).
+func loadClusterID(dir string) (string, error) {
+	path := filepath.Join(dir, "cluster.id")
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(raw))
+		if id == "" {
+			return "", fmt.Errorf("cluster id file %s is empty", path)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read cluster id: %w", err)
+	}
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", fmt.Errorf("new cluster id: %w", err)
+	}
+	id := base64.RawURLEncoding.EncodeToString(u[:])
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", fmt.Errorf("write cluster id: %w", err)
+	}
+	if _, err := f.WriteString(id + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write cluster id: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("sync cluster id: %w", err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("rename cluster id: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return id, nil
+}

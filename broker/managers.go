@@ -1,0 +1,27 @@
+package broker
+
+import "time"
+
+// startManagers starts the actors that own groups and topics and puts their PIDs in the
+// connections' Env. Each manager's own file (groups.go, topics.go) does its part.
+func (b *Broker) startManagers() error {
+	if err := b.startGroups(); err != nil {
+		return err
+	}
+	return b.startTopics()
+}
+
+// stopManagers stops the managers gracefully: groups first (parked joins are answered,
+// offsets actors flush), then topics.
+func (b *Broker) stopManagers(timeout time.Duration) {
+	if b.env.Groups != nil {
+		if err := b.sys.Poison(b.env.Groups, timeout); err != nil {
+			b.log.Error().Err(err).Msg("groups manager did not stop in time")
+		}
+	}
+	if b.env.Topics != nil {
+		if err := b.sys.Poison(b.env.Topics, timeout); err != nil {
+			b.log.Error().Err(err).Msg("topics manager did not stop in time")
+		}
+	}
+}

@@ -1,0 +1,86 @@
+// Command kaas runs one kaas broker. With no flags it is a single broker on
+// 127.0.0.1:9092 keeping its data under ./data; `kaas --help` lists every setting.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"kaas/broker"
+	"kaas/config"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	cfg, err := config.FromEnv(os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaas: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kaas: %v\n", err)
+		return 2
+	}
+	b, err := broker.Start(cfg, log)
+	if err != nil {
+		log.Error().Err(err).Msg("kaas failed to start")
+		return 1
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	sig := <-sigs
+	log.Info().Str("signal", sig.String()).Msg("stopping")
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	go func() {
+		// A second signal, or a stop that overruns its budget, ends the process.
+		select {
+		case <-sigs:
+		case <-time.After(cfg.ShutdownTimeout + time.Second):
+		}
+		log.Error().Msg("forced exit")
+		os.Exit(1)
+	}()
+	if err := b.Stop(ctx); err != nil {
+		log.Error().Err(err).Msg("stop failed")
+		return 1
+	}
+	return 0
+}
+
+// newLogger builds the root logger: JSON, or console when stderr is a terminal.
+func newLogger(cfg config.Config) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || lvl == zerolog.NoLevel {
+		return zerolog.Logger{}, fmt.Errorf("log.level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if isatty.IsTerminal(os.Stderr.Fd()) {
+			format = "console"
+		}
+	}
+	var log zerolog.Logger
+	if format == "console" {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"})
+	} else {
+		log = zerolog.New(os.Stderr)
+	}
+	return log.Level(lvl).With().Timestamp().Logger(), nil
+}

@@ -1,0 +1,377 @@
+// Package config holds every kaas setting: one flag per setting, named after Apache
+// Kafka's config key where one exists, and the same setting from the environment as
+// KAAS_ + the key in upper snake case (--group.initial.rebalance.delay.ms is
+// KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS). A flag on the command line wins over the
+// environment, which wins over the default.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole broker configuration. Durations are kept as time.Duration; their
+// flags are in the unit their Apache key names (ms, minutes).
+type Config struct {
+	// Broker.
+	NodeID              int32
+	Listeners           []Listener
+	AdvertisedListeners []Listener
+	DataDir             string
+	HTTPListen          string
+	MaxRequestBytes     int32
+	ConnectionsMaxIdle  time.Duration
+	MaxInflightPerConn  int
+	LogLevel            string
+	LogFormat           string
+	ShutdownTimeout     time.Duration
+
+	// Consumer groups.
+	GroupInitialRebalanceDelay time.Duration
+	GroupMinSessionTimeout     time.Duration
+	GroupMaxSessionTimeout     time.Duration
+	GroupMaxSize               int32
+	GroupIdlePassivation       time.Duration
+	OffsetsRetention           time.Duration
+	OffsetsRetentionCheck      time.Duration
+	OffsetMetadataMaxBytes     int
+
+	// Topics and logs.
+	AutoCreateTopics         bool
+	NumPartitions            int32
+	DefaultReplicationFactor int16
+	MessageMaxBytes          int32
+	LogSegmentBytes          int64
+	LogRetention             time.Duration // <0: keep forever
+	LogRetentionBytes        int64         // <0: no size limit
+	LogFlushIntervalMessages int64         // 1: every acknowledged produce is fsynced first
+	LogRetentionCheck        time.Duration
+}
+
+// Listener is one named listener: NAME://host:port.
+type Listener struct {
+	Name string
+	Host string
+	Port int
+}
+
+// Addr is host:port.
+func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
+
+func (l Listener) String() string { return l.Name + "://" + l.Addr() }
+
+// Default is the embedded single broker a developer runs on a laptop.
+func Default() Config {
+	return Config{
+		NodeID:              0,
+		Listeners:           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		DataDir:             "./data",
+		HTTPListen:          "127.0.0.1:9644",
+		MaxRequestBytes:     104857600,
+		ConnectionsMaxIdle:  600000 * time.Millisecond,
+		MaxInflightPerConn:  64,
+		LogLevel:            "info",
+		LogFormat:           "",
+		ShutdownTimeout:     8 * time.Second,
+
+		GroupInitialRebalanceDelay: 3000 * time.Millisecond,
+		GroupMinSessionTimeout:     6000 * time.Millisecond,
+		GroupMaxSessionTimeout:     1800000 * time.Millisecond,
+		GroupMaxSize:               math.MaxInt32,
+		GroupIdlePassivation:       300000 * time.Millisecond,
+		OffsetsRetention:           10080 * time.Minute,
+		OffsetsRetentionCheck:      600000 * time.Millisecond,
+		OffsetMetadataMaxBytes:     4096,
+
+		AutoCreateTopics:         true,
+		NumPartitions:            1,
+		DefaultReplicationFactor: 1,
+		MessageMaxBytes:          1048588,
+		LogSegmentBytes:          1073741824,
+		LogRetention:             168 * time.Hour,
+		LogRetentionBytes:        -1,
+		LogFlushIntervalMessages: 1,
+		LogRetentionCheck:        300000 * time.Millisecond,
+	}
+}
+
+// setting is one row of the table: its key, help, and how to read and show it.
+type setting struct {
+	key   string
+	help  string
+	set   func(c *Config, v string) error
+	value func(c *Config) string
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func parseMS(dst *time.Duration) func(*Config, string) error {
+	return func(_ *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return err
+		}
+		*dst = time.Duration(n) * time.Millisecond
+		return nil
+	}
+}
+
+// settings returns the table bound to c (the setters write into c).
+func settings(c *Config) []setting {
+	intSetting := func(key, help string, dst *int32) setting {
+		return setting{key, help, func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			*dst = int32(n)
+			return err
+		}, func(*Config) string { return strconv.FormatInt(int64(*dst), 10) }}
+	}
+	int64Setting := func(key, help string, dst *int64) setting {
+		return setting{key, help, func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			*dst = n
+			return err
+		}, func(*Config) string { return strconv.FormatInt(*dst, 10) }}
+	}
+	msSetting := func(key, help string, dst *time.Duration) setting {
+		return setting{key, help, parseMS(dst), func(*Config) string { return ms(*dst) }}
+	}
+	strSetting := func(key, help string, dst *string) setting {
+		return setting{key, help, func(_ *Config, v string) error { *dst = v; return nil },
+			func(*Config) string { return *dst }}
+	}
+	return []setting{
+		intSetting("node.id", "this broker's id", &c.NodeID),
+		{"listeners", "comma-separated NAME://host:port listeners (port 0 picks a free port)",
+			func(c *Config, v string) (err error) { c.Listeners, err = ParseListeners(v); return err },
+			func(c *Config) string { return joinListeners(c.Listeners) }},
+		{"advertised.listeners", "listeners as clients should reach them (default: listeners)",
+			func(c *Config, v string) (err error) { c.AdvertisedListeners, err = ParseListeners(v); return err },
+			func(c *Config) string { return joinListeners(c.AdvertisedListeners) }},
+		strSetting("data.dir", "directory for committed offsets, logs and cluster state", &c.DataDir),
+		strSetting("http.listen", "host:port of /healthz, /readyz and /metrics (empty: off)", &c.HTTPListen),
+		intSetting("socket.request.max.bytes", "largest request frame accepted; bigger closes the connection", &c.MaxRequestBytes),
+		msSetting("connections.max.idle.ms", "close a connection idle this long", &c.ConnectionsMaxIdle),
+		{"connection.max.inflight.requests", "requests read ahead per connection before reading pauses",
+			func(c *Config, v string) (err error) { c.MaxInflightPerConn, err = strconv.Atoi(v); return err },
+			func(c *Config) string { return strconv.Itoa(c.MaxInflightPerConn) }},
+		strSetting("log.level", "debug, info, warn or error", &c.LogLevel),
+		strSetting("log.format", "json or console (default: console on a terminal, else json)", &c.LogFormat),
+		msSetting("shutdown.timeout.ms", "how long a graceful stop may drain before it forces", &c.ShutdownTimeout),
+
+		msSetting("group.initial.rebalance.delay.ms", "wait for more members before the first rebalance of an empty group", &c.GroupInitialRebalanceDelay),
+		msSetting("group.min.session.timeout.ms", "smallest session timeout a member may ask for", &c.GroupMinSessionTimeout),
+		msSetting("group.max.session.timeout.ms", "largest session timeout a member may ask for", &c.GroupMaxSessionTimeout),
+		intSetting("group.max.size", "most members one group may have", &c.GroupMaxSize),
+		msSetting("group.idle.passivation.ms", "stop the actor of an empty group idle this long (its offsets stay on disk)", &c.GroupIdlePassivation),
+		{"offsets.retention.minutes", "keep committed offsets of an empty group this long",
+			func(c *Config, v string) error {
+				n, err := strconv.ParseInt(v, 10, 64)
+				c.OffsetsRetention = time.Duration(n) * time.Minute
+				return err
+			},
+			func(c *Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) }},
+		msSetting("offsets.retention.check.interval.ms", "how often expired offsets are removed", &c.OffsetsRetentionCheck),
+		{"offset.metadata.max.bytes", "largest metadata string of a committed offset",
+			func(c *Config, v string) (err error) { c.OffsetMetadataMaxBytes, err = strconv.Atoi(v); return err },
+			func(c *Config) string { return strconv.Itoa(c.OffsetMetadataMaxBytes) }},
+
+		{"auto.create.topics.enable", "create a topic when a client asks for one that does not exist",
+			func(c *Config, v string) (err error) { c.AutoCreateTopics, err = strconv.ParseBool(v); return err },
+			func(c *Config) string { return strconv.FormatBool(c.AutoCreateTopics) }},
+		intSetting("num.partitions", "partitions of an auto-created topic", &c.NumPartitions),
+		{"default.replication.factor", "replication factor recorded for auto-created topics",
+			func(c *Config, v string) error {
+				n, err := strconv.ParseInt(v, 10, 16)
+				c.DefaultReplicationFactor = int16(n)
+				return err
+			},
+			func(c *Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) }},
+		intSetting("message.max.bytes", "largest record batch a producer may send", &c.MessageMaxBytes),
+		int64Setting("log.segment.bytes", "roll a partition's segment at this size", &c.LogSegmentBytes),
+		{"log.retention.ms", "delete segments older than this (-1: forever)",
+			func(c *Config, v string) error {
+				n, err := strconv.ParseInt(v, 10, 64)
+				c.LogRetention = time.Duration(n) * time.Millisecond
+				return err
+			},
+			func(c *Config) string {
+				if c.LogRetention < 0 {
+					return "-1"
+				}
+				return ms(c.LogRetention)
+			}},
+		int64Setting("log.retention.bytes", "delete old segments past this size per partition (-1: no limit)", &c.LogRetentionBytes),
+		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable", &c.LogFlushIntervalMessages),
+		msSetting("log.retention.check.interval.ms", "how often log retention runs", &c.LogRetentionCheck),
+	}
+}
+
+// EnvName is the environment variable of a key: KAAS_ + upper snake case.
+func EnvName(key string) string {
+	return "KAAS_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+// Parse reads args (without the program name) and the environment into a Config.
+// It returns flag.ErrHelp after printing the help to out for -h/--help.
+func Parse(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	c := Default()
+	table := settings(&c)
+	fs := flag.NewFlagSet("kaas", flag.ContinueOnError)
+	fs.SetOutput(out)
+	for _, s := range table {
+		s := s
+		fs.Func(s.key, s.help, func(v string) error { return s.set(&c, v) })
+	}
+	fs.Usage = func() { PrintHelp(out) }
+	// Environment first, so flags on the command line win.
+	for _, s := range table {
+		if v := getenv(EnvName(s.key)); v != "" {
+			if err := s.set(&c, v); err != nil {
+				return c, fmt.Errorf("%s=%q: %w", EnvName(s.key), v, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.Validate()
+}
+
+// Validate checks what a flag's type cannot.
+func (c *Config) Validate() error {
+	if len(c.Listeners) == 0 {
+		return fmt.Errorf("listeners: at least one listener is needed")
+	}
+	seen := map[string]bool{}
+	for _, l := range c.Listeners {
+		if seen[l.Name] {
+			return fmt.Errorf("listeners: name %s used twice", l.Name)
+		}
+		seen[l.Name] = true
+	}
+	for _, l := range c.AdvertisedListeners {
+		if !seen[l.Name] {
+			return fmt.Errorf("advertised.listeners: %s names no listener", l.Name)
+		}
+	}
+	switch {
+	case c.MaxRequestBytes <= 0:
+		return fmt.Errorf("socket.request.max.bytes must be positive")
+	case c.MaxInflightPerConn <= 0:
+		return fmt.Errorf("connection.max.inflight.requests must be positive")
+	case c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout:
+		return fmt.Errorf("group.min.session.timeout.ms is above group.max.session.timeout.ms")
+	case c.GroupMaxSize < 1:
+		return fmt.Errorf("group.max.size must be at least 1")
+	case c.OffsetsRetention < time.Minute:
+		return fmt.Errorf("offsets.retention.minutes must be at least 1")
+	case c.NumPartitions < 1:
+		return fmt.Errorf("num.partitions must be at least 1")
+	case c.LogFlushIntervalMessages < 1:
+		return fmt.Errorf("log.flush.interval.messages must be at least 1")
+	}
+	switch c.LogFormat {
+	case "", "json", "console":
+	default:
+		return fmt.Errorf("log.format must be json or console")
+	}
+	return nil
+}
+
+// Advertised returns the advertised listener of the named listener, falling back to the
+// listener itself (with bound, the actual port, when it was 0).
+func (c *Config) Advertised(name string, bound int) Listener {
+	for _, l := range c.AdvertisedListeners {
+		if l.Name == name {
+			if l.Port == 0 {
+				l.Port = bound
+			}
+			return l
+		}
+	}
+	for _, l := range c.Listeners {
+		if l.Name == name {
+			if l.Port == 0 {
+				l.Port = bound
+			}
+			return l
+		}
+	}
+	return Listener{Name: name}
+}
+
+// ParseListeners reads "NAME://host:port,NAME2://host:port".
+func ParseListeners(v string) ([]Listener, error) {
+	var out []Listener
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("listener %q: want NAME://host:port", part)
+		}
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %w", part, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("listener %q: bad port", part)
+		}
+		out = append(out, Listener{Name: strings.ToUpper(u.Scheme), Host: host, Port: p})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no listener in %q", v)
+	}
+	return out, nil
+}
+
+func joinListeners(ls []Listener) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Row is one setting as the help and the README table show it.
+type Row struct{ Key, Env, Default, Help string }
+
+// Table lists every setting with its default.
+func Table() []Row {
+	c := Default()
+	var rows []Row
+	for _, s := range settings(&c) {
+		rows = append(rows, Row{s.key, EnvName(s.key), s.value(&c), s.help})
+	}
+	return rows
+}
+
+// PrintHelp writes the usage with every setting and its default.
+func PrintHelp(out io.Writer) {
+	fmt.Fprintf(out, "Usage: kaas [--key=value ...]\n\nEvery setting can also come from the environment as KAAS_<KEY> (dots become underscores).\n\n")
+	rows := Table()
+	for _, r := range rows {
+		def := r.Default
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(out, "  --%s (env %s, default %s)\n      %s\n", r.Key, r.Env, def, r.Help)
+	}
+}
+
+// FromEnv is Parse over os.Args and os.Getenv.
+func FromEnv(out io.Writer) (Config, error) { return Parse(os.Args[1:], os.Getenv, out) }

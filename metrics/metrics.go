@@ -1,0 +1,59 @@
+// Package metrics holds the broker-wide Prometheus metrics and the registry they live in.
+// Packages with metrics of their own register them on Metrics.Registry.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the wire-level metrics of one broker.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	OpenConnections prometheus.Gauge
+	Connections     *prometheus.CounterVec // by listener
+	ClosedBadInput  *prometheus.CounterVec // by reason
+	Requests        *prometheus.CounterVec // by api, version, error
+	RequestSeconds  *prometheus.HistogramVec
+}
+
+// New makes a fresh registry (one per broker, so tests can run several brokers).
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		OpenConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kaas_connections_open", Help: "Client connections open now.",
+		}),
+		Connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_connections_accepted_total", Help: "Client connections accepted, by listener.",
+		}, []string{"listener"}),
+		ClosedBadInput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_connections_closed_bad_input_total", Help: "Connections closed because the client broke the protocol, by reason.",
+		}, []string{"reason"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_requests_total", Help: "Requests answered, by API, version and top-level error code.",
+		}, []string{"api", "version", "error"}),
+		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kaas_request_duration_seconds",
+			Help:    "Time from a request's arrival to its response being queued, by API.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"api"}),
+	}
+	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Version formats an API version as a label.
+func Version(v int16) string { return strconv.Itoa(int(v)) }
