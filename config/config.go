@@ -71,16 +71,16 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 // Default is the embedded single broker a developer runs on a laptop.
 func Default() Config {
 	return Config{
-		NodeID:              0,
-		Listeners:           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		DataDir:             "./data",
-		HTTPListen:          "127.0.0.1:9644",
-		MaxRequestBytes:     104857600,
-		ConnectionsMaxIdle:  600000 * time.Millisecond,
-		MaxInflightPerConn:  64,
-		LogLevel:            "info",
-		LogFormat:           "",
-		ShutdownTimeout:     8 * time.Second,
+		NodeID:             0,
+		Listeners:          []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		DataDir:            "./data",
+		HTTPListen:         "127.0.0.1:9644",
+		MaxRequestBytes:    104857600,
+		ConnectionsMaxIdle: 600000 * time.Millisecond,
+		MaxInflightPerConn: 64,
+		LogLevel:           "info",
+		LogFormat:          "",
+		ShutdownTimeout:    8 * time.Second,
 
 		GroupInitialRebalanceDelay: 3000 * time.Millisecond,
 		GroupMinSessionTimeout:     6000 * time.Millisecond,

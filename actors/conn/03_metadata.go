@@ -6,10 +6,12 @@ import (
 )
 
 // Metadata (key 3), v0–v12.
-//   v1: controller_id, rack, is_internal; null topics means all (v0: empty means all).
-//   v2: cluster_id. v3: throttle. v4: allow_auto_topic_creation. v5: offline replicas.
-//   v7: leader epochs. v8: authorized operations. v9: flexible. v10: topic ids.
-//   v11: cluster authorized operations removed. v12: topic lookup by id (name may be null).
+//
+//	v1: controller_id, rack, is_internal; null topics means all (v0: empty means all).
+//	v2: cluster_id. v3: throttle. v4: allow_auto_topic_creation. v5: offline replicas.
+//	v7: leader epochs. v8: authorized operations. v9: flexible. v10: topic ids.
+//	v11: cluster authorized operations removed. v12: topic lookup by id (name may be null).
+//
 // Brokers are the registry's, each with the endpoint of the listener the request came in
 // on, so a client bootstrapped on one listener stays on it.
 func init() { register(3, 0, 12, handleMetadata) }

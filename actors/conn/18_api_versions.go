@@ -8,8 +8,10 @@ import (
 )
 
 // ApiVersions (key 18), v0–v4.
-//   v1: throttle_time_ms. v2: no change. v3: flexible; client_software_name/version
-//   (KIP-511). v4: no change (KIP-896 floor bump).
+//
+//	v1: throttle_time_ms. v2: no change. v3: flexible; client_software_name/version
+//	(KIP-511). v4: no change (KIP-896 floor bump).
+//
 // The table advertised is exactly what the NN_name.go files registered.
 func init() { register(apiVersionsKey, 0, 4, handleApiVersions) }
 
