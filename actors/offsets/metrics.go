@@ -1,0 +1,77 @@
+package offsets
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the offsets actors' collectors, shared by every group's actor. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	writes        *prometheus.CounterVec // by result
+	writeSeconds  prometheus.Histogram
+	batchRequests prometheus.Histogram
+	loadFailures  *prometheus.CounterVec // by reason
+	expired       prometheus.Counter
+}
+
+// NewMetrics makes the collectors and registers them on reg (nil: not registered, which
+// tests use). Call it once per broker and share the result through Config.Metrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_offsets_writes_total",
+			Help: "Rewrites of group offsets files (tmp, fsync, rename, directory fsync), by result (ok, error).",
+		}, []string{"result"}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kaas_offsets_write_duration_seconds",
+			Help:    "Time of one durable rewrite of a group offsets file, encoding included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1},
+		}),
+		batchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kaas_offsets_write_batch_requests",
+			Help:    "Requests (commits, deletes, ...) made durable by one rewrite: the group-commit factor.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_offsets_load_failures_total",
+			Help: "Group offsets files that could not be loaded, by reason (corrupt, unreadable); the group answers COORDINATOR_NOT_AVAILABLE until the file is repaired.",
+		}, []string{"reason"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_offsets_expired_total",
+			Help: "Committed offsets removed by retention (offsets.retention.minutes).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired)
+	}
+	return m
+}
+
+func (m *Metrics) wrote(err error, d time.Duration, requests int) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.writes.WithLabelValues("error").Inc()
+		return
+	}
+	m.writes.WithLabelValues("ok").Inc()
+	m.writeSeconds.Observe(d.Seconds())
+	m.batchRequests.Observe(float64(requests))
+}
+
+func (m *Metrics) loadFailed(reason string) {
+	if m == nil {
+		return
+	}
+	m.loadFailures.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) expiredOffsets(n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.expired.Add(float64(n))
+}
