@@ -1,0 +1,528 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+// indexInterval is how many log bytes lie between two entries of a segment's offset and
+// time index (Apache's index.interval.bytes default).
+const indexInterval = 4096
+
+// indexEntry locates the batch starting at byte pos whose base offset is segment base +
+// rel; ts is the largest timestamp of every batch before pos in the segment, so a search
+// by time can start from the last entry whose ts is below the target.
+type indexEntry struct {
+	offset int64
+	pos    int64
+	ts     int64
+}
+
+// segment is one log file, named like Apache's: the 20-digit base offset + ".log".
+type segment struct {
+	base        int64
+	next        int64 // offset after the segment's last batch
+	size        int64
+	maxTS       int64 // largest batch max timestamp, -1 when empty
+	maxTSOffset int64
+	index       []indexEntry
+	sinceIndex  int64
+	path        string
+	f           *os.File // nil while closed (idle); reopened on the next read
+}
+
+func segmentName(base int64) string { return fmt.Sprintf("%020d.log", base) }
+
+func (s *segment) file() (*os.File, error) {
+	if s.f == nil {
+		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open segment %s: %w", s.path, err)
+		}
+		s.f = f
+	}
+	return s.f, nil
+}
+
+func (s *segment) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+}
+
+// track records a batch that starts at pos in the index and the segment's bounds.
+func (s *segment) track(h *header, pos int64) {
+	if len(s.index) == 0 || s.sinceIndex >= indexInterval {
+		s.index = append(s.index, indexEntry{offset: h.BaseOffset, pos: pos, ts: s.maxTS})
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += h.Size()
+	if h.MaxTimestamp > s.maxTS {
+		s.maxTS, s.maxTSOffset = h.MaxTimestamp, h.BaseOffset
+	}
+	s.next = h.LastOffset() + 1
+	s.size = pos + h.Size()
+}
+
+// epochStart says that leader epoch Epoch wrote its first batch at Offset (Apache's
+// leader-epoch checkpoint, rebuilt here from the batches themselves).
+type epochStart struct {
+	Epoch  int32
+	Offset int64
+}
+
+// logConfig is what a Log needs to know.
+type logConfig struct {
+	segmentBytes int64
+	log          zerolog.Logger
+}
+
+// Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
+// and never touched from anywhere else.
+type Log struct {
+	dir    string
+	cfg    logConfig
+	segs   []*segment
+	epochs []epochStart
+}
+
+// openLog opens (creating if needed) the log in dir and recovers it: every batch of every
+// segment is walked to rebuild the index, and the last segment, the only one that can
+// hold a torn write, is checked batch by batch (length, magic, CRC-32C, contiguous
+// offsets) and truncated at the first bad byte. A torn tail is never served. visit sees
+// every surviving batch in offset order (producer state is rebuilt from it).
+func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list log dir %s: %w", dir, err)
+	}
+	var bases []int64
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, ".log"), 10, 64)
+		if err != nil || base < 0 {
+			cfg.log.Warn().Str("file", name).Msg("partition_stray_file_ignored")
+			continue
+		}
+		bases = append(bases, base)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	l := &Log{dir: dir, cfg: cfg}
+	for i, base := range bases {
+		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(dir, segmentName(base))}
+		if i > 0 && base < l.segs[len(l.segs)-1].next {
+			// Overlap means a torn roll; the later file wins nothing we can trust.
+			cfg.log.Error().Str("segment", s.path).Msg("partition_overlapping_segment_removed")
+			os.Remove(s.path)
+			continue
+		}
+		if err := l.recover(s, i == len(bases)-1, visit); err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.segs = append(l.segs, s)
+	}
+	if len(l.segs) == 0 {
+		if _, err := l.roll(0); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// recover walks one segment. Only the last segment can end in a write that never
+// completed; in an older one a bad batch means the disk lost data, which is reported and
+// cut off all the same rather than served.
+func (l *Log) recover(s *segment, last bool, visit func(*header)) error {
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat segment %s: %w", s.path, err)
+	}
+	w := walker{f: f, end: st.Size()}
+	pos := int64(0)
+	expect := s.base
+	for pos < st.Size() {
+		h, ok, err := w.batch(pos, last)
+		if err != nil {
+			return fmt.Errorf("read segment %s: %w", s.path, err)
+		}
+		if !ok || h.BaseOffset < expect || h.LastOffsetDelta < 0 {
+			break
+		}
+		if h.BaseOffset > expect && pos > 0 {
+			break // offsets only ever grow by whole batches
+		}
+		s.track(&h, pos)
+		l.noteEpoch(h.LeaderEpoch, h.BaseOffset)
+		if visit != nil {
+			visit(&h)
+		}
+		expect = h.LastOffset() + 1
+		pos += h.Size()
+	}
+	if pos < st.Size() {
+		ev := l.cfg.log.Warn()
+		if !last {
+			ev = l.cfg.log.Error()
+		}
+		ev.Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", st.Size()).
+			Msg("partition_torn_tail_truncated")
+		if err := f.Truncate(pos); err != nil {
+			return fmt.Errorf("truncate segment %s: %w", s.path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync segment %s: %w", s.path, err)
+		}
+	}
+	s.size = pos
+	return nil
+}
+
+func (l *Log) noteEpoch(epoch int32, offset int64) {
+	if epoch < 0 {
+		return
+	}
+	if n := len(l.epochs); n == 0 || l.epochs[n-1].Epoch < epoch {
+		l.epochs = append(l.epochs, epochStart{Epoch: epoch, Offset: offset})
+	}
+}
+
+// walker reads batch headers (and, when checking, whole batches) through a read-ahead
+// window, so walking a segment of small batches costs one read per window.
+type walker struct {
+	f      *os.File
+	end    int64
+	buf    []byte
+	bufPos int64
+}
+
+const walkWindow = 256 << 10
+
+// batch returns the batch header at pos; ok is false when what lies there is not a whole,
+// valid batch (with check, its CRC is verified too).
+func (w *walker) batch(pos int64, check bool) (header, bool, error) {
+	if w.end-pos < batchHeaderSize {
+		return header{}, false, nil
+	}
+	hb, err := w.bytes(pos, batchHeaderSize)
+	if err != nil {
+		return header{}, false, err
+	}
+	h := parseHeader(hb)
+	if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || pos+h.Size() > w.end {
+		return h, false, nil
+	}
+	if check {
+		b, err := w.bytes(pos, h.Size())
+		if err != nil {
+			return h, false, err
+		}
+		if !checkStored(b) {
+			return h, false, nil
+		}
+	}
+	return h, true, nil
+}
+
+func (w *walker) bytes(pos, n int64) ([]byte, error) {
+	if pos >= w.bufPos && pos+n <= w.bufPos+int64(len(w.buf)) {
+		return w.buf[pos-w.bufPos : pos-w.bufPos+n], nil
+	}
+	size := max(n, walkWindow)
+	if pos+size > w.end {
+		size = w.end - pos
+	}
+	if int64(cap(w.buf)) < size {
+		w.buf = make([]byte, size)
+	}
+	w.buf = w.buf[:size]
+	if _, err := w.f.ReadAt(w.buf, pos); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	w.bufPos = pos
+	return w.buf[:n], nil
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// StartOffset is the first offset still kept.
+func (l *Log) StartOffset() int64 { return l.segs[0].base }
+
+// EndOffset is the offset the next batch gets (the log end offset).
+func (l *Log) EndOffset() int64 { return l.active().next }
+
+// Size is the bytes of every segment.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// roll starts a new segment at base, after making the current one durable: only the
+// active segment may ever hold unsynced bytes, which keeps recovery to one file.
+func (l *Log) roll(base int64) (*segment, error) {
+	if len(l.segs) > 0 {
+		if f := l.active().f; f != nil {
+			if err := f.Sync(); err != nil {
+				return nil, fmt.Errorf("sync segment %s: %w", l.active().path, err)
+			}
+		}
+	}
+	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(l.dir, segmentName(base))}
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", s.path, err)
+	}
+	s.f = f
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	l.segs = append(l.segs, s)
+	return s, nil
+}
+
+// append writes one validated batch at the log end, stamping its base offset and leader
+// epoch, and returns the base offset. On a failed write the segment is cut back so a
+// partial batch is never left behind.
+func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) {
+	s := l.active()
+	if s.size > 0 && s.size+int64(len(batch)) > l.cfg.segmentBytes {
+		var err error
+		if s, err = l.roll(s.next); err != nil {
+			return 0, err
+		}
+	}
+	f, err := s.file()
+	if err != nil {
+		return 0, err
+	}
+	base := s.next
+	stamp(batch, base, leaderEpoch)
+	h.BaseOffset, h.LeaderEpoch = base, leaderEpoch
+	if _, err := f.WriteAt(batch, s.size); err != nil {
+		f.Truncate(s.size)
+		return 0, fmt.Errorf("write segment %s: %w", s.path, err)
+	}
+	s.track(h, s.size)
+	l.noteEpoch(leaderEpoch, base)
+	return base, nil
+}
+
+// syncTarget is the file a background fsync must flush so that every offset below end
+// is durable.
+func (l *Log) syncTarget() (*os.File, int64, error) {
+	f, err := l.active().file()
+	return f, l.EndOffset(), err
+}
+
+// find returns the segment holding offset, skipping a gap to the next segment.
+func (l *Log) find(offset int64) *segment {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	if i < 0 {
+		return nil
+	}
+	for i < len(l.segs)-1 && offset >= l.segs[i].next {
+		i++
+	}
+	return l.segs[i]
+}
+
+// read returns whole batches from the one holding offset up to maxBytes, never a batch
+// at or past limit (the high watermark). With minOne the first batch is returned even
+// when it is larger than maxBytes, so a consumer always progresses (KIP-74).
+func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
+	s := l.find(offset)
+	if s == nil || offset >= limit || offset >= s.next {
+		return nil, nil
+	}
+	f, err := s.file()
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].offset > offset }) - 1
+	pos := int64(0)
+	if i >= 0 {
+		pos = s.index[i].pos
+	}
+	w := walker{f: f, end: s.size}
+	for pos < s.size {
+		h, ok, err := w.batch(pos, false)
+		if err != nil {
+			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("segment %s: bad batch at %d", s.path, pos)
+		}
+		if h.LastOffset() >= offset {
+			break
+		}
+		pos += h.Size()
+	}
+	// Cut at the limit and at maxBytes, on batch boundaries.
+	end := pos
+	for end < s.size {
+		h, ok, err := w.batch(end, false)
+		if err != nil {
+			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
+		}
+		if !ok || h.BaseOffset >= limit {
+			break
+		}
+		if end+h.Size()-pos > int64(maxBytes) {
+			if end == pos && minOne {
+				end += h.Size()
+			}
+			break
+		}
+		end += h.Size()
+	}
+	if end == pos {
+		return nil, nil
+	}
+	out := make([]byte, end-pos)
+	if _, err := f.ReadAt(out, pos); err != nil {
+		return nil, fmt.Errorf("read segment %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// offsetForTime is the first offset whose batch holds a timestamp at or after ts, and
+// that batch's max timestamp; -1, -1 when there is none (ListOffsets by timestamp).
+func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
+	for _, s := range l.segs {
+		if s.maxTS < ts || s.size == 0 {
+			continue
+		}
+		f, err := s.file()
+		if err != nil {
+			return -1, -1, err
+		}
+		i := sort.Search(len(s.index), func(i int) bool { return s.index[i].ts >= ts }) - 1
+		pos := int64(0)
+		if i >= 0 {
+			pos = s.index[i].pos
+		}
+		w := walker{f: f, end: s.size}
+		for pos < s.size {
+			h, ok, err := w.batch(pos, false)
+			if err != nil || !ok {
+				return -1, -1, fmt.Errorf("segment %s: bad batch at %d: %v", s.path, pos, err)
+			}
+			if h.BaseOffset >= limit {
+				return -1, -1, nil
+			}
+			if h.MaxTimestamp >= ts {
+				return h.BaseOffset, h.MaxTimestamp, nil
+			}
+			pos += h.Size()
+		}
+	}
+	return -1, -1, nil
+}
+
+// maxTimestamp is the largest timestamp in the log and the batch that holds it (KIP-734).
+func (l *Log) maxTimestamp(limit int64) (int64, int64) {
+	ts, off := int64(-1), int64(-1)
+	for _, s := range l.segs {
+		if s.maxTS > ts && s.maxTSOffset < limit {
+			ts, off = s.maxTS, s.maxTSOffset
+		}
+	}
+	return ts, off
+}
+
+// epochEnd answers OffsetForLeaderEpoch: the largest epoch at most epoch and the offset
+// where the next epoch began (the log end for the latest one); -1, -1 when epoch is older
+// than anything kept or newer than the current one.
+func (l *Log) epochEnd(epoch, current int32) (int32, int64) {
+	if epoch > current {
+		return -1, -1
+	}
+	i := sort.Search(len(l.epochs), func(i int) bool { return l.epochs[i].Epoch > epoch }) - 1
+	switch {
+	case i < 0 && len(l.epochs) > 0:
+		return -1, -1
+	case i < 0 || i == len(l.epochs)-1:
+		return epoch, l.EndOffset()
+	}
+	return l.epochs[i].Epoch, l.epochs[i+1].Offset
+}
+
+// retain deletes whole segments that retention allows to go: older than retentionMS
+// (by their largest timestamp) or, oldest first, while the rest still exceeds
+// retentionBytes. The active segment always stays. Returns how many went.
+func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
+	total := l.Size()
+	n := 0
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		expired := retentionMS >= 0 && s.maxTS >= 0 && s.maxTS < nowMS-retentionMS
+		tooBig := retentionBytes >= 0 && total-s.size >= retentionBytes
+		if !expired && !tooBig {
+			break
+		}
+		s.close()
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, fmt.Errorf("delete segment %s: %w", s.path, err)
+		}
+		total -= s.size
+		l.segs = l.segs[1:]
+		n++
+	}
+	return n, nil
+}
+
+// closeIdle closes every read handle but the active segment's.
+func (l *Log) closeIdle() {
+	for _, s := range l.segs[:len(l.segs)-1] {
+		s.close()
+	}
+}
+
+// Close syncs the active segment and closes every file.
+func (l *Log) Close() error {
+	var err error
+	if len(l.segs) > 0 {
+		if f := l.active().f; f != nil {
+			err = f.Sync()
+		}
+	}
+	for _, s := range l.segs {
+		s.close()
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
+
+// Special ListOffsets timestamps (KIP-79, KIP-734, KIP-405).
+const (
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3
+	earliestLocalTimestamp = -4
+)
+
+// PartitionConfig is everything one partition actor needs.
+type PartitionConfig struct {
+	Dir         string
+	Topic       string
+	Partition   int32
+	LeaderEpoch int32
+
+	MaxMessageBytes int32
+	SegmentBytes    int64
+	RetentionMS     int64 // <0: forever
+	RetentionBytes  int64 // <0: no limit
+	// FlushMessages is log.flush.interval.messages: 1 makes every acknowledged produce
+	// durable first (appends queued behind an fsync share the next one); N>1
+	// acknowledges at once and fsyncs every N batches in the background.
+	FlushMessages  int64
+	RetentionCheck time.Duration
+	IdleClose      time.Duration
+	Now            func() time.Time
+	Log            zerolog.Logger
+}
+
+// pendingAck is a produce written but not yet durable.
+type pendingAck struct {
+	end   int64
+	resp  *Produced
+	reply actor.Promise
+}
+
+type partitionActor struct {
+	cfg PartitionConfig
+	log zerolog.Logger
+
+	plog      *Log
+	producers producers
+	durable   int64 // every offset below is on disk
+	syncing   bool
+	unsynced  int64
+	pending   []pendingAck
+	watchers  map[uint64]watch
+	broken    error // set when the log could not be opened
+
+	stopRetention actor.Cancel
+}
+
+// PartitionProps makes the props of one partition actor.
+func PartitionProps(cfg PartitionConfig) *actor.Props {
+	return actor.PropsOf(func() actor.Actor { return &partitionActor{cfg: cfg} })
+}
+
+func (p *partitionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.onStarted(ctx)
+	case *actor.Stopping:
+		p.onStopping(ctx)
+	case *actor.Restarting:
+		p.onRestarting(ctx)
+	case *actor.ReceiveTimeout:
+		p.onIdle(ctx)
+	case *appendBatch:
+		p.handleAppend(ctx, m)
+	case *readLog:
+		m.reply.Resolve(p.read(m))
+	case *watch:
+		p.handleWatch(ctx, m)
+	case *unwatch:
+		delete(p.watchers, m.id)
+	case *listOffset:
+		m.reply.Resolve(p.listOffset(m))
+	case *epochEndOf:
+		m.reply.Resolve(p.epochEnd(m))
+	case *syncDone:
+		p.onSyncDone(ctx, m)
+	case *retentionTick:
+		p.onRetentionTick()
+	}
+}
+
+func (p *partitionActor) onStarted(ctx actor.Context) {
+	p.log = p.cfg.Log.With().Str("topic", p.cfg.Topic).Int32("partition", p.cfg.Partition).Logger()
+	if p.cfg.Now == nil {
+		p.cfg.Now = time.Now
+	}
+	p.producers = producers{}
+	p.watchers = map[uint64]watch{}
+	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log}, p.producers.record)
+	if err != nil {
+		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
+		p.broken = err
+		p.log.Error().Err(err).Msg("partition_open_failed")
+		return
+	}
+	p.plog = l
+	p.durable = l.EndOffset()
+	if p.cfg.RetentionCheck > 0 {
+		p.stopRetention = actor.Every(ctx, p.cfg.RetentionCheck, &retentionTick{})
+	}
+	if p.cfg.IdleClose > 0 {
+		ctx.SetReceiveTimeout(p.cfg.IdleClose)
+	}
+	p.log.Debug().Int64("log_start_offset", l.StartOffset()).Int64("log_end_offset", l.EndOffset()).
+		Int("producers", len(p.producers)).Msg("partition_opened")
+}
+
+// onStopping makes what was written durable (a graceful stop acknowledges what it can)
+// and answers every waiter.
+func (p *partitionActor) onStopping(ctx actor.Context) {
+	if p.stopRetention != nil {
+		p.stopRetention()
+	}
+	code := kerr.NotLeaderForPartition.Code
+	if p.plog != nil {
+		if err := p.plog.Close(); err != nil {
+			p.log.Error().Err(err).Msg("partition_close_failed")
+		} else {
+			p.durable = p.plog.EndOffset()
+		}
+	}
+	for _, w := range p.pending {
+		if w.end <= p.durable {
+			w.reply.Resolve(w.resp)
+		} else {
+			w.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1})
+		}
+	}
+	p.pending = nil
+	p.releaseWatchers(ctx)
+}
+
+// onRestarting answers waiters of a failed incarnation with a retriable code: whether
+// their batch is on disk is unknown, and the idempotent producer's retry is deduplicated.
+func (p *partitionActor) onRestarting(ctx actor.Context) {
+	if p.stopRetention != nil {
+		p.stopRetention()
+	}
+	for _, w := range p.pending {
+		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+	}
+	p.pending = nil
+	p.releaseWatchers(ctx)
+	if p.plog != nil {
+		p.plog.Close()
+	}
+}
+
+func (p *partitionActor) onIdle(ctx actor.Context) {
+	if p.plog != nil {
+		p.plog.closeIdle()
+	}
+	ctx.SetReceiveTimeout(p.cfg.IdleClose)
+}
+
+// highWatermark is the end of what consumers may read: with durable produce, only what
+// is on disk, so a consumer never sees a record that a crash could take back.
+func (p *partitionActor) highWatermark() int64 {
+	if p.cfg.FlushMessages == 1 {
+		return p.durable
+	}
+	return p.plog.EndOffset()
+}
+
+func (p *partitionActor) storageError() *Produced {
+	return &Produced{ErrorCode: kerr.KafkaStorageError.Code, BaseOffset: -1, LogStartOffset: -1}
+}
+
+func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
+	if p.plog == nil {
+		m.reply.Resolve(p.storageError())
+		return
+	}
+	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
+	if perr != nil {
+		m.reply.Resolve(&Produced{ErrorCode: perr.code, ErrorMessage: perr.msg, BaseOffset: -1, LogStartOffset: -1})
+		return
+	}
+	neverWritten := p.plog.EndOffset() == 0
+	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
+	switch {
+	case code != 0:
+		m.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1})
+		return
+	case isDup:
+		// The original may still be waiting for its fsync: the duplicate waits with it.
+		p.ack(ctx, dupOffset+int64(h.LastOffsetDelta)+1,
+			&Produced{BaseOffset: dupOffset, LogStartOffset: p.plog.StartOffset()}, m.reply)
+		return
+	}
+	base, err := p.plog.append(m.records, &h, p.cfg.LeaderEpoch)
+	if err != nil {
+		p.log.Error().Err(err).Msg("partition_append_failed")
+		m.reply.Resolve(p.storageError())
+		return
+	}
+	p.producers.record(&h)
+	if a := p.plog.active().base; a > p.durable {
+		p.durable = a // a roll synced every older segment
+	}
+	p.unsynced++
+	resp := &Produced{BaseOffset: base, LogStartOffset: p.plog.StartOffset()}
+	p.ack(ctx, h.LastOffset()+1, resp, m.reply)
+	if p.cfg.FlushMessages != 1 {
+		if p.unsynced >= p.cfg.FlushMessages && !p.syncing {
+			p.startSync(ctx)
+		}
+		p.notifyWatchers(ctx)
+	}
+}
+
+// ack answers a produce now, or parks it until an fsync covers end.
+func (p *partitionActor) ack(ctx actor.Context, end int64, resp *Produced, reply actor.Promise) {
+	if p.cfg.FlushMessages != 1 || end <= p.durable {
+		reply.Resolve(resp)
+		return
+	}
+	p.pending = append(p.pending, pendingAck{end: end, resp: resp, reply: reply})
+	if !p.syncing {
+		p.startSync(ctx)
+	}
+}
+
+// startSync fsyncs the active segment on a goroutine. Appends that arrive meanwhile are
+// written at once and share the next fsync (group commit).
+func (p *partitionActor) startSync(ctx actor.Context) {
+	f, end, err := p.plog.syncTarget()
+	if err != nil {
+		p.onSyncDone(ctx, &syncDone{end: end, err: err})
+		return
+	}
+	p.syncing = true
+	p.unsynced = 0
+	actor.Background(ctx, func() any { return &syncDone{end: end, err: f.Sync()} })
+}
+
+func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
+	p.syncing = false
+	if m.err != nil && m.end > p.durable {
+		// The page cache may have dropped what it could not write; fail the waiters
+		// this fsync was for. Their producers retry and idempotence deduplicates.
+		p.log.Error().Err(m.err).Int64("end_offset", m.end).Msg("partition_fsync_failed")
+		keep := p.pending[:0]
+		for _, w := range p.pending {
+			if w.end <= m.end {
+				w.reply.Resolve(p.storageError())
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		p.pending = keep
+	} else if m.end > p.durable {
+		p.durable = m.end
+	}
+	keep := p.pending[:0]
+	for _, w := range p.pending {
+		if w.end <= p.durable {
+			w.reply.Resolve(w.resp)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	p.pending = keep
+	if p.plog != nil && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
+		p.startSync(ctx)
+	}
+	p.notifyWatchers(ctx)
+}
+
+// checkEpoch is Apache's check of the client's current leader epoch (KIP-320).
+func (p *partitionActor) checkEpoch(current int32) int16 {
+	switch {
+	case current < 0 || current == p.cfg.LeaderEpoch:
+		return 0
+	case current > p.cfg.LeaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return kerr.FencedLeaderEpoch.Code
+}
+
+func (p *partitionActor) read(m *readLog) *Fetched {
+	if p.plog == nil {
+		return &Fetched{ErrorCode: kerr.KafkaStorageError.Code, HighWatermark: -1, LogStartOffset: -1}
+	}
+	hw, start := p.highWatermark(), p.plog.StartOffset()
+	out := &Fetched{HighWatermark: hw, LogStartOffset: start}
+	if code := p.checkEpoch(m.currentEpoch); code != 0 {
+		out.ErrorCode = code
+		return out
+	}
+	// As Apache: out of range is judged against the log end, so a fetch at an offset
+	// written but not yet durable simply waits.
+	if m.offset < start || m.offset > p.plog.EndOffset() {
+		out.ErrorCode = kerr.OffsetOutOfRange.Code
+		return out
+	}
+	recs, err := p.plog.read(m.offset, hw, m.maxBytes, m.minOne)
+	if err != nil {
+		p.log.Error().Err(err).Int64("offset", m.offset).Msg("partition_read_failed")
+		out.ErrorCode = kerr.KafkaStorageError.Code
+		return out
+	}
+	out.Records = recs
+	return out
+}
+
+func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {
+	if p.plog == nil || p.highWatermark() > m.offset {
+		ctx.Send(m.to, &dataReady{id: m.id})
+		return
+	}
+	p.watchers[m.id] = *m
+}
+
+func (p *partitionActor) notifyWatchers(ctx actor.Context) {
+	if len(p.watchers) == 0 {
+		return
+	}
+	hw := p.highWatermark()
+	for id, w := range p.watchers {
+		if hw > w.offset {
+			delete(p.watchers, id)
+			ctx.Send(w.to, &dataReady{id: w.id})
+		}
+	}
+}
+
+// releaseWatchers wakes every parked fetch (the partition is going away).
+func (p *partitionActor) releaseWatchers(ctx actor.Context) {
+	for id, w := range p.watchers {
+		delete(p.watchers, id)
+		ctx.Send(w.to, &dataReady{id: w.id})
+	}
+}
+
+
+func (p *partitionActor) listOffset(m *listOffset) *Listed {
+	if p.plog == nil {
+		return &Listed{ErrorCode: kerr.KafkaStorageError.Code, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+	}
+	out := &Listed{Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+	if code := p.checkEpoch(m.currentEpoch); code != 0 {
+		out.ErrorCode = code
+		return out
+	}
+	hw := p.highWatermark()
+	switch m.timestamp {
+	case earliestTimestamp, earliestLocalTimestamp:
+		out.Offset = p.plog.StartOffset()
+	case latestTimestamp:
+		out.Offset = hw
+	case maxTimestamp:
+		out.Timestamp, out.Offset = p.plog.maxTimestamp(hw)
+	default:
+		if m.timestamp < 0 {
+			out.ErrorCode = kerr.InvalidRequest.Code
+			return out
+		}
+		off, ts, err := p.plog.offsetForTime(m.timestamp, hw)
+		if err != nil {
+			p.log.Error().Err(err).Msg("partition_read_failed")
+			out.ErrorCode = kerr.KafkaStorageError.Code
+			return out
+		}
+		out.Offset, out.Timestamp = off, ts
+	}
+	if out.Offset >= 0 {
+		out.LeaderEpoch = p.epochFor(out.Offset)
+	}
+	return out
+}
+
+// epochFor is the leader epoch that wrote offset (the current one at the log end).
+func (p *partitionActor) epochFor(offset int64) int32 {
+	ep := p.cfg.LeaderEpoch
+	for i := len(p.plog.epochs) - 1; i >= 0; i-- {
+		if p.plog.epochs[i].Offset <= offset {
+			if offset < p.plog.EndOffset() {
+				ep = p.plog.epochs[i].Epoch
+			}
+			break
+		}
+	}
+	return ep
+}
+
+func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
+	if p.plog == nil {
+		return &EpochEnd{ErrorCode: kerr.KafkaStorageError.Code, LeaderEpoch: -1, EndOffset: -1}
+	}
+	if code := p.checkEpoch(m.currentEpoch); code != 0 {
+		return &EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1}
+	}
+	ep, end := p.plog.epochEnd(m.epoch, p.cfg.LeaderEpoch)
+	if end > p.highWatermark() && ep == p.cfg.LeaderEpoch {
+		end = p.highWatermark()
+	}
+	return &EpochEnd{LeaderEpoch: ep, EndOffset: end}
+}
+
+func (p *partitionActor) onRetentionTick() {
+	if p.plog == nil {
+		return
+	}
+	n, err := p.plog.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
+	if err != nil {
+		p.log.Error().Err(err).Msg("partition_retention_failed")
+	}
+	if n > 0 {
+		start := p.plog.StartOffset()
+		// Apache drops producers whose last batch left the log with it.
+		for id, e := range p.producers {
+			if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
+				delete(p.producers, id)
+			}
+		}
+		p.log.Info().Int("segments", n).Int64("log_start_offset", start).Msg("partition_retention_deleted")
+	}
+}
+
+func (p *partitionActor) String() string {
+	return fmt.Sprintf("partition %s-%d", p.cfg.Topic, p.cfg.Partition)
+}

@@ -1,0 +1,90 @@
+package partition
+
+import "kaas/actors/actor"
+
+// Messages of the partition actor. Its only senders are the topics manager's short-lived
+// request actors (collect, fetcher); every request carries a Promise that the partition
+// resolves exactly once, on every path, stop and restart included.
+
+// appendBatch appends one producer batch. Reply: *Produced, once the batch is durable
+// (log.flush.interval.messages=1) or at once.
+type appendBatch struct {
+	records []byte
+	reply   actor.Promise
+}
+
+// Produced is the outcome of one partition of a Produce.
+type Produced struct {
+	ErrorCode      int16
+	ErrorMessage   string
+	BaseOffset     int64
+	LogStartOffset int64
+}
+
+// readLog reads from offset. Reply: *Fetched.
+type readLog struct {
+	offset       int64
+	maxBytes     int32
+	minOne       bool
+	currentEpoch int32
+	reply        actor.Promise
+}
+
+// Fetched is one partition of a Fetch.
+type Fetched struct {
+	ErrorCode      int16
+	HighWatermark  int64
+	LogStartOffset int64
+	Records        []byte
+}
+
+// watch asks to be told with *dataReady{id} once the high watermark passes offset (a
+// parked long-poll fetch). A watch fires once; unwatch drops it unfired.
+type watch struct {
+	id     uint64
+	offset int64
+	to     *actor.PID
+}
+
+type unwatch struct{ id uint64 }
+
+// dataReady tells a fetcher that a partition it watches has new data (or is going away).
+type dataReady struct{ id uint64 }
+
+// listOffset answers ListOffsets for one partition. Reply: *Listed.
+type listOffset struct {
+	timestamp    int64
+	currentEpoch int32
+	reply        actor.Promise
+}
+
+// Listed is one partition of a ListOffsets.
+type Listed struct {
+	ErrorCode   int16
+	Timestamp   int64
+	Offset      int64
+	LeaderEpoch int32
+}
+
+// epochEndOf answers OffsetForLeaderEpoch for one partition. Reply: *EpochEnd.
+type epochEndOf struct {
+	epoch        int32
+	currentEpoch int32
+	reply        actor.Promise
+}
+
+// EpochEnd is one partition of an OffsetForLeaderEpoch.
+type EpochEnd struct {
+	ErrorCode   int16
+	LeaderEpoch int32
+	EndOffset   int64
+}
+
+// syncDone reports a background fsync that made every offset below end durable.
+type syncDone struct {
+	end int64
+	err error
+}
+
+// retentionTick runs retention (every log.retention.check.interval.ms).
+type retentionTick struct{}

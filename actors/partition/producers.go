@@ -1,0 +1,87 @@
+package partition
+
+import "github.com/twmb/franz-go/pkg/kerr"
+
+// maxProducerBatches is how many recent batches per producer Apache keeps for duplicate
+// detection (ProducerStateEntry.NUM_BATCHES_TO_RETAIN): the idempotent producer has at
+// most five requests in flight per partition.
+const maxProducerBatches = 5
+
+type producerBatch struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+}
+
+type producerEntry struct {
+	epoch   int16
+	batches []producerBatch // oldest first
+}
+
+// producers is one partition's idempotent-producer state (Apache's ProducerStateManager
+// without transactions). It is rebuilt after a restart from the batches in the log.
+type producers map[int64]*producerEntry
+
+// check decides what to do with an idempotent batch before it is appended, following
+// Apache's UnifiedLog.analyzeAndValidateProducerState and ProducerAppendInfo:
+//   - a batch equal (same epoch, first and last sequence) to one of the last five is a
+//     duplicate, acknowledged with the offset it was first written at;
+//   - an older epoch is fenced (INVALID_PRODUCER_EPOCH);
+//   - a newer epoch must start at sequence 0;
+//   - within an epoch the first sequence must follow the last one
+//     (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise);
+//   - a producer the partition knows nothing of may start at any sequence (KIP-360),
+//     except on a partition that never held a record, where only 0 is accepted
+//     (KAFKA-15591: two in-flight batches could otherwise land out of order).
+func (ps producers) check(h *header, neverWritten bool) (dup int64, isDup bool, code int16) {
+	if h.ProducerID < 0 {
+		return 0, false, 0
+	}
+	e := ps[h.ProducerID]
+	if e == nil {
+		if neverWritten && h.BaseSequence != 0 {
+			return 0, false, kerr.OutOfOrderSequenceNumber.Code
+		}
+		return 0, false, 0
+	}
+	switch {
+	case h.ProducerEpoch < e.epoch:
+		return 0, false, kerr.InvalidProducerEpoch.Code
+	case h.ProducerEpoch > e.epoch:
+		if h.BaseSequence != 0 {
+			return 0, false, kerr.OutOfOrderSequenceNumber.Code
+		}
+		return 0, false, 0
+	}
+	last := h.LastSequence()
+	for _, b := range e.batches {
+		if b.firstSeq == h.BaseSequence && b.lastSeq == last {
+			return b.firstOffset, true, 0
+		}
+	}
+	if n := len(e.batches); n > 0 && h.BaseSequence != incSeq(e.batches[n-1].lastSeq, 1) {
+		return 0, false, kerr.OutOfOrderSequenceNumber.Code
+	}
+	return 0, false, 0
+}
+
+// record remembers an appended batch (h carries its assigned base offset).
+func (ps producers) record(h *header) {
+	if h.ProducerID < 0 {
+		return
+	}
+	e := ps[h.ProducerID]
+	if e == nil {
+		e = &producerEntry{epoch: h.ProducerEpoch}
+		ps[h.ProducerID] = e
+	}
+	if h.ProducerEpoch != e.epoch {
+		e.epoch, e.batches = h.ProducerEpoch, e.batches[:0]
+	}
+	if len(e.batches) == maxProducerBatches {
+		e.batches = append(e.batches[:0], e.batches[1:]...)
+	}
+	e.batches = append(e.batches, producerBatch{
+		firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
+		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
+	})
+}
