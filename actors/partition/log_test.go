@@ -170,7 +170,10 @@ func TestLogEpochEnd(t *testing.T) {
 		h, _ := validateProduced(b, 1<<20)
 		l.append(b, &h, ep)
 	}
-	cases := []struct{ ask, wantEp int32; wantEnd int64 }{
+	cases := []struct {
+		ask, wantEp int32
+		wantEnd     int64
+	}{
 		{0, 0, 2}, {1, 0, 2}, {2, 2, 4}, {4, 2, 4}, {5, 5, 5}, {6, -1, -1},
 	}
 	for _, c := range cases {

@@ -350,7 +350,6 @@ func (p *partitionActor) releaseWatchers(ctx actor.Context) {
 	}
 }
 
-
 func (p *partitionActor) listOffset(m *listOffset) *Listed {
 	if p.plog == nil {
 		return &Listed{ErrorCode: kerr.KafkaStorageError.Code, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
