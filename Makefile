@@ -1,0 +1,37 @@
+# kaas: `make test` does all the set-up a fresh machine needs, then vets and tests.
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: all build test vet gotest deps e2e bench run fmt
+
+all: build
+
+build:
+	$(GO) build ./...
+
+run:
+	$(GO) run ./cmd/kaas
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+# deps installs what the tests need and is missing (test-only packages; root installs
+# Debian packages, anyone installs npm packages from the lockfile under e2e/).
+deps:
+	$(GO) mod download
+	@if [ -x e2e/setup.sh ]; then e2e/setup.sh; fi
+
+vet:
+	$(GO) vet ./...
+
+gotest:
+	$(GO) test -race -timeout 25m ./...
+
+# e2e runs the non-Go client suites when they are present.
+e2e:
+	@if [ -x e2e/run.sh ]; then e2e/run.sh; fi
+
+test: deps vet gotest e2e
+
+bench:
+	$(GO) test -run=NONE -bench=. -benchtime=1x ./...

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsAreTheEmbeddedBroker(t *testing.T) {
+	c, err := Parse(nil, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listeners[0].String() != "PLAINTEXT://127.0.0.1:9092" || c.DataDir != "./data" || c.NodeID != 0 ||
+		c.HTTPListen != "127.0.0.1:9644" || c.MaxRequestBytes != 104857600 ||
+		c.ConnectionsMaxIdle != 10*time.Minute || c.GroupInitialRebalanceDelay != 3*time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
+	e := env(map[string]string{
+		"KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS": "250",
+		"KAAS_NODE_ID":                          "3",
+		"KAAS_LISTENERS":                        "PLAINTEXT://127.0.0.1:1,internal://0.0.0.0:2",
+	})
+	c, err := Parse([]string{"--node.id=5", "--advertised.listeners=INTERNAL://kaas-5.kaas:2"}, e, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != 5 {
+		t.Fatalf("node.id %d: the flag must win over the environment", c.NodeID)
+	}
+	if c.GroupInitialRebalanceDelay != 250*time.Millisecond {
+		t.Fatalf("delay %v from the environment", c.GroupInitialRebalanceDelay)
+	}
+	if len(c.Listeners) != 2 || c.Listeners[1].Name != "INTERNAL" || c.Listeners[1].Port != 2 {
+		t.Fatalf("listeners %+v", c.Listeners)
+	}
+	if adv := c.Advertised("INTERNAL", 2); adv.Host != "kaas-5.kaas" {
+		t.Fatalf("advertised %+v", adv)
+	}
+	if adv := c.Advertised("PLAINTEXT", 1); adv.Host != "127.0.0.1" || adv.Port != 1 {
+		t.Fatalf("advertised fallback %+v", adv)
+	}
+}
+
+func TestBadSettingsAreRejected(t *testing.T) {
+	for _, args := range [][]string{
+		{"--listeners=nonsense"},
+		{"--listeners=A://h:1,A://h:2"},
+		{"--advertised.listeners=OTHER://h:1"},
+		{"--node.id=x"},
+		{"--socket.request.max.bytes=0"},
+		{"--group.min.session.timeout.ms=10", "--group.max.session.timeout.ms=5"},
+		{"--log.format=xml"},
+		{"stray"},
+	} {
+		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if _, err := Parse(nil, env(map[string]string{"KAAS_NODE_ID": "x"}), &bytes.Buffer{}); err == nil ||
+		!strings.Contains(err.Error(), "KAAS_NODE_ID") {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestHelpListsEverySettingWithDefault(t *testing.T) {
+	var out bytes.Buffer
+	_, err := Parse([]string{"--help"}, env(nil), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v", err)
+	}
+	for _, r := range Table() {
+		if !strings.Contains(out.String(), "--"+r.Key+" (env "+r.Env+", default ") {
+			t.Errorf("help lacks %s", r.Key)
+		}
+	}
+	if EnvName("group.initial.rebalance.delay.ms") != "KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS" {
+		t.Fatal(EnvName("group.initial.rebalance.delay.ms"))
+	}
+}
+
+// TestReadmeTableListsEverySetting keeps the README's configuration table true.
+func TestReadmeTableListsEverySetting(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Table() {
+		d := r.Default
+		if d == "" {
+			d = `""`
+		}
+		row := "| `--" + r.Key + "` | `" + r.Env + "` | `" + d + "` |"
+		if !strings.Contains(string(raw), row) {
+			t.Errorf("README.md lacks the row %s", row)
+		}
+	}
+}
