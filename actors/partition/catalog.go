@@ -1,0 +1,174 @@
+package partition
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// topicMeta is a topic's catalogue entry, kept in <data>/topics/<topic>/topic.json.
+// Replication factor is recorded as asked: durability comes from the shared volume, not
+// from replicas.
+type topicMeta struct {
+	Version           int               `json:"version"`
+	Name              string            `json:"name"`
+	ID                string            `json:"id"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int16             `json:"replication_factor"`
+	LeaderEpochs      []int32           `json:"leader_epochs"`
+	Configs           map[string]string `json:"configs,omitempty"`
+}
+
+const (
+	metaFile = "topic.json"
+	// deletedSuffix marks a deleted topic's directory until it is removed. '~' is not a
+	// topic name character, so it never collides with a live topic.
+	deletedSuffix = ".deleted"
+	// producerIDFile holds the next block of producer ids (outside any topic's name space).
+	producerIDFile = "~producer-ids.json"
+	// producerIDBlock is how many ids are reserved per file write.
+	producerIDBlock = 1000
+)
+
+func topicsDir(dataDir string) string { return filepath.Join(dataDir, "topics") }
+
+func (m *topicMeta) id() [16]byte {
+	u, _ := uuid.Parse(m.ID)
+	return u
+}
+
+func partitionDir(root, topic string, p int32) string {
+	return filepath.Join(root, topic, strconv.Itoa(int(p)))
+}
+
+// writeFileAtomic writes data to path durably: a temp file, fsync, rename, fsync the dir.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// saveMeta writes a topic's catalogue entry, creating its partition directories first so
+// that a topic.json on disk always names partitions that exist.
+func saveMeta(root string, m *topicMeta) error {
+	dir := filepath.Join(root, m.Name)
+	for p := int32(0); p < m.Partitions; p++ {
+		if err := os.MkdirAll(partitionDir(root, m.Name, p), 0o755); err != nil {
+			return fmt.Errorf("create partition dir: %w", err)
+		}
+	}
+	if err := syncDir(root); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", m.Name, err)
+	}
+	return writeFileAtomic(filepath.Join(dir, metaFile), data)
+}
+
+// loadCatalog reads every topic under root and removes what deletions left behind.
+func loadCatalog(root string) ([]*topicMeta, []error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, []error{fmt.Errorf("create %s: %w", root, err)}
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, []error{fmt.Errorf("list %s: %w", root, err)}
+	}
+	var out []*topicMeta
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() {
+			continue
+		}
+		if strings.Contains(name, "~") { // a deleted topic not yet removed
+			os.RemoveAll(filepath.Join(root, name))
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, name, metaFile))
+		if errors.Is(err, os.ErrNotExist) {
+			// A creation that crashed before its catalogue entry was written.
+			os.RemoveAll(filepath.Join(root, name))
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read topic %s: %w", name, err))
+			continue
+		}
+		var m topicMeta
+		if err := json.Unmarshal(data, &m); err != nil || m.Name != name || m.Partitions < 1 {
+			errs = append(errs, fmt.Errorf("topic %s: corrupt %s: %v", name, metaFile, err))
+			continue
+		}
+		for int32(len(m.LeaderEpochs)) < m.Partitions {
+			m.LeaderEpochs = append(m.LeaderEpochs, 0)
+		}
+		out = append(out, &m)
+	}
+	return out, errs
+}
+
+// deleteTopicDir moves a topic's directory aside at once (so a topic of the same name can
+// be created right away) and returns where it went, for removal in the background.
+func deleteTopicDir(root, name string) (string, error) {
+	aside := filepath.Join(root, name+"~"+uuid.NewString()+deletedSuffix)
+	if err := os.Rename(filepath.Join(root, name), aside); err != nil {
+		return "", fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	if err := syncDir(root); err != nil {
+		return "", err
+	}
+	return aside, nil
+}
+
+type producerIDState struct {
+	Next int64 `json:"next"`
+}
+
+// reserveProducerIDs persists that ids below next+block are taken and returns next: ids
+// stay unique across restarts, at one file write per block.
+func reserveProducerIDs(root string) (int64, error) {
+	path := filepath.Join(root, producerIDFile)
+	var st producerIDState
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &st); err != nil {
+			return 0, fmt.Errorf("corrupt %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	next := st.Next
+	st.Next += producerIDBlock
+	out, _ := json.Marshal(st)
+	if err := writeFileAtomic(path, out); err != nil {
+		return 0, err
+	}
+	return next, nil
+}

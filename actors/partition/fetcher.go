@@ -1,0 +1,208 @@
+package partition
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
+
+// fetchSlot is one partition of a fetch.
+type fetchSlot struct {
+	topic, index int
+	to           *actor.PID
+	offset       int64
+	maxBytes     int32
+	epoch        int32
+	res          *Fetched
+}
+
+// fetchExpired: max_wait_ms passed. fetchAbandoned: a partition never answered a read.
+type (
+	fetchExpired   struct{}
+	fetchAbandoned struct{}
+)
+
+var watchIDs atomic.Uint64
+
+// fetcher serves one Fetch as a short-lived child of the manager. It reads every
+// partition; when the answer is smaller than min_bytes it leaves a watch with each
+// partition and waits (no actor is blocked: the partitions go on serving) until one says
+// its high watermark moved, then reads again, until min_bytes is there or max_wait_ms
+// passes. It then answers, drops its watches and stops.
+type fetcher struct {
+	req   *Fetch
+	out   *FetchResult
+	slots []fetchSlot
+
+	ids      map[uint64]int // read promise → slot
+	watchID  uint64         // watch ids are watchID+slot
+	watching bool
+	dirty    bool // data arrived during a read round
+	expired  bool
+	cancels  []actor.Cancel
+	finished bool
+}
+
+func (f *fetcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		f.watchID = watchIDs.Add(uint64(len(f.slots)+1)) - uint64(len(f.slots))
+		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait+fetchAbandonAfter, &fetchAbandoned{}))
+		f.readAll(ctx)
+	case *actor.Stopping:
+		f.finish(ctx)
+	case *actor.Settled:
+		f.onRead(ctx, m)
+	case *dataReady:
+		f.onDataReady(ctx)
+	case *fetchExpired:
+		f.expired = true
+		if len(f.ids) == 0 {
+			f.readAll(ctx)
+		}
+	case *fetchAbandoned:
+		f.finish(ctx)
+	}
+}
+
+func (f *fetcher) readAll(ctx actor.Context) {
+	f.ids = map[uint64]int{}
+	f.dirty = false
+	for i := range f.slots {
+		s := &f.slots[i]
+		if s.to == nil {
+			continue
+		}
+		p := actor.NewPromise(ctx, ctx.Self())
+		f.ids[p.ID()] = i
+		ctx.Send(s.to, &readLog{offset: s.offset, maxBytes: s.maxBytes, minOne: true, currentEpoch: s.epoch, reply: p})
+	}
+	if len(f.ids) == 0 {
+		f.finish(ctx)
+	}
+}
+
+func (f *fetcher) onRead(ctx actor.Context, m *actor.Settled) {
+	i, ok := f.ids[m.ID]
+	if !ok {
+		return
+	}
+	delete(f.ids, m.ID)
+	f.slots[i].res = m.Value.(*Fetched)
+	if len(f.ids) > 0 {
+		return
+	}
+	// A round is complete.
+	var total int64
+	failed := false
+	for _, s := range f.slots {
+		if s.res.ErrorCode != 0 {
+			failed = true
+		}
+		total += int64(len(s.res.Records))
+	}
+	switch {
+	case f.expired || failed || total >= int64(f.req.MinBytes) || f.req.MaxWait <= 0 || total >= int64(f.req.MaxBytes):
+		f.finish(ctx)
+	case f.dirty:
+		f.readAll(ctx)
+	default:
+		f.watch(ctx)
+	}
+}
+
+// watch asks each partition to say when its high watermark passes what this fetch has
+// seen (or its fetch offset, when that is ahead).
+func (f *fetcher) watch(ctx actor.Context) {
+	if !f.watching {
+		f.watching = true
+		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait, &fetchExpired{}))
+	}
+	for i, s := range f.slots {
+		if s.to == nil {
+			continue
+		}
+		after := max(s.offset, s.res.HighWatermark)
+		ctx.Send(s.to, &watch{id: f.watchID + uint64(i), offset: after, to: ctx.Self()})
+	}
+}
+
+func (f *fetcher) onDataReady(ctx actor.Context) {
+	if f.finished {
+		return
+	}
+	if len(f.ids) > 0 {
+		f.dirty = true
+		return
+	}
+	f.readAll(ctx)
+}
+
+// finish answers once: partitions that never answered a read get NOT_LEADER_OR_FOLLOWER
+// (retriable), and the total max_bytes is applied in request order; the first batch is
+// kept even when alone it is larger, so a consumer always progresses (KIP-74).
+func (f *fetcher) finish(ctx actor.Context) {
+	if f.finished {
+		return
+	}
+	f.finished = true
+	for _, c := range f.cancels {
+		c()
+	}
+	remaining := int64(f.req.MaxBytes)
+	took := false
+	for i := range f.slots {
+		s := &f.slots[i]
+		if s.res == nil {
+			s.res = &Fetched{ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1, LogStartOffset: -1}
+		}
+		if f.watching && s.to != nil {
+			ctx.Send(s.to, &unwatch{id: f.watchID + uint64(i)})
+		}
+		recs := s.res.Records
+		if len(recs) > 0 {
+			cut := cutBatches(recs, remaining)
+			if cut == 0 && !took {
+				cut = firstBatch(recs)
+			}
+			if cut < int64(len(recs)) {
+				r := *s.res
+				r.Records = recs[:cut]
+				s.res = &r
+			}
+			remaining -= cut
+			took = took || cut > 0
+		}
+		f.out.Topics[s.topic].Partitions[s.index] = s.res
+	}
+	f.req.Reply.Resolve(f.out)
+	ctx.Stop(ctx.Self())
+}
+
+// cutBatches is how many leading bytes of recs hold whole batches within limit.
+func cutBatches(recs []byte, limit int64) int64 {
+	var n int64
+	for n+batchHeaderSize <= int64(len(recs)) {
+		h := parseHeader(recs[n:])
+		if h.Size() <= 0 || n+h.Size() > limit || n+h.Size() > int64(len(recs)) {
+			break
+		}
+		n += h.Size()
+	}
+	return n
+}
+
+func firstBatch(recs []byte) int64 {
+	if len(recs) < batchHeaderSize {
+		return int64(len(recs))
+	}
+	h := parseHeader(recs)
+	return min(h.Size(), int64(len(recs)))
+}
+
+// fetchAbandonAfter is how long past max_wait_ms a fetch waits for a read that a
+// partition restart may have lost.
+const fetchAbandonAfter = 10 * time.Second

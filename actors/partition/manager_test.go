@@ -1,0 +1,184 @@
+package partition
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/goleak"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+	"kaas/config"
+)
+
+type harness struct {
+	t   *testing.T
+	sys *actor.System
+	pid *actor.PID
+	cfg Config
+}
+
+func newHarness(t *testing.T, dir string, mutate func(*Config)) *harness {
+	t.Helper()
+	bc := config.Default()
+	bc.DataDir = dir
+	cfg := Config{Broker: &bc, Log: zerolog.Nop()}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	h := &harness{t: t, sys: actor.NewSystem(zerolog.Nop()), cfg: cfg}
+	h.pid = h.sys.Spawn(ManagerProps(cfg))
+	return h
+}
+
+func (h *harness) stop() {
+	if err := h.sys.Poison(h.pid, 5*time.Second); err != nil {
+		h.t.Fatal(err)
+	}
+	h.sys.Shutdown()
+}
+
+// ask sends the message made around a waiter's promise and waits for the answer.
+func request[T any](h *harness, build func(actor.Promise) any) T {
+	h.t.Helper()
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.pid, build(w.Promise))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok {
+		h.t.Fatal("no answer")
+	}
+	return v.(T)
+}
+
+func (h *harness) create(name string, partitions int32) TopicInfo {
+	r := request[*Created](h, func(p actor.Promise) any {
+		return &CreateTopics{Topics: []NewTopic{{Name: name, Partitions: partitions, ReplicationFactor: -1}}, Reply: p}
+	})
+	return r.Topics[0]
+}
+
+func (h *harness) produce(topic string, part int32, batch []byte) *Produced {
+	r := request[*ProduceResult](h, func(p actor.Promise) any {
+		return &Produce{Topics: []ProduceTopic{{Name: topic, Partitions: []ProducePartition{{Partition: part, Records: batch}}}}, Reply: p}
+	})
+	return r.Topics[0][0]
+}
+
+func (h *harness) fetch(topic string, part int32, offset int64, wait time.Duration, minBytes int32) *Fetched {
+	r := request[*FetchResult](h, func(p actor.Promise) any {
+		return &Fetch{MaxWait: wait, MinBytes: minBytes, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: topic,
+			Partitions: []FetchPartition{{Partition: part, Offset: offset, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: p}
+	})
+	return r.Topics[0].Partitions[0]
+}
+
+func TestManagerProduceFetchRestart(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	h := newHarness(t, dir, nil)
+	if ti := h.create("orders", 3); ti.ErrorCode != 0 || len(ti.Partitions) != 3 {
+		t.Fatalf("create: %+v", ti)
+	}
+	if ti := h.create("orders", 3); ti.ErrorCode != kerr.TopicAlreadyExists.Code {
+		t.Fatalf("create twice: %+v", ti)
+	}
+	if ti := h.create("bad/name", 1); ti.ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("bad name: %+v", ti)
+	}
+	for seq := int32(0); seq < 5; seq++ {
+		r := h.produce("orders", 1, testBatch(42, 0, seq*2, 2, 1000, []byte("x")))
+		if r.ErrorCode != 0 || r.BaseOffset != int64(seq*2) {
+			t.Fatalf("produce %d: %+v", seq, r)
+		}
+	}
+	if r := h.produce("orders", 7, testBatch(-1, -1, -1, 1, 0, nil)); r.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown partition: %+v", r)
+	}
+	if r := h.produce("orders", 1, testBatch(42, 0, 20, 1, 0, nil)); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("out of order: %+v", r)
+	}
+	f := h.fetch("orders", 1, 3, 0, 1)
+	if f.ErrorCode != 0 || f.HighWatermark != 10 || len(f.Records) == 0 || parseHeader(f.Records).BaseOffset != 2 {
+		t.Fatalf("fetch: %+v", f)
+	}
+	if f := h.fetch("orders", 1, 11, 0, 1); f.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch beyond end: %+v", f)
+	}
+	h.stop()
+
+	h = newHarness(t, dir, nil)
+	defer h.stop()
+	// Producer state came back from the log: the last batch is a duplicate.
+	if r := h.produce("orders", 1, testBatch(42, 0, 8, 2, 1000, []byte("x"))); r.ErrorCode != 0 || r.BaseOffset != 8 {
+		t.Fatalf("duplicate after restart: %+v", r)
+	}
+	if r := h.produce("orders", 1, testBatch(42, 0, 10, 1, 1000, []byte("x"))); r.ErrorCode != 0 || r.BaseOffset != 10 {
+		t.Fatalf("next after restart: %+v", r)
+	}
+	d := request[*Described](h, func(p actor.Promise) any { return &Describe{All: true, Reply: p} })
+	if len(d.Topics) != 1 || d.Topics[0].Name != "orders" || len(d.Topics[0].Partitions) != 3 {
+		t.Fatalf("describe after restart: %+v", d)
+	}
+}
+
+func TestManagerLongPoll(t *testing.T) {
+	h := newHarness(t, t.TempDir(), nil)
+	defer h.stop()
+	h.create("t", 1)
+	// Times out empty.
+	start := time.Now()
+	if f := h.fetch("t", 0, 0, 50*time.Millisecond, 1); f.ErrorCode != 0 || len(f.Records) != 0 {
+		t.Fatalf("empty fetch: %+v", f)
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("fetch did not wait for max_wait_ms")
+	}
+	// Answered as soon as data arrives.
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.pid, &Fetch{MaxWait: 5 * time.Second, MinBytes: 1, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: "t",
+		Partitions: []FetchPartition{{Partition: 0, Offset: 0, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: w.Promise})
+	h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("hello")))
+	v, ok := w.Wait(2 * time.Second)
+	if !ok {
+		t.Fatal("parked fetch not woken by produce")
+	}
+	if f := v.(*FetchResult).Topics[0].Partitions[0]; len(f.Records) == 0 {
+		t.Fatalf("woken fetch empty: %+v", f)
+	}
+}
+
+func TestManagerDeleteAndExist(t *testing.T) {
+	var deleted []string
+	done := make(chan struct{}, 1)
+	h := newHarness(t, t.TempDir(), func(c *Config) {
+		c.TopicsDeleted = func(ts []string) { deleted = ts; done <- struct{}{} }
+	})
+	defer h.stop()
+	ti := h.create("a", 2)
+	h.create("b", 1)
+	e := request[*Existence](h, func(p actor.Promise) any {
+		return &PartitionsExist{Partitions: []offsets.TopicPartition{{Topic: "a", Partition: 1}, {Topic: "a", Partition: 2}, {Topic: "zz", Partition: 0}}, Reply: p}
+	})
+	if !e.Exists[0] || e.Exists[1] || e.Exists[2] {
+		t.Fatalf("exists: %v", e.Exists)
+	}
+	r := request[*Deleted](h, func(p actor.Promise) any {
+		return &DeleteTopics{Names: []string{"b", "nope"}, IDs: []TopicID{ti.ID}, Reply: p}
+	})
+	if r.Topics[0].ErrorCode != 0 || r.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code || r.Topics[2].ErrorCode != 0 || r.Topics[2].Name != "a" {
+		t.Fatalf("delete: %+v", r)
+	}
+	<-done
+	if len(deleted) != 2 {
+		t.Fatalf("hook saw %v", deleted)
+	}
+	// A deleted name can be created again at once, empty.
+	if ti := h.create("b", 1); ti.ErrorCode != 0 {
+		t.Fatalf("recreate: %+v", ti)
+	}
+	if f := h.fetch("b", 0, 0, 0, 1); f.HighWatermark != 0 {
+		t.Fatalf("recreated topic not empty: %+v", f)
+	}
+}

@@ -1,0 +1,231 @@
+package partition
+
+import (
+	"time"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+)
+
+// This file is the topics manager's contract with the connection handlers and the groups
+// side. Every request carries a Promise the manager (or a request actor it spawns)
+// resolves exactly once with the type named in the request's doc line. Results follow the
+// request's order, topic by topic and partition by partition.
+
+// TopicID is a topic's UUID (KIP-516).
+type TopicID = [16]byte
+
+// PartitionInfo is one partition as Metadata shows it.
+type PartitionInfo struct {
+	Partition   int32
+	Leader      int32
+	LeaderEpoch int32
+}
+
+// TopicInfo is one topic of the catalogue.
+type TopicInfo struct {
+	ErrorCode         int16 // UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION
+	ErrorMessage      string
+	Name              string
+	ID                TopicID
+	ReplicationFactor int16
+	Partitions        []PartitionInfo
+	Configs           map[string]string // overrides only; TopicConfigs adds the defaults
+}
+
+// Describe looks topics up (Metadata, DescribeConfigs). All lists every topic, sorted by
+// name; otherwise Names then IDs, in order. With AutoCreate (Metadata's
+// allow_auto_topic_creation and auto.create.topics.enable both true) a missing topic with a
+// valid name is created with num.partitions and default.replication.factor.
+// Reply: *Described.
+type Describe struct {
+	All        bool
+	Names      []string
+	IDs        []TopicID
+	AutoCreate bool
+	Reply      actor.Promise
+}
+
+// Described answers Describe.
+type Described struct {
+	Topics []TopicInfo
+}
+
+// NewTopic is one topic of a CreateTopics.
+type NewTopic struct {
+	Name              string
+	Partitions        int32 // -1: num.partitions
+	ReplicationFactor int16 // -1: default.replication.factor
+	// Assignment, when set, gives the replicas of each partition (its length is the
+	// partition count); only broker ids that exist are accepted.
+	Assignment [][]int32
+	Configs    map[string]string
+}
+
+// CreateTopics creates topics. Reply: *Created.
+type CreateTopics struct {
+	Topics       []NewTopic
+	ValidateOnly bool
+	Reply        actor.Promise
+}
+
+// Created has one TopicInfo per requested topic (ErrorCode set on failure).
+type Created struct {
+	Topics []TopicInfo
+}
+
+// DeleteTopics deletes topics by name or by id (v6); a topic named both ways or twice is
+// INVALID_REQUEST. Each deleted topic's committed offsets are dropped from every group
+// through Config.TopicsDeleted. Reply: *Deleted (one TopicInfo per entry, Name and ID filled
+// where known).
+type DeleteTopics struct {
+	Names []string
+	IDs   []TopicID
+	Reply actor.Promise
+}
+
+// Deleted answers DeleteTopics: Names' results first, then IDs'.
+type Deleted struct {
+	Topics []TopicInfo
+}
+
+// PartitionsIncrease is one topic of a CreatePartitions.
+type PartitionsIncrease struct {
+	Name       string
+	Count      int32
+	Assignment [][]int32
+}
+
+// CreatePartitions raises partition counts. Reply: *Created.
+type CreatePartitions struct {
+	Topics       []PartitionsIncrease
+	ValidateOnly bool
+	Reply        actor.Promise
+}
+
+// PartitionsExist asks whether partitions exist, for OffsetCommit's
+// UNKNOWN_TOPIC_OR_PARTITION (Apache checks the metadata cache). Reply: *Existence.
+type PartitionsExist struct {
+	Partitions []offsets.TopicPartition
+	Reply      actor.Promise
+}
+
+// Existence has one answer per asked partition, in order.
+type Existence struct {
+	Exists []bool
+}
+
+// Produce appends batches. Each partition's result arrives when that partition has
+// acknowledged (durably by default), or after Timeout with REQUEST_TIMED_OUT.
+// Reply: *ProduceResult.
+type Produce struct {
+	Topics  []ProduceTopic
+	Timeout time.Duration
+	Reply   actor.Promise
+}
+
+// ProduceTopic is one topic of a Produce, by name (or by id from v13).
+type ProduceTopic struct {
+	Name       string
+	ID         TopicID
+	Partitions []ProducePartition
+}
+
+// ProducePartition is one partition's batch.
+type ProducePartition struct {
+	Partition int32
+	Records   []byte
+}
+
+// ProduceResult has a *Produced per partition, Topics[i][j] for the request's topic i,
+// partition j.
+type ProduceResult struct {
+	Topics [][]*Produced
+}
+
+// Fetch reads. It waits up to MaxWait for MinBytes (without holding any actor: the
+// partitions tell the fetch's own actor when data arrives). MaxBytes bounds the whole
+// response; each partition has its own bound. Reply: *FetchResult.
+type Fetch struct {
+	MaxWait  time.Duration
+	MinBytes int32
+	MaxBytes int32
+	Topics   []FetchTopic
+	Reply    actor.Promise
+}
+
+// FetchTopic is one topic of a Fetch, by name (v4-12) or by id (v13+).
+type FetchTopic struct {
+	Name       string
+	ID         TopicID
+	Partitions []FetchPartition
+}
+
+// FetchPartition is one partition of a Fetch.
+type FetchPartition struct {
+	Partition          int32
+	Offset             int64
+	MaxBytes           int32
+	CurrentLeaderEpoch int32
+}
+
+// FetchResult mirrors the request: Topics[i] has the topic's name and id filled in.
+type FetchResult struct {
+	Topics []FetchedTopic
+}
+
+// FetchedTopic is one topic of a FetchResult.
+type FetchedTopic struct {
+	Name       string
+	ID         TopicID
+	Partitions []*Fetched
+}
+
+// OffsetQuery is one partition of a ListOffsets or OffsetForLeaderEpoch.
+type OffsetQuery struct {
+	Partition          int32
+	CurrentLeaderEpoch int32
+	Timestamp          int64 // ListOffsets
+	LeaderEpoch        int32 // OffsetForLeaderEpoch
+}
+
+// OffsetTopic is one topic of a ListOffsets or OffsetForLeaderEpoch.
+type OffsetTopic struct {
+	Name       string
+	Partitions []OffsetQuery
+}
+
+// ListOffsets looks offsets up by time. Reply: *ListOffsetsResult.
+type ListOffsets struct {
+	Topics []OffsetTopic
+	Reply  actor.Promise
+}
+
+// ListOffsetsResult has a *Listed per partition.
+type ListOffsetsResult struct {
+	Topics [][]*Listed
+}
+
+// EpochEnds answers OffsetForLeaderEpoch. Reply: *EpochEndsResult.
+type EpochEnds struct {
+	Topics []OffsetTopic
+	Reply  actor.Promise
+}
+
+// EpochEndsResult has an *EpochEnd per partition.
+type EpochEndsResult struct {
+	Topics [][]*EpochEnd
+}
+
+// InitProducerID hands out a fresh producer id (non-transactional producers).
+// Reply: *ProducerID.
+type InitProducerID struct {
+	Reply actor.Promise
+}
+
+// ProducerID is a new idempotent producer's identity.
+type ProducerID struct {
+	ErrorCode int16
+	ID        int64
+	Epoch     int16
+}

@@ -1,0 +1,134 @@
+package partition
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"kaas/config"
+)
+
+// ConfigEntry is one topic config as DescribeConfigs shows it.
+type ConfigEntry struct {
+	Name    string
+	Value   string
+	Default bool   // true: the broker default, no topic override
+	Type    string // BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+}
+
+// topicConfigDef is one of Apache's topic configs (TopicConfig / LogConfig): its type and
+// the broker default it falls back to.
+type topicConfigDef struct {
+	typ string
+	def func(c *config.Config) string
+}
+
+func constant(v string) func(*config.Config) string { return func(*config.Config) string { return v } }
+
+func msOf(d time.Duration) string {
+	if d < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// topicConfigs are the topic configs Apache accepts. Those that change how kaas stores a
+// partition are applied (retention.ms, retention.bytes, segment.bytes, max.message.bytes,
+// flush.messages); the rest are accepted, recorded and shown, so tools that set them work.
+var topicConfigs = map[string]topicConfigDef{
+	"cleanup.policy":                          {"LIST", constant("delete")},
+	"compression.type":                        {"STRING", constant("producer")},
+	"delete.retention.ms":                     {"LONG", constant("86400000")},
+	"file.delete.delay.ms":                    {"LONG", constant("60000")},
+	"flush.messages":                          {"LONG", func(c *config.Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) }},
+	"flush.ms":                                {"LONG", constant("9223372036854775807")},
+	"follower.replication.throttled.replicas": {"LIST", constant("")},
+	"index.interval.bytes":                    {"INT", constant(strconv.Itoa(indexInterval))},
+	"leader.replication.throttled.replicas":   {"LIST", constant("")},
+	"local.retention.bytes":                   {"LONG", constant("-2")},
+	"local.retention.ms":                      {"LONG", constant("-2")},
+	"max.compaction.lag.ms":                   {"LONG", constant("9223372036854775807")},
+	"max.message.bytes":                       {"INT", func(c *config.Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }},
+	"message.downconversion.enable":           {"BOOLEAN", constant("true")},
+	"message.format.version":                  {"STRING", constant("3.0-IV1")},
+	"message.timestamp.after.max.ms":          {"LONG", constant("9223372036854775807")},
+	"message.timestamp.before.max.ms":         {"LONG", constant("9223372036854775807")},
+	"message.timestamp.difference.max.ms":     {"LONG", constant("9223372036854775807")},
+	"message.timestamp.type":                  {"STRING", constant("CreateTime")},
+	"min.cleanable.dirty.ratio":               {"DOUBLE", constant("0.5")},
+	"min.compaction.lag.ms":                   {"LONG", constant("0")},
+	"min.insync.replicas":                     {"INT", constant("1")},
+	"preallocate":                             {"BOOLEAN", constant("false")},
+	"remote.storage.enable":                   {"BOOLEAN", constant("false")},
+	"retention.bytes":                         {"LONG", func(c *config.Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) }},
+	"retention.ms":                            {"LONG", func(c *config.Config) string { return msOf(c.LogRetention) }},
+	"segment.bytes":                           {"INT", func(c *config.Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) }},
+	"segment.index.bytes":                     {"INT", constant("10485760")},
+	"segment.jitter.ms":                       {"LONG", constant("0")},
+	"segment.ms":                              {"LONG", constant("604800000")},
+	"unclean.leader.election.enable":          {"BOOLEAN", constant("false")},
+}
+
+// validateTopicConfigs checks CreateTopics configs as Apache's LogConfig.validate does in
+// what matters here: a known name and a value of its type (INVALID_CONFIG otherwise).
+func validateTopicConfigs(configs map[string]string) error {
+	for k, v := range configs {
+		def, ok := topicConfigs[k]
+		if !ok {
+			return fmt.Errorf("Unknown topic config name: %s", k)
+		}
+		var err error
+		switch def.typ {
+		case "INT":
+			_, err = strconv.ParseInt(v, 10, 32)
+		case "LONG":
+			_, err = strconv.ParseInt(v, 10, 64)
+		case "DOUBLE":
+			_, err = strconv.ParseFloat(v, 64)
+		case "BOOLEAN":
+			_, err = strconv.ParseBool(v)
+		}
+		if err != nil {
+			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ)
+		}
+	}
+	if v, ok := configs["segment.bytes"]; ok {
+		if n, _ := strconv.ParseInt(v, 10, 64); n < 14 {
+			return fmt.Errorf("Invalid value %s for configuration segment.bytes: Value must be at least 14", v)
+		}
+	}
+	if v, ok := configs["flush.messages"]; ok {
+		if n, _ := strconv.ParseInt(v, 10, 64); n < 1 {
+			return fmt.Errorf("Invalid value %s for configuration flush.messages: Value must be at least 1", v)
+		}
+	}
+	return nil
+}
+
+// TopicConfigs lists every topic config of a topic: its overrides, the broker defaults
+// for the rest, sorted by name (DescribeConfigs).
+func TopicConfigs(c *config.Config, overrides map[string]string) []ConfigEntry {
+	out := make([]ConfigEntry, 0, len(topicConfigs))
+	for name, def := range topicConfigs {
+		e := ConfigEntry{Name: name, Type: def.typ}
+		if v, ok := overrides[name]; ok {
+			e.Value = v
+		} else {
+			e.Value, e.Default = def.def(c), true
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// effective is the value of a topic config: the override or the broker default.
+func effective(c *config.Config, overrides map[string]string, name string) int64 {
+	v, ok := overrides[name]
+	if !ok {
+		v = topicConfigs[name].def(c)
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
