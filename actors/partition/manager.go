@@ -516,7 +516,9 @@ func (m *manager) handleProduce(ctx actor.Context, pr *Produce) {
 	}
 	reply := pr.Reply
 	m.spawnCollect(ctx, asks, results, timeout,
-		func(int) any { return &Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1} },
+		func(int) any {
+			return &Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1}
+		},
 		func(flat []any) { reply.Resolve(&ProduceResult{Topics: nested[*Produced](sizes, flat)}) })
 }
 
