@@ -1,0 +1,6 @@
+// Package group is the consumer-group coordinator: one actor per group running Apache
+// Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, with
+// KIP-345 static members and KIP-394 pending members), validating offset requests before
+// its offsets actor stores them, and a manager that spawns, routes to, passivates and
+// supervises the group actors.
+package group

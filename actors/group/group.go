@@ -1,0 +1,506 @@
+package group
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+	"kaas/config"
+)
+
+// Settings are the group.* and offsets.* settings a group actor follows.
+type Settings struct {
+	InitialRebalanceDelay time.Duration
+	MinSessionTimeout     time.Duration
+	MaxSessionTimeout     time.Duration
+	MaxSize               int
+	IdlePassivation       time.Duration
+	OffsetsRetention      time.Duration
+	RetentionCheck        time.Duration
+}
+
+// SettingsFrom reads Settings from the broker configuration.
+func SettingsFrom(c *config.Config) Settings {
+	return Settings{
+		InitialRebalanceDelay: c.GroupInitialRebalanceDelay,
+		MinSessionTimeout:     c.GroupMinSessionTimeout,
+		MaxSessionTimeout:     c.GroupMaxSessionTimeout,
+		MaxSize:               int(c.GroupMaxSize),
+		IdlePassivation:       c.GroupIdlePassivation,
+		OffsetsRetention:      c.OffsetsRetention,
+		RetentionCheck:        c.OffsetsRetentionCheck,
+	}
+}
+
+// Config is everything one group actor incarnation needs.
+type Config struct {
+	Group    string
+	Settings Settings
+	// Offsets makes the group's offsets actor, spawned as its child.
+	Offsets *actor.Props
+	Log     zerolog.Logger
+	// NewID returns a fresh UUID for member ids (uuid.NewString when nil).
+	NewID func() string
+}
+
+// Props makes a group actor.
+func Props(cfg Config) *actor.Props {
+	if cfg.NewID == nil {
+		cfg.NewID = uuid.NewString
+	}
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(cfg) })
+}
+
+// member is one member of the group.
+type member struct {
+	id               string
+	instanceID       string
+	clientID         string
+	clientHost       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	protocols        []Protocol
+	assignment       []byte
+	joinSeq          uint64 // order of joining: the leader of last resort is the oldest
+
+	// isNew: added by a JoinGroup still waiting for its first generation; it is on the
+	// 5-minute new-member timer, not its session (KAFKA-7610).
+	isNew bool
+	join  *JoinGroup // the parked JoinGroup, nil when none
+	sync  *SyncGroup // the parked SyncGroup, nil when none
+
+	deadline   time.Time // the session expires at deadline unless extended
+	timerSeq   uint64
+	timerArmed bool
+	cancel     actor.Cancel
+}
+
+func (m *member) metadataFor(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// op is a question this group asked its offsets actor, with what to do with the answer
+// and the client request waiting on it (answered with an error if the group stops first).
+type op struct {
+	then   func(v any)
+	client Request
+}
+
+type groupActor struct {
+	// config
+	cfg Config
+	log zerolog.Logger
+
+	// collaborators
+	offsets *actor.PID
+
+	// loading: the group file is being read; requests wait in queue.
+	loading bool
+	queue   []Request
+	// broken is COORDINATOR_NOT_AVAILABLE while the offsets file is corrupt or unreadable:
+	// every request gets it, so no consumer resets its position.
+	broken int16
+
+	// state
+	exists       bool // members, offsets or a file: the group is not just a name
+	state        state
+	prevState    state
+	stateSince   time.Time
+	generation   int32
+	protocolType string
+	protocol     string
+	leader       string
+	members      map[string]*member
+	instances    map[string]string // group.instance.id → member id
+	pending      map[string]uint64 // KIP-394 pending member id → its timer's guard
+	supported    map[string]int    // protocol name → members supporting it
+	awaitingJoin int
+	pendingSync  map[string]bool // members of this generation that have not synced
+	joinSeq      uint64
+	topics       map[string]bool // subscribed topics of the current generation
+	topicsKnown  bool
+
+	// initial rebalance delay (Apache InitialDelayedJoin)
+	initialDelay   bool
+	delayNow       time.Duration
+	delayRemaining time.Duration
+	newMemberAdded bool
+
+	// timers
+	joinSeqGuard uint64
+	joinCancel   actor.Cancel
+	syncSeqGuard uint64
+	syncCancel   actor.Cancel
+	pendingSeq   uint64
+	pendingTimer map[string]actor.Cancel
+	tick         actor.Cancel
+
+	ops     map[uint64]op
+	current Request // the request being handled, until it is answered, parked or handed on
+}
+
+func newGroupActor(cfg Config) *groupActor {
+	return &groupActor{cfg: cfg, log: cfg.Log.With().Str("group", cfg.Group).Logger()}
+}
+
+// Receive: lifecycle, then requests, then events.
+func (g *groupActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.onStarted(ctx)
+	case *actor.Stopping:
+		g.shutdown(kerr.NotCoordinator.Code)
+	case *actor.Restarting:
+		g.shutdown(notAvailable)
+	case *actor.ReceiveTimeout:
+		g.onIdle(ctx)
+	case *actor.Settled:
+		g.onSettled(m)
+	case Request:
+		g.handle(ctx, m)
+	case *sessionCheck:
+		g.onSessionCheck(ctx, m)
+	case *joinDeadline:
+		g.onJoinDeadline(ctx, m)
+	case *syncDeadline:
+		g.onSyncDeadline(ctx, m)
+	case *pendingDeadline:
+		g.onPendingDeadline(ctx, m)
+	case *retentionTick:
+		g.expire(ctx, false)
+	case *stopIfIdle:
+		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
+			exists: g.exists, protocolType: g.protocolType})
+	}
+}
+
+func (g *groupActor) reset() {
+	g.exists = false
+	g.state, g.prevState = stateEmpty, stateEmpty
+	g.stateSince = time.Now()
+	g.generation = 0
+	g.protocolType, g.protocol, g.leader = "", "", ""
+	g.members = map[string]*member{}
+	g.instances = map[string]string{}
+	g.pending = map[string]uint64{}
+	g.pendingTimer = map[string]actor.Cancel{}
+	g.supported = map[string]int{}
+	g.awaitingJoin = 0
+	g.pendingSync = map[string]bool{}
+	g.topics, g.topicsKnown = nil, false
+	g.initialDelay, g.newMemberAdded = false, false
+}
+
+func (g *groupActor) onStarted(ctx actor.Context) {
+	g.reset()
+	g.ops = map[uint64]op{}
+	pid, err := ctx.SpawnNamed(g.cfg.Offsets, "offsets")
+	if err != nil {
+		// The name is free after a restart (children stop first); this is a broken invariant.
+		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.cfg.Group, err))
+	}
+	g.offsets = pid
+	g.loading = true
+	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
+	if g.cfg.Settings.IdlePassivation > 0 {
+		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
+	}
+	if g.cfg.Settings.RetentionCheck > 0 {
+		g.tick = actor.Every(ctx, g.cfg.Settings.RetentionCheck, &retentionTick{})
+	}
+}
+
+// onLoaded applies what the group file says about the group (Apache loads a group
+// without members as Empty with its generation and protocol type) and lets the requests
+// that waited in.
+func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
+	return func(v any) {
+		st, _ := v.(*offsets.Status)
+		switch {
+		case st == nil:
+			g.broken = notAvailable
+		case st.ErrorCode != 0:
+			g.broken = st.ErrorCode
+			g.log.Error().Int16("error_code", st.ErrorCode).Msg("group file unreadable; group answers coordinator not available")
+		case st.Exists:
+			g.exists = true
+			g.generation = st.Meta.Generation
+			g.protocolType = st.Meta.ProtocolType
+			if st.Meta.EmptySince > 0 {
+				g.stateSince = time.UnixMilli(st.Meta.EmptySince)
+			}
+		}
+		g.loading = false
+		queue := g.queue
+		g.queue = nil
+		for _, r := range queue {
+			g.handle(ctx, r)
+		}
+	}
+}
+
+// handle runs one request. A panic answers the request that caused it (if it was not
+// answered, parked or handed on yet), is logged with the stack, and goes on to the
+// supervisor, which restarts the actor; Restarting answers everything parked.
+func (g *groupActor) handle(ctx actor.Context, r Request) {
+	if g.loading {
+		g.queue = append(g.queue, r)
+		return
+	}
+	g.current = r
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("group actor panicked; restarting it")
+			if g.current != nil {
+				g.current.fail(notAvailable)
+				g.current = nil
+			}
+			panic(p)
+		}
+		g.current = nil
+	}()
+	if g.broken != 0 {
+		g.fail(r, g.broken)
+		return
+	}
+	switch m := r.(type) {
+	case *JoinGroup:
+		g.handleJoin(ctx, m)
+	case *SyncGroup:
+		g.handleSync(ctx, m)
+	case *Heartbeat:
+		g.handleHeartbeat(m)
+	case *LeaveGroup:
+		g.handleLeave(ctx, m)
+	case *DescribeGroup:
+		g.handleDescribe(m)
+	case *DeleteGroup:
+		g.handleDeleteGroup(ctx, m)
+	case *CommitOffsets:
+		g.handleCommit(ctx, m)
+	case *FetchOffsets:
+		g.handleFetch(ctx, m)
+	case *DeleteOffsets:
+		g.handleDeleteOffsets(ctx, m)
+	case *listEntry:
+		g.handleListEntry(m)
+	case *expireNow:
+		g.expire(ctx, true)
+	}
+	g.maybeForget(ctx)
+}
+
+// fail answers r with code.
+func (g *groupActor) fail(r Request, code int16) {
+	g.handed(r)
+	r.fail(code)
+}
+
+// handed marks r as no longer this message's to answer on a panic: it was answered,
+// parked on a member, or handed to the offsets actor.
+func (g *groupActor) handed(r Request) {
+	if g.current == r {
+		g.current = nil
+	}
+}
+
+// ask sends the offsets actor a message made with a promise to this actor; then runs with
+// the answer. client, if set, is answered with an error should the group stop first.
+func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promise) any, then func(any)) {
+	p := actor.NewPromise(ctx, ctx.Self())
+	g.ops[p.ID()] = op{then: then, client: client}
+	if client != nil {
+		g.handed(client)
+	}
+	ctx.Send(g.offsets, msg(p))
+}
+
+func (g *groupActor) onSettled(m *actor.Settled) {
+	o, ok := g.ops[m.ID]
+	if !ok {
+		return // an answer to an earlier incarnation
+	}
+	delete(g.ops, m.ID)
+	if o.client != nil {
+		g.current = o.client
+		defer func() {
+			if p := recover(); p != nil {
+				if g.current != nil {
+					g.current.fail(notAvailable)
+					g.current = nil
+				}
+				panic(p)
+			}
+			g.current = nil
+		}()
+	}
+	o.then(m.Value)
+}
+
+// shutdown answers every waiter with code and cancels every timer: on Stopping (the
+// group moved or passivated: NOT_COORDINATOR) and on Restarting after a panic
+// (COORDINATOR_NOT_AVAILABLE). Clients retry, rediscover the coordinator and rejoin.
+func (g *groupActor) shutdown(code int16) {
+	if g.current != nil {
+		g.current.fail(code)
+		g.current = nil
+	}
+	for _, r := range g.queue {
+		r.fail(code)
+	}
+	g.queue = nil
+	for id, o := range g.ops {
+		if o.client != nil {
+			o.client.fail(code)
+		}
+		delete(g.ops, id)
+	}
+	for _, m := range g.members {
+		if m.join != nil {
+			m.join.Reply.Resolve(joinError(code, m.id))
+			m.join = nil
+		}
+		if m.sync != nil {
+			m.sync.fail(code)
+			m.sync = nil
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+	}
+	for _, c := range g.pendingTimer {
+		c()
+	}
+	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.tick} {
+		if c != nil {
+			c()
+		}
+	}
+}
+
+// idle: nothing would be lost by stopping this actor: no members, no rebalance, nothing
+// in flight. Its offsets and meta are on disk.
+func (g *groupActor) idle() bool {
+	return len(g.members) == 0 && len(g.pending) == 0 && len(g.ops) == 0 && !g.loading &&
+		g.state == stateEmpty
+}
+
+// onIdle: the group saw no traffic for group.idle.passivation.ms.
+func (g *groupActor) onIdle(ctx actor.Context) {
+	if g.idle() {
+		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+		return
+	}
+	ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
+}
+
+// maybeForget passivates at once a group that turned out to be only a name (a describe,
+// heartbeat or fetch of a group that does not exist), so lookups of unknown ids do not
+// pile up actors.
+func (g *groupActor) maybeForget(ctx actor.Context) {
+	if !g.exists && g.idle() && g.broken == 0 {
+		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+	}
+}
+
+func (g *groupActor) setState(s state) {
+	g.prevState, g.state = g.state, s
+	g.stateSince = time.Now()
+}
+
+// saveMeta records the group's own state in its file: at once when the group goes Empty
+// (offset expiry counts from then), with the next rewrite otherwise.
+func (g *groupActor) saveMeta(ctx actor.Context, now bool) {
+	meta := offsets.GroupMeta{ProtocolType: g.protocolType, Generation: g.generation}
+	if g.state == stateEmpty {
+		meta.EmptySince = g.stateSince.UnixMilli()
+	}
+	if !now {
+		ctx.Send(g.offsets, &offsets.SaveMeta{Meta: meta})
+		return
+	}
+	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.SaveMeta{Meta: meta, Reply: p} }, func(v any) {
+		if r, ok := v.(*offsets.Result); ok && r.ErrorCode != 0 {
+			g.log.Warn().Int16("error_code", r.ErrorCode).Msg("group meta not saved")
+		}
+	})
+}
+
+// sortedMembers lists members in joining order.
+func (g *groupActor) sortedMembers() []*member {
+	out := make([]*member, 0, len(g.members))
+	for _, m := range g.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].joinSeq < out[j].joinSeq })
+	return out
+}
+
+func (g *groupActor) handleDescribe(r *DescribeGroup) {
+	g.handed(r)
+	if !g.exists {
+		r.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
+		return
+	}
+	d := &Description{Group: g.cfg.Group, State: g.state.String(), ProtocolType: g.protocolType}
+	stable := g.state == stateStable
+	if stable {
+		d.Protocol = g.protocol
+	}
+	for _, m := range g.sortedMembers() {
+		dm := DescribedMember{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost}
+		if stable {
+			dm.Metadata = m.metadataFor(g.protocol)
+			dm.Assignment = m.assignment
+		}
+		d.Members = append(d.Members, dm)
+	}
+	r.Reply.Resolve(d)
+}
+
+func (g *groupActor) handleListEntry(r *listEntry) {
+	g.handed(r)
+	r.reply.Resolve(&listedGroup{
+		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String()},
+		exists:      g.exists,
+	})
+}
+
+// handleDeleteGroup: unknown → GROUP_ID_NOT_FOUND; members → NON_EMPTY_GROUP; Empty →
+// the file goes and the group is forgotten (§4.12).
+func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
+	switch {
+	case !g.exists || g.state == stateDead:
+		g.fail(r, kerr.GroupIDNotFound.Code)
+	case g.state != stateEmpty || len(g.members) > 0:
+		g.fail(r, kerr.NonEmptyGroup.Code)
+	default:
+		g.ask(ctx, r, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
+			res, _ := v.(*offsets.Result)
+			if res == nil {
+				res = &offsets.Result{ErrorCode: notAvailable}
+			}
+			if res.ErrorCode == 0 && g.state == stateEmpty && len(g.members) == 0 {
+				g.log.Info().Msg("group deleted")
+				g.reset()
+				// A commit that came in after the delete was queued behind it and made a new
+				// simple group (Apache handles them in the same order).
+				g.exists = len(g.ops) > 0
+			}
+			r.Reply.Resolve(&Result{ErrorCode: res.ErrorCode})
+			g.maybeForget(ctx)
+		})
+	}
+}

@@ -1,0 +1,377 @@
+package group
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+	"kaas/config"
+)
+
+// ManagerConfig is everything the groups manager needs.
+type ManagerConfig struct {
+	Settings Settings
+	// Offsets makes the offsets actor of one group (a child of its group actor).
+	Offsets func(group string) *actor.Props
+	// ListGroupIDs lists the groups that have an offsets file. It runs off the manager's
+	// goroutine (a directory of 100,000 files takes a while to read).
+	ListGroupIDs func() ([]string, error)
+	Log          zerolog.Logger
+	// NewID makes member-id UUIDs (uuid.NewString when nil).
+	NewID func() string
+	// MaxRestarts in RestartWindow: a group actor that panics more often is stopped (and
+	// started afresh on its next request). Defaults: 10 in 10 s.
+	MaxRestarts   int
+	RestartWindow time.Duration
+}
+
+// ManagerConfigFor is the manager of a broker: real offsets actors under
+// Dir(cfg.DataDir), their metrics registered on reg (nil: none).
+func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, reg prometheus.Registerer) ManagerConfig {
+	dir := offsets.Dir(cfg.DataDir)
+	var om *offsets.Metrics
+	if reg != nil {
+		om = offsets.NewMetrics(reg)
+	}
+	fsys := offsets.OSFS{}
+	return ManagerConfig{
+		Settings: SettingsFrom(cfg),
+		Offsets: func(group string) *actor.Props {
+			return offsets.Props(offsets.Config{
+				Group: group, Dir: dir, FS: fsys, Log: log, Metrics: om,
+				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
+			})
+		},
+		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
+		Log:          log,
+	}
+}
+
+// NewManager starts the groups manager of a broker under sys, named "groups". The broker
+// puts its PID in conn.Env.Groups.
+func NewManager(sys *actor.System, cfg *config.Config, log zerolog.Logger, reg prometheus.Registerer) (*actor.PID, error) {
+	return sys.SpawnNamed(ManagerProps(ManagerConfigFor(cfg, log, reg)), "groups")
+}
+
+// ManagerProps makes the groups manager: it routes every group request to the group's
+// actor (spawned on first touch as its child, named after the quoted group id), stops
+// idle groups, restarts panicking ones, fans batches out, lists groups (live and on-disk
+// only) and runs offset expiry for groups that exist only on disk.
+func ManagerProps(cfg ManagerConfig) *actor.Props {
+	if cfg.MaxRestarts == 0 {
+		cfg.MaxRestarts = 10
+	}
+	if cfg.RestartWindow == 0 {
+		cfg.RestartWindow = 10 * time.Second
+	}
+	log := cfg.Log.With().Str("actor", "groups").Logger()
+	strategy := actor.RestartChildren(cfg.MaxRestarts, cfg.RestartWindow, func(reason any) {
+		log.Warn().Interface("reason", reason).Msg("group actor failed; restarting it")
+	})
+	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
+}
+
+// entry is one live group actor.
+type entry struct {
+	id       string
+	pid      *actor.PID
+	stopping bool      // asked to stop if idle, or stopping: requests wait in queue
+	queue    []Request // requests for the group while it stops; a fresh actor gets them
+}
+
+type manager struct {
+	cfg ManagerConfig
+	log zerolog.Logger
+
+	groups  map[string]*entry
+	byPID   map[string]*entry
+	dormant map[string]string // protocol type of groups whose actor passivated
+	ops     map[uint64]func(any)
+	sweep   []string // groups on disk only, still to be woken for offset expiry
+	tick    actor.Cancel
+}
+
+// Manager-internal messages.
+type (
+	// stopIfIdle asks a group that wanted to passivate whether it still may. Reply: *idleReply to the parent.
+	stopIfIdle struct{}
+	// idleReply answers stopIfIdle.
+	idleReply struct {
+		pid          *actor.PID
+		idle         bool
+		exists       bool
+		protocolType string
+	}
+	sweepTick struct{}
+	sweepMore struct{}
+	fileIDs   struct {
+		ids []string
+		err error
+	}
+)
+
+// sweepBatch is how many on-disk-only groups one turn of the sweep wakes.
+const sweepBatch = 256
+
+func (mg *manager) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		mg.groups = map[string]*entry{}
+		mg.byPID = map[string]*entry{}
+		mg.dormant = map[string]string{}
+		mg.ops = map[uint64]func(any){}
+		if d := mg.cfg.Settings.RetentionCheck; d > 0 {
+			mg.tick = actor.Every(ctx, d, &sweepTick{})
+		}
+	case *actor.Stopping, *actor.Restarting:
+		if mg.tick != nil {
+			mg.tick()
+		}
+		for _, e := range mg.groups {
+			for _, r := range e.queue {
+				r.fail(kerr.NotCoordinator.Code)
+			}
+			e.queue = nil
+		}
+	case Request:
+		mg.route(ctx, m)
+	case *Batch:
+		mg.handleBatch(ctx, m)
+	case *ListGroups:
+		mg.handleList(ctx, m)
+	case *passivate:
+		mg.onPassivate(ctx, m)
+	case *idleReply:
+		mg.onIdleReply(ctx, m)
+	case *actor.Terminated:
+		mg.onTerminated(ctx, m)
+	case *actor.Settled:
+		if then, ok := mg.ops[m.ID]; ok {
+			delete(mg.ops, m.ID)
+			then(m.Value)
+		}
+	case *sweepTick:
+		mg.onSweepTick(ctx)
+	case *sweepMore:
+		mg.sweepSome(ctx)
+	}
+}
+
+// ask makes a promise to the manager itself; then runs with its value.
+func (mg *manager) ask(ctx actor.Context, then func(any)) actor.Promise {
+	p := actor.NewPromise(ctx, ctx.Self())
+	mg.ops[p.ID()] = then
+	return p
+}
+
+func (mg *manager) route(ctx actor.Context, r Request) {
+	id := r.GroupID()
+	e := mg.groups[id]
+	if e == nil {
+		var err error
+		if e, err = mg.spawn(ctx, id); err != nil {
+			mg.log.Error().Err(err).Str("group", id).Msg("group actor not started")
+			r.fail(notAvailable)
+			return
+		}
+	}
+	if e.stopping {
+		e.queue = append(e.queue, r)
+		return
+	}
+	ctx.Send(e.pid, r)
+}
+
+func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
+	props := Props(Config{
+		Group: id, Settings: mg.cfg.Settings, Offsets: mg.cfg.Offsets(id), Log: mg.cfg.Log, NewID: mg.cfg.NewID,
+	})
+	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
+	// offsets actor of "a").
+	pid, err := ctx.SpawnNamed(props, strconv.Quote(id))
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{id: id, pid: pid}
+	mg.groups[id] = e
+	mg.byPID[pid.Id] = e
+	delete(mg.dormant, id)
+	return e, nil
+}
+
+// onPassivate: a group found itself idle. Ask it once more behind everything already
+// sent to it; requests that arrive meanwhile wait here.
+func (mg *manager) onPassivate(ctx actor.Context, m *passivate) {
+	e := mg.byPID[m.pid.Id]
+	if e == nil || e.stopping {
+		return
+	}
+	e.stopping = true
+	ctx.Send(e.pid, &stopIfIdle{})
+}
+
+func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
+	e := mg.byPID[m.pid.Id]
+	if e == nil || !e.stopping {
+		return
+	}
+	if !m.idle {
+		e.stopping = false
+		mg.flush(ctx, e)
+		return
+	}
+	if m.exists {
+		mg.dormant[e.id] = m.protocolType
+	}
+	// Nothing else was sent to it since stopIfIdle, so stopping drops no request.
+	ctx.Stop(e.pid)
+}
+
+func (mg *manager) flush(ctx actor.Context, e *entry) {
+	q := e.queue
+	e.queue = nil
+	for _, r := range q {
+		ctx.Send(e.pid, r)
+	}
+}
+
+// onTerminated: a group actor stopped (passivated, or given up on by the supervisor).
+// Requests that waited for it go to a fresh actor.
+func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	e := mg.byPID[m.Who.Id]
+	if e == nil {
+		return // a collector
+	}
+	delete(mg.byPID, m.Who.Id)
+	delete(mg.groups, e.id)
+	if !e.stopping {
+		mg.log.Error().Str("group", e.id).Msg("group actor stopped after repeated failures")
+	}
+	for _, r := range e.queue {
+		mg.route(ctx, r)
+	}
+}
+
+func (mg *manager) handleBatch(ctx actor.Context, b *Batch) {
+	gather(ctx, len(b.Requests), b.Reply, func(i int, p actor.Promise) {
+		mg.route(ctx, b.Requests[i].withReply(p))
+	})
+}
+
+// handleList: every live group's row, plus every group that exists only as an offsets
+// file, listed as Empty (Apache loads such groups from __consumer_offsets as Empty),
+// also right after a restart.
+func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
+	if !matchesFilter(r.Types, classicType) {
+		r.Reply.Resolve(&Listing{})
+		return
+	}
+	live := make([]*entry, 0, len(mg.groups))
+	for _, e := range mg.groups {
+		live = append(live, e)
+	}
+	done := mg.ask(ctx, func(v any) { mg.listed(r, v) })
+	list := mg.cfg.ListGroupIDs
+	gather(ctx, len(live)+1, done, func(i int, p actor.Promise) {
+		if i < len(live) {
+			mg.routeTo(ctx, live[i], &listEntry{group: live[i].id, reply: p})
+			return
+		}
+		go func() {
+			var f fileIDs
+			if list != nil {
+				f.ids, f.err = list()
+			}
+			p.Resolve(&f)
+		}()
+	})
+}
+
+// routeTo sends r to e's actor, or queues it while e stops.
+func (mg *manager) routeTo(ctx actor.Context, e *entry, r Request) {
+	if e.stopping {
+		e.queue = append(e.queue, r)
+		return
+	}
+	ctx.Send(e.pid, r)
+}
+
+func (mg *manager) listed(r *ListGroups, v any) {
+	res, _ := v.(*BatchResult)
+	out := &Listing{}
+	seen := map[string]bool{}
+	add := func(g ListedGroup) {
+		if !seen[g.Group] && matchesFilter(r.States, g.State) {
+			out.Groups = append(out.Groups, g)
+		}
+		seen[g.Group] = true
+	}
+	var files *fileIDs
+	for _, x := range res.Values {
+		switch x := x.(type) {
+		case *listedGroup:
+			if x.exists {
+				add(x.ListedGroup)
+			} else if x.Group != "" {
+				seen[x.Group] = true // a name only; a file for it is stale or being deleted
+			}
+		case *fileIDs:
+			files = x
+		}
+	}
+	if files != nil {
+		if files.err != nil {
+			mg.log.Error().Err(files.err).Msg("offsets directory not listed")
+		}
+		for _, id := range files.ids {
+			add(ListedGroup{Group: id, ProtocolType: mg.dormant[id], State: stateEmpty.String()})
+		}
+	}
+	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Group < out.Groups[j].Group })
+	r.Reply.Resolve(out)
+}
+
+// onSweepTick lists the offsets directory; groups with no live actor are then woken in
+// batches to run their offset expiry (live groups run their own).
+func (mg *manager) onSweepTick(ctx actor.Context) {
+	if len(mg.sweep) > 0 || mg.cfg.ListGroupIDs == nil {
+		return // the previous sweep is still going
+	}
+	list := mg.cfg.ListGroupIDs
+	p := mg.ask(ctx, func(v any) {
+		f := v.(*fileIDs)
+		if f.err != nil {
+			mg.log.Error().Err(f.err).Msg("offsets directory not listed")
+			return
+		}
+		mg.sweep = f.ids
+		mg.sweepSome(ctx)
+	})
+	go func() {
+		var f fileIDs
+		f.ids, f.err = list()
+		p.Resolve(&f)
+	}()
+}
+
+func (mg *manager) sweepSome(ctx actor.Context) {
+	n := 0
+	for len(mg.sweep) > 0 && n < sweepBatch {
+		id := mg.sweep[0]
+		mg.sweep = mg.sweep[1:]
+		if _, live := mg.groups[id]; live {
+			continue
+		}
+		mg.route(ctx, &expireNow{group: id})
+		n++
+	}
+	if len(mg.sweep) > 0 {
+		ctx.Send(ctx.Self(), &sweepMore{})
+	}
+}

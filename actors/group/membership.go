@@ -1,0 +1,741 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
+
+// JoinGroup (§4.3 of the reference, Apache 4.x where it differs from 3.7).
+func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
+	s := g.cfg.Settings
+	if !validSessionTimeout(r.SessionTimeout, s.MinSessionTimeout, s.MaxSessionTimeout) {
+		g.replyJoin(r, joinError(kerr.InvalidSessionTimeout.Code, r.MemberID))
+		return
+	}
+	if !g.exists && r.MemberID != "" {
+		g.replyJoin(r, joinError(kerr.UnknownMemberID.Code, r.MemberID))
+		return
+	}
+	if r.Reason != "" {
+		g.log.Info().Str("member", r.MemberID).Str("instance", r.InstanceID).Str("reason", r.Reason).Msg("member joining")
+	}
+	m := g.members[r.MemberID]
+	if !acceptJoin(g.state, s.MaxSize, m != nil, m != nil && m.join != nil, g.awaitingJoin, len(g.members)) {
+		// Apache removes the member (evicting a known one) and answers GROUP_MAX_SIZE_REACHED.
+		if m != nil {
+			g.removeMember(m, kerr.GroupMaxSizeReached.Code)
+		}
+		g.replyJoin(r, joinError(kerr.GroupMaxSizeReached.Code, ""))
+		g.afterRemoval(ctx, "member rejected by group.max.size")
+		return
+	}
+	if r.MemberID == "" {
+		g.joinNewMember(ctx, r)
+	} else {
+		g.joinCurrentMember(ctx, r)
+	}
+	if g.state == statePreparingRebalance {
+		g.tryCompleteJoin(ctx)
+	}
+}
+
+func (g *groupActor) replyJoin(r *JoinGroup, res *JoinResult) {
+	g.handed(r)
+	r.Reply.Resolve(res)
+}
+
+func (g *groupActor) supports(r *JoinGroup) bool {
+	return supportsProtocols(g.state == stateEmpty && len(g.members) == 0, g.protocolType, len(g.members),
+		g.supported, r.ProtocolType, r.Protocols)
+}
+
+func (g *groupActor) newMemberID(r *JoinGroup) string {
+	if r.InstanceID != "" {
+		return r.InstanceID + "-" + g.cfg.NewID()
+	}
+	return r.ClientID + "-" + g.cfg.NewID()
+}
+
+func (g *groupActor) joinNewMember(ctx actor.Context, r *JoinGroup) {
+	if !g.supports(r) {
+		g.replyJoin(r, joinError(kerr.InconsistentGroupProtocol.Code, ""))
+		return
+	}
+	id := g.newMemberID(r)
+	g.exists = true
+	switch {
+	case r.InstanceID != "":
+		if old, ok := g.instances[r.InstanceID]; ok {
+			g.replaceStaticMember(ctx, old, id, r)
+			return
+		}
+		g.addMember(ctx, id, r)
+	case r.RequireKnownMemberID:
+		// KIP-394: the member must come back with this id; until then it is pending and
+		// blocks the join phase, and expires after its session timeout.
+		g.pendingSeq++
+		g.pending[id] = g.pendingSeq
+		g.pendingTimer[id] = actor.After(ctx, r.SessionTimeout, &pendingDeadline{member: id, seq: g.pendingSeq})
+		g.replyJoin(r, joinError(kerr.MemberIDRequired.Code, id))
+	default:
+		g.addMember(ctx, id, r)
+	}
+}
+
+func (g *groupActor) joinCurrentMember(ctx actor.Context, r *JoinGroup) {
+	if !g.supports(r) {
+		g.replyJoin(r, joinError(kerr.InconsistentGroupProtocol.Code, r.MemberID))
+		return
+	}
+	if _, ok := g.pending[r.MemberID]; ok {
+		if r.InstanceID != "" {
+			// Apache throws IllegalStateException here: a pending id is only ever given to a
+			// dynamic member.
+			g.replyJoin(r, joinError(kerr.UnknownServerError.Code, r.MemberID))
+			return
+		}
+		g.dropPending(r.MemberID)
+		g.addMember(ctx, r.MemberID, r)
+		return
+	}
+	if code := g.checkMember(r.MemberID, r.InstanceID); code != 0 {
+		g.replyJoin(r, joinError(code, r.MemberID))
+		return
+	}
+	m := g.members[r.MemberID]
+	switch g.state {
+	case statePreparingRebalance:
+		g.updateMember(m, r)
+		g.park(m, r)
+	case stateCompletingRebalance:
+		if sameProtocols(m.protocols, r.Protocols) {
+			// A member that missed its JoinGroup response asks again: answer from the
+			// current generation without a new rebalance.
+			g.replyJoin(r, g.joinResult(m, m.id == g.leader))
+			return
+		}
+		g.updateMember(m, r)
+		g.park(m, r)
+		g.prepareRebalance(ctx, "member "+m.id+" changed its protocols")
+	case stateStable:
+		if m.id != g.leader && sameProtocols(m.protocols, r.Protocols) {
+			g.touch(ctx, m)
+			g.replyJoin(r, g.joinResult(m, false))
+			return
+		}
+		g.updateMember(m, r)
+		g.park(m, r)
+		g.prepareRebalance(ctx, "member "+m.id+" rejoined")
+	default:
+		g.replyJoin(r, joinError(kerr.UnknownMemberID.Code, r.MemberID))
+	}
+}
+
+// checkMember is validateCurrentMember for this group.
+func (g *groupActor) checkMember(memberID, instanceID string) int16 {
+	owner, instanceKnown := g.instances[instanceID]
+	_, known := g.members[memberID]
+	return memberCheck(memberID, instanceID, known, owner, instanceKnown)
+}
+
+// addMember adds a member whose JoinGroup is parked until the round completes, and starts
+// (or joins) a rebalance.
+func (g *groupActor) addMember(ctx actor.Context, id string, r *JoinGroup) {
+	g.joinSeq++
+	m := &member{
+		id: id, instanceID: r.InstanceID, clientID: r.ClientID, clientHost: r.ClientHost,
+		sessionTimeout: r.SessionTimeout, rebalanceTimeout: r.RebalanceTimeout,
+		protocols: r.Protocols, joinSeq: g.joinSeq, isNew: true,
+	}
+	if len(g.members) == 0 {
+		g.protocolType = r.ProtocolType
+	}
+	g.members[id] = m
+	for _, p := range m.protocols {
+		g.supported[p.Name]++
+	}
+	if r.InstanceID != "" {
+		g.instances[r.InstanceID] = id
+	}
+	if g.leader == "" {
+		g.leader = id
+	}
+	// Apache 4.0 extends the initial delay for members joining a group that was Empty.
+	if g.state == statePreparingRebalance && g.prevState == stateEmpty {
+		g.newMemberAdded = true
+	}
+	g.park(m, r)
+	m.deadline = time.Now().Add(newMemberJoinTimeout)
+	g.armSession(ctx, m)
+	if g.state.canRebalance() {
+		g.prepareRebalance(ctx, "member "+id+" joined")
+	}
+}
+
+// updateMember takes a rejoining member's new protocols and timeouts.
+func (g *groupActor) updateMember(m *member, r *JoinGroup) {
+	for _, p := range m.protocols {
+		g.supported[p.Name]--
+	}
+	m.protocols = r.Protocols
+	for _, p := range m.protocols {
+		g.supported[p.Name]++
+	}
+	m.sessionTimeout = r.SessionTimeout
+	m.rebalanceTimeout = r.RebalanceTimeout
+	if r.ClientID != "" {
+		m.clientID = r.ClientID
+	}
+	if r.ClientHost != "" {
+		m.clientHost = r.ClientHost
+	}
+}
+
+// park keeps r as m's JoinGroup until the round completes. A JoinGroup it replaces (the
+// same member asking twice) is answered REBALANCE_IN_PROGRESS rather than left hanging.
+func (g *groupActor) park(m *member, r *JoinGroup) {
+	g.handed(r)
+	if m.join != nil {
+		m.join.Reply.Resolve(joinError(kerr.RebalanceInProgress.Code, m.id))
+	} else {
+		g.awaitingJoin++
+	}
+	m.join = r
+}
+
+func (g *groupActor) unpark(m *member) *JoinGroup {
+	r := m.join
+	if r != nil {
+		m.join = nil
+		g.awaitingJoin--
+	}
+	return r
+}
+
+// replaceStaticMember: a known group.instance.id joins with no member id (KIP-345). The
+// member gets a new id, the old one is fenced, and in Stable with an unchanged protocol
+// there is no rebalance: the member keeps its assignment (KIP-814 for the leader at v9).
+func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string, r *JoinGroup) {
+	m := g.members[oldID]
+	oldLeader := g.leader
+	if j := g.unpark(m); j != nil {
+		j.Reply.Resolve(joinError(kerr.FencedInstanceID.Code, oldID))
+	}
+	if m.sync != nil {
+		m.sync.fail(kerr.FencedInstanceID.Code)
+		m.sync = nil
+	}
+	delete(g.members, oldID)
+	m.id = newID
+	g.members[newID] = m
+	g.instances[r.InstanceID] = newID
+	if g.leader == oldID {
+		g.leader = newID
+	}
+	if g.pendingSync[oldID] {
+		delete(g.pendingSync, oldID)
+		g.pendingSync[newID] = true
+	}
+	// The session timer was armed under the old id; re-arm it under the new one. The
+	// deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.timerArmed = false
+	g.touch(ctx, m)
+	g.updateMember(m, r)
+	g.log.Info().Str("member", newID).Str("instance", r.InstanceID).Str("replaced", oldID).Msg("static member replaced")
+
+	switch g.state {
+	case stateStable:
+		if sel, _ := selectProtocol(g.protocolLists()); sel == g.protocol {
+			res := g.joinResult(m, false)
+			if r.SupportsSkipAssignment {
+				if newID == g.leader {
+					res = g.joinResult(m, true)
+					res.SkipAssignment = true
+				}
+			} else {
+				res.Leader = oldLeader
+			}
+			g.saveMeta(ctx, false)
+			g.replyJoin(r, res)
+			return
+		}
+		g.park(m, r)
+		g.prepareRebalance(ctx, "static member "+r.InstanceID+" rejoined with a new protocol")
+	case stateCompletingRebalance:
+		// KAFKA-9801: the leader's assignment would name the old id; rebalance.
+		g.park(m, r)
+		g.prepareRebalance(ctx, "static member "+r.InstanceID+" rejoined during CompletingRebalance")
+	case statePreparingRebalance:
+		g.park(m, r)
+	default:
+		g.replyJoin(r, joinError(kerr.UnknownServerError.Code, ""))
+	}
+}
+
+func (g *groupActor) protocolLists() [][]Protocol {
+	ms := g.sortedMembers()
+	out := make([][]Protocol, len(ms))
+	for i, m := range ms {
+		out[i] = m.protocols
+	}
+	return out
+}
+
+// joinResult is the JoinGroup answer for m from the current generation; the leader also
+// gets every member with its metadata for the selected protocol.
+func (g *groupActor) joinResult(m *member, withMembers bool) *JoinResult {
+	res := &JoinResult{
+		Generation: g.generation, ProtocolType: g.protocolType, ProtocolName: g.protocol,
+		Leader: g.leader, MemberID: m.id,
+	}
+	if withMembers {
+		ms := g.sortedMembers()
+		res.Members = make([]JoinMember, len(ms))
+		for i, o := range ms {
+			res.Members[i] = JoinMember{MemberID: o.id, InstanceID: o.instanceID, Metadata: o.metadataFor(g.protocol)}
+		}
+	}
+	return res
+}
+
+// prepareRebalance starts a join phase: parked SyncGroups of CompletingRebalance get
+// REBALANCE_IN_PROGRESS; an Empty group waits group.initial.rebalance.delay.ms (extended
+// while members keep coming, up to the rebalance timeout); otherwise the rebalance timeout.
+func (g *groupActor) prepareRebalance(ctx actor.Context, reason string) {
+	if g.state == stateCompletingRebalance {
+		for _, m := range g.members {
+			if m.sync != nil {
+				m.sync.fail(kerr.RebalanceInProgress.Code)
+				m.sync = nil
+			}
+			m.assignment = nil
+		}
+	}
+	g.cancelSync()
+	g.pendingSync = map[string]bool{}
+	wasEmpty := g.state == stateEmpty
+	g.setState(statePreparingRebalance)
+	g.log.Info().Str("reason", reason).Int32("generation", g.generation).Msg("rebalance started")
+	if wasEmpty {
+		d := g.cfg.Settings.InitialRebalanceDelay
+		g.initialDelay = true
+		g.newMemberAdded = false
+		g.delayNow = d
+		g.delayRemaining = max(g.rebalanceTimeout()-d, 0)
+		g.armJoin(ctx, d)
+		return
+	}
+	g.initialDelay = false
+	g.armJoin(ctx, g.rebalanceTimeout())
+	g.tryCompleteJoin(ctx)
+}
+
+// rebalanceTimeout is the largest rebalance timeout of the members.
+func (g *groupActor) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.rebalanceTimeout)
+	}
+	return d
+}
+
+func (g *groupActor) armJoin(ctx actor.Context, d time.Duration) {
+	if g.joinCancel != nil {
+		g.joinCancel()
+	}
+	g.joinSeqGuard++
+	g.joinCancel = actor.After(ctx, d, &joinDeadline{seq: g.joinSeqGuard})
+}
+
+func (g *groupActor) cancelJoin() {
+	if g.joinCancel != nil {
+		g.joinCancel()
+		g.joinCancel = nil
+	}
+	g.joinSeqGuard++
+}
+
+// tryCompleteJoin completes the join phase early once every member has rejoined and no
+// KIP-394 member is pending. The initial delay never completes early.
+func (g *groupActor) tryCompleteJoin(ctx actor.Context) {
+	if g.state != statePreparingRebalance || g.initialDelay {
+		return
+	}
+	if g.awaitingJoin == len(g.members) && len(g.pending) == 0 {
+		g.completeJoin(ctx)
+	}
+}
+
+func (g *groupActor) onJoinDeadline(ctx actor.Context, m *joinDeadline) {
+	if m.seq != g.joinSeqGuard || g.state != statePreparingRebalance {
+		return
+	}
+	if g.initialDelay && g.newMemberAdded && g.delayRemaining != 0 {
+		// Apache InitialDelayedJoin: each wave of new members buys up to another delay.
+		g.newMemberAdded = false
+		next := min(g.cfg.Settings.InitialRebalanceDelay, g.delayRemaining)
+		g.delayRemaining = max(g.delayRemaining-g.delayNow, 0)
+		g.delayNow = next
+		g.armJoin(ctx, next)
+		return
+	}
+	g.completeJoin(ctx)
+}
+
+// completeJoin ends the join phase (Apache onCompleteJoin): dynamic members that did not
+// rejoin are removed (static ones stay until their session expires), a leader is chosen
+// among those that rejoined, the generation advances and every parked JoinGroup is
+// answered.
+func (g *groupActor) completeJoin(ctx actor.Context) {
+	g.cancelJoin()
+	g.initialDelay = false
+	for _, m := range g.sortedMembers() {
+		if m.join == nil && m.instanceID == "" {
+			g.log.Info().Str("member", m.id).Msg("member removed: did not rejoin in time")
+			g.removeMember(m, 0)
+		}
+	}
+	if lm := g.members[g.leader]; lm == nil || lm.join == nil {
+		joined := ""
+		for _, m := range g.sortedMembers() {
+			if m.join != nil {
+				joined = m.id
+				break
+			}
+		}
+		if joined == "" && len(g.members) > 0 {
+			// Only static members that have not rejoined are left: wait another round
+			// (Apache groupStuckInRebalanceTimeoutDueToNonjoinedStaticMember).
+			g.armJoin(ctx, g.rebalanceTimeout())
+			return
+		}
+		g.leader = joined
+	}
+	g.generation++
+	if len(g.members) == 0 {
+		g.protocol, g.leader = "", ""
+		g.topics, g.topicsKnown = nil, false
+		g.setState(stateEmpty)
+		g.log.Info().Int32("generation", g.generation).Msg("group is empty")
+		g.saveMeta(ctx, true)
+		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
+		return
+	}
+	g.protocol, _ = selectProtocol(g.protocolLists())
+	g.computeTopics()
+	g.setState(stateCompletingRebalance)
+	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
+		Int("members", len(g.members)).Msg("join phase complete")
+	now := time.Now()
+	for _, m := range g.members {
+		g.pendingSync[m.id] = true
+		j := g.unpark(m)
+		if j == nil {
+			continue
+		}
+		m.isNew = false
+		m.deadline = now.Add(m.sessionTimeout)
+		j.Reply.Resolve(g.joinResult(m, m.id == g.leader))
+	}
+	g.syncSeqGuard++
+	g.syncCancel = actor.After(ctx, g.rebalanceTimeout(), &syncDeadline{seq: g.syncSeqGuard, generation: g.generation})
+}
+
+func (g *groupActor) computeTopics() {
+	md := make([][]byte, 0, len(g.members))
+	for _, m := range g.members {
+		md = append(md, m.metadataFor(g.protocol))
+	}
+	g.topics, g.topicsKnown = subscriptions(g.protocolType, md)
+}
+
+func (g *groupActor) cancelSync() {
+	if g.syncCancel != nil {
+		g.syncCancel()
+		g.syncCancel = nil
+	}
+	g.syncSeqGuard++
+}
+
+// onSyncDeadline removes the members that never sent SyncGroup for this generation and
+// rebalances (Apache DelayedSync).
+func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
+	if m.seq != g.syncSeqGuard || m.generation != g.generation ||
+		(g.state != stateCompletingRebalance && g.state != stateStable) || len(g.pendingSync) == 0 {
+		return
+	}
+	for id := range g.pendingSync {
+		if mm := g.members[id]; mm != nil {
+			g.log.Info().Str("member", id).Msg("member removed: no SyncGroup in time")
+			g.removeMember(mm, kerr.UnknownMemberID.Code)
+		}
+	}
+	g.pendingSync = map[string]bool{}
+	g.prepareRebalance(ctx, "members did not sync in time")
+}
+
+// removeMember drops m. Its parked JoinGroup gets UNKNOWN_MEMBER_ID with no member id (the
+// client rejoins as new); its parked SyncGroup gets syncCode (0: UNKNOWN_MEMBER_ID).
+func (g *groupActor) removeMember(m *member, syncCode int16) {
+	if j := g.unpark(m); j != nil {
+		j.Reply.Resolve(joinError(kerr.UnknownMemberID.Code, ""))
+	}
+	if m.sync != nil {
+		if syncCode == 0 {
+			syncCode = kerr.UnknownMemberID.Code
+		}
+		m.sync.fail(syncCode)
+		m.sync = nil
+	}
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.timerSeq++
+	for _, p := range m.protocols {
+		g.supported[p.Name]--
+	}
+	delete(g.members, m.id)
+	delete(g.pendingSync, m.id)
+	if m.instanceID != "" && g.instances[m.instanceID] == m.id {
+		delete(g.instances, m.instanceID)
+	}
+	if g.leader == m.id {
+		g.leader = ""
+		if ms := g.sortedMembers(); len(ms) > 0 {
+			g.leader = ms[0].id
+		}
+	}
+}
+
+// afterRemoval moves the group on once members left: Stable and CompletingRebalance
+// rebalance; PreparingRebalance may now be complete.
+func (g *groupActor) afterRemoval(ctx actor.Context, reason string) {
+	switch g.state {
+	case stateStable, stateCompletingRebalance:
+		g.prepareRebalance(ctx, reason)
+	case statePreparingRebalance:
+		g.tryCompleteJoin(ctx)
+	}
+}
+
+// touch extends m's session: a heartbeat, a commit or a sync.
+func (g *groupActor) touch(ctx actor.Context, m *member) {
+	m.deadline = time.Now().Add(m.sessionTimeout)
+	g.armSession(ctx, m)
+}
+
+// armSession makes sure a timer will look at m's deadline. Extending a session only moves
+// the deadline; the timer, when it fires, re-arms for what is left, so a heartbeat costs
+// no timer.
+func (g *groupActor) armSession(ctx actor.Context, m *member) {
+	if m.timerArmed {
+		return
+	}
+	m.timerArmed = true
+	m.timerSeq++
+	m.cancel = actor.After(ctx, time.Until(m.deadline), &sessionCheck{member: m.id, seq: m.timerSeq})
+}
+
+// onSessionCheck: a member whose deadline passed is removed, unless it is waiting for a
+// JoinGroup or SyncGroup answer, which counts as alive (Apache hasSatisfiedHeartbeat); a
+// new member's 5-minute join timer is the exception.
+func (g *groupActor) onSessionCheck(ctx actor.Context, c *sessionCheck) {
+	m := g.members[c.member]
+	if m == nil || m.timerSeq != c.seq {
+		return
+	}
+	m.timerArmed = false
+	now := time.Now()
+	if now.Before(m.deadline) {
+		g.armSession(ctx, m)
+		return
+	}
+	if !m.isNew && (m.join != nil || m.sync != nil) {
+		m.deadline = now.Add(m.sessionTimeout)
+		g.armSession(ctx, m)
+		return
+	}
+	g.log.Info().Str("member", m.id).Str("instance", m.instanceID).Bool("new", m.isNew).Msg("member session expired")
+	g.removeMember(m, 0)
+	g.afterRemoval(ctx, "member "+m.id+" session expired")
+}
+
+func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {
+	if seq, ok := g.pending[m.member]; !ok || seq != m.seq {
+		return
+	}
+	g.log.Info().Str("member", m.member).Msg("pending member expired")
+	g.dropPending(m.member)
+	if g.state == statePreparingRebalance {
+		g.tryCompleteJoin(ctx)
+	}
+}
+
+func (g *groupActor) dropPending(id string) {
+	delete(g.pending, id)
+	if c := g.pendingTimer[id]; c != nil {
+		c()
+	}
+	delete(g.pendingTimer, id)
+}
+
+// SyncGroup (§4.4).
+func (g *groupActor) handleSync(ctx actor.Context, r *SyncGroup) {
+	if !g.exists {
+		g.fail(r, kerr.UnknownMemberID.Code)
+		return
+	}
+	if code := g.checkMember(r.MemberID, r.InstanceID); code != 0 {
+		g.fail(r, code)
+		return
+	}
+	if r.Generation != g.generation {
+		g.fail(r, kerr.IllegalGeneration.Code)
+		return
+	}
+	// Apache 4.0 compares the v5 fields only when both sides are set.
+	if (r.ProtocolType != nil && g.protocolType != "" && *r.ProtocolType != g.protocolType) ||
+		(r.ProtocolName != nil && g.protocol != "" && *r.ProtocolName != g.protocol) {
+		g.fail(r, kerr.InconsistentGroupProtocol.Code)
+		return
+	}
+	m := g.members[r.MemberID]
+	switch g.state {
+	case stateEmpty:
+		g.fail(r, kerr.UnknownMemberID.Code)
+	case statePreparingRebalance:
+		g.fail(r, kerr.RebalanceInProgress.Code)
+	case stateCompletingRebalance:
+		g.handed(r)
+		if m.sync != nil {
+			m.sync.fail(kerr.RebalanceInProgress.Code)
+		}
+		m.sync = r
+		g.synced(m)
+		if m.id == g.leader {
+			g.completeSync(ctx, r.Assignments)
+		}
+	case stateStable:
+		g.synced(m)
+		g.touch(ctx, m)
+		g.handed(r)
+		r.Reply.Resolve(&SyncResult{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: m.assignment})
+	}
+}
+
+func (g *groupActor) synced(m *member) {
+	delete(g.pendingSync, m.id)
+	if len(g.pendingSync) == 0 {
+		g.cancelSync()
+	}
+}
+
+// completeSync applies the leader's assignment (members it left out get an empty one),
+// answers every parked SyncGroup and makes the group Stable. Assignments from followers
+// are ignored.
+func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]byte) {
+	for _, m := range g.members {
+		m.assignment = assignments[m.id]
+		if m.assignment == nil {
+			m.assignment = []byte{}
+		}
+	}
+	g.setState(stateStable)
+	g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group stable")
+	for _, m := range g.members {
+		if m.sync != nil {
+			s := m.sync
+			m.sync = nil
+			s.Reply.Resolve(&SyncResult{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: m.assignment})
+			g.touch(ctx, m)
+		}
+	}
+	g.saveMeta(ctx, false)
+}
+
+// Heartbeat (§4.5).
+func (g *groupActor) handleHeartbeat(r *Heartbeat) {
+	code := g.heartbeat(r)
+	g.handed(r)
+	r.Reply.Resolve(&Result{ErrorCode: code})
+}
+
+func (g *groupActor) heartbeat(r *Heartbeat) int16 {
+	if !g.exists {
+		return kerr.UnknownMemberID.Code
+	}
+	if code := g.checkMember(r.MemberID, r.InstanceID); code != 0 {
+		return code
+	}
+	if r.Generation != g.generation {
+		return kerr.IllegalGeneration.Code
+	}
+	m := g.members[r.MemberID]
+	switch g.state {
+	case stateEmpty:
+		return kerr.UnknownMemberID.Code
+	case statePreparingRebalance:
+		m.deadline = time.Now().Add(m.sessionTimeout)
+		return kerr.RebalanceInProgress.Code
+	default:
+		m.deadline = time.Now().Add(m.sessionTimeout)
+		return 0
+	}
+}
+
+// LeaveGroup (§4.6): one code per member in request order; the group rebalances once,
+// after the whole batch (Apache 4.0).
+func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
+	res := &LeaveResult{Members: make([]int16, len(r.Members))}
+	if !g.exists {
+		for i := range res.Members {
+			res.Members[i] = kerr.UnknownMemberID.Code
+		}
+		g.handed(r)
+		r.Reply.Resolve(res)
+		return
+	}
+	removed, pendingLeft := false, false
+	for i, lm := range r.Members {
+		g.log.Info().Str("member", lm.MemberID).Str("instance", lm.InstanceID).Str("reason", lm.Reason).Msg("member leaving")
+		switch {
+		case lm.MemberID == "":
+			// Admin removal by group.instance.id (KIP-345).
+			id, ok := g.instances[lm.InstanceID]
+			if !ok || lm.InstanceID == "" {
+				res.Members[i] = kerr.UnknownMemberID.Code
+				continue
+			}
+			g.removeMember(g.members[id], 0)
+			removed = true
+		case g.isPending(lm.MemberID):
+			g.dropPending(lm.MemberID)
+			pendingLeft = true
+		default:
+			if code := g.checkMember(lm.MemberID, lm.InstanceID); code != 0 {
+				res.Members[i] = code
+				continue
+			}
+			g.removeMember(g.members[lm.MemberID], 0)
+			removed = true
+		}
+	}
+	g.handed(r)
+	r.Reply.Resolve(res)
+	if removed {
+		g.afterRemoval(ctx, "members left")
+	} else if pendingLeft && g.state == statePreparingRebalance {
+		g.tryCompleteJoin(ctx)
+	}
+}
+
+func (g *groupActor) isPending(id string) bool {
+	_, ok := g.pending[id]
+	return ok
+}

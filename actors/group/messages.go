@@ -1,0 +1,353 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+)
+
+// This file is the contract between the connection handlers (actors/conn) and the groups
+// manager. Every request names its group and carries a Promise that is resolved exactly
+// once with the result type named in its doc line: on success, with an error code, or
+// with COORDINATOR_NOT_AVAILABLE when the group actor stops or restarts under it.
+// Messages are pointers and are never mutated after they are sent.
+
+// Request is a message for one group: the manager routes it to that group's actor,
+// spawning it on first touch.
+type Request interface {
+	// GroupID names the group the request is for.
+	GroupID() string
+	// withReply returns a copy answering to p (the manager's fan-out uses it).
+	withReply(p actor.Promise) Request
+	// fail answers the request with code, in the shape its caller expects.
+	fail(code int16)
+}
+
+// Protocol is one assignment protocol a member supports, in its preference order.
+type Protocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// JoinGroup asks to join (or rejoin) a group. Sent by the JoinGroup handler; the group
+// parks it until the rebalance round completes. Reply: *JoinResult.
+type JoinGroup struct {
+	Group            string
+	MemberID         string // "" for a new member
+	InstanceID       string // group.instance.id; "" for a dynamic member (KIP-345)
+	ClientID         string
+	ClientHost       string
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration // JoinGroup v0: the session timeout (KAFKA-8653)
+	ProtocolType     string
+	Protocols        []Protocol
+	// RequireKnownMemberID is set from v4: a new dynamic member first gets
+	// MEMBER_ID_REQUIRED with its id (KIP-394).
+	RequireKnownMemberID bool
+	// SupportsSkipAssignment is set from v9: a static leader replaced in Stable is told to
+	// skip the assignment (KIP-814).
+	SupportsSkipAssignment bool
+	Reason                 string // KIP-800, v8+
+	Reply                  actor.Promise
+}
+
+// JoinMember is one member as the leader sees it in the JoinGroup response.
+type JoinMember struct {
+	MemberID   string
+	InstanceID string // "" when dynamic
+	Metadata   []byte
+}
+
+// JoinResult answers a JoinGroup.
+type JoinResult struct {
+	ErrorCode      int16
+	Generation     int32
+	ProtocolType   string
+	ProtocolName   string
+	Leader         string
+	MemberID       string
+	SkipAssignment bool
+	Members        []JoinMember // the leader's view; empty for followers
+}
+
+// SyncGroup delivers the leader's assignment, or asks a follower's. Reply: *SyncResult.
+type SyncGroup struct {
+	Group        string
+	MemberID     string
+	InstanceID   string
+	Generation   int32
+	ProtocolType *string // v5+; nil below
+	ProtocolName *string // v5+; nil below
+	Assignments  map[string][]byte
+	Reply        actor.Promise
+}
+
+// SyncResult answers a SyncGroup.
+type SyncResult struct {
+	ErrorCode    int16
+	ProtocolType string
+	ProtocolName string
+	Assignment   []byte
+}
+
+// Heartbeat keeps a member's session. Reply: *Result.
+type Heartbeat struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	Reply      actor.Promise
+}
+
+// LeaveMember is one member of a LeaveGroup (v0-2 carry one, v3+ a batch).
+type LeaveMember struct {
+	MemberID   string
+	InstanceID string
+	Reason     string // KIP-800, v5+
+}
+
+// LeaveGroup removes members. Reply: *LeaveResult.
+type LeaveGroup struct {
+	Group   string
+	Members []LeaveMember
+	Reply   actor.Promise
+}
+
+// LeaveResult has a group-level code and one code per member, in request order.
+type LeaveResult struct {
+	ErrorCode int16
+	Members   []int16
+}
+
+// DescribeGroup describes one group. Reply: *Description.
+type DescribeGroup struct {
+	Group string
+	Reply actor.Promise
+}
+
+// DescribedMember is one member in DescribeGroups.
+type DescribedMember struct {
+	MemberID   string
+	InstanceID string
+	ClientID   string
+	ClientHost string
+	Metadata   []byte // only when Stable
+	Assignment []byte // only when Stable
+}
+
+// Description answers DescribeGroup. An unknown group is State "Dead" with ErrorCode
+// GROUP_ID_NOT_FOUND; DescribeGroups v0-5 reports it with error 0 (Apache 4.0).
+type Description struct {
+	Group        string
+	ErrorCode    int16
+	State        string
+	ProtocolType string
+	Protocol     string
+	Members      []DescribedMember
+}
+
+// DeleteGroup deletes an Empty group and its offsets. Reply: *Result.
+type DeleteGroup struct {
+	Group string
+	Reply actor.Promise
+}
+
+// CommitOffsets is an OffsetCommit for one group, validated by the group (§4.7 of the
+// reference) before its offsets actor stores it. Reply: *offsets.CommitResult.
+type CommitOffsets struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	// UnknownGroupIsNotFound: OffsetCommit v9+ to an unknown group with a generation gets
+	// GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION (Apache 4.0).
+	UnknownGroupIsNotFound bool
+	Entries                []offsets.Entry
+	Reply                  actor.Promise
+}
+
+// FetchOffsets reads a group's committed offsets; Partitions nil means all.
+// Reply: *offsets.FetchResult.
+type FetchOffsets struct {
+	Group         string
+	Partitions    []offsets.TopicPartition
+	RequireStable bool
+	Reply         actor.Promise
+}
+
+// DeleteOffsets is an OffsetDelete (§4.13). Reply: *OffsetDeleteResult.
+type DeleteOffsets struct {
+	Group      string
+	Partitions []offsets.TopicPartition
+	Reply      actor.Promise
+}
+
+// OffsetDeleteResult has a group-level code, and when it is 0 one code per requested
+// partition, in order.
+type OffsetDeleteResult struct {
+	ErrorCode int16
+	Codes     []int16
+}
+
+// Result is a plain outcome: 0 or an error code.
+type Result struct {
+	ErrorCode int16
+}
+
+// Batch fans requests for several groups out and answers with every result in request
+// order: OffsetFetch v8+, DescribeGroups, DeleteGroups. The requests' own Reply fields
+// are ignored. Reply: *BatchResult.
+type Batch struct {
+	Requests []Request
+	Reply    actor.Promise
+}
+
+// BatchResult holds one result per request of a Batch, in order.
+type BatchResult struct {
+	Values []any
+}
+
+// ListGroups lists the groups this broker coordinates, live ones and those that exist
+// only as an offsets file (listed as Empty). States and Types filter case-insensitively;
+// empty means all. Reply: *Listing.
+type ListGroups struct {
+	States []string
+	Types  []string
+	Reply  actor.Promise
+}
+
+// ListedGroup is one row of ListGroups.
+type ListedGroup struct {
+	Group        string
+	ProtocolType string
+	State        string
+}
+
+// Listing answers ListGroups.
+type Listing struct {
+	ErrorCode int16
+	Groups    []ListedGroup
+}
+
+func (m *JoinGroup) GroupID() string     { return m.Group }
+func (m *SyncGroup) GroupID() string     { return m.Group }
+func (m *Heartbeat) GroupID() string     { return m.Group }
+func (m *LeaveGroup) GroupID() string    { return m.Group }
+func (m *DescribeGroup) GroupID() string { return m.Group }
+func (m *DeleteGroup) GroupID() string   { return m.Group }
+func (m *CommitOffsets) GroupID() string { return m.Group }
+func (m *FetchOffsets) GroupID() string  { return m.Group }
+func (m *DeleteOffsets) GroupID() string { return m.Group }
+
+func (m *JoinGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
+func (m *SyncGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
+func (m *Heartbeat) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
+func (m *LeaveGroup) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *DescribeGroup) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *DeleteGroup) withReply(p actor.Promise) Request   { c := *m; c.Reply = p; return &c }
+func (m *CommitOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *FetchOffsets) withReply(p actor.Promise) Request  { c := *m; c.Reply = p; return &c }
+func (m *DeleteOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+
+func (m *JoinGroup) fail(code int16) {
+	m.Reply.Resolve(joinError(code, m.MemberID))
+}
+func (m *SyncGroup) fail(code int16) { m.Reply.Resolve(&SyncResult{ErrorCode: code}) }
+func (m *Heartbeat) fail(code int16) { m.Reply.Resolve(&Result{ErrorCode: code}) }
+func (m *LeaveGroup) fail(code int16) {
+	m.Reply.Resolve(&LeaveResult{ErrorCode: code})
+}
+func (m *DescribeGroup) fail(code int16) {
+	m.Reply.Resolve(&Description{Group: m.Group, ErrorCode: code})
+}
+func (m *DeleteGroup) fail(code int16) { m.Reply.Resolve(&Result{ErrorCode: code}) }
+func (m *CommitOffsets) fail(code int16) {
+	codes := make([]int16, len(m.Entries))
+	for i := range codes {
+		codes[i] = code
+	}
+	m.Reply.Resolve(&offsets.CommitResult{Codes: codes})
+}
+func (m *FetchOffsets) fail(code int16) {
+	m.Reply.Resolve(&offsets.FetchResult{ErrorCode: code})
+}
+func (m *DeleteOffsets) fail(code int16) {
+	m.Reply.Resolve(&OffsetDeleteResult{ErrorCode: code})
+}
+
+// joinError is the JoinGroup error shape: generation -1, no leader, no members
+// (JoinGroupRequest.getErrorResponse).
+func joinError(code int16, memberID string) *JoinResult {
+	return &JoinResult{ErrorCode: code, Generation: -1, MemberID: memberID}
+}
+
+// notAvailable is what a request gets when its group actor stops or restarts under it:
+// clients retry it, find the coordinator again and rejoin (as after a coordinator move).
+var notAvailable = kerr.CoordinatorNotAvailable.Code
+
+// Messages the group actors exchange with the manager and with themselves.
+
+// passivate asks the manager to stop an idle group actor (sent by the group to its parent).
+type passivate struct {
+	group string
+	pid   *actor.PID
+}
+
+// listEntry asks a live group for its ListGroups row. Reply: *listedGroup.
+type listEntry struct {
+	group string
+	reply actor.Promise
+}
+
+// listedGroup is a live group's row, or exists=false for a group that is only a name.
+type listedGroup struct {
+	ListedGroup
+	exists bool
+}
+
+// expireNow runs offset expiry in a group now (the manager sends it to groups that exist
+// only on disk); the group passivates afterwards if it is idle.
+type expireNow struct {
+	group string
+}
+
+func (m *listEntry) GroupID() string                   { return m.group }
+func (m *listEntry) withReply(p actor.Promise) Request { c := *m; c.reply = p; return &c }
+func (m *listEntry) fail(code int16)                   { m.reply.Resolve(&listedGroup{}) }
+
+func (m *expireNow) GroupID() string                   { return m.group }
+func (m *expireNow) withReply(p actor.Promise) Request { c := *m; return &c }
+func (m *expireNow) fail(int16)                        {}
+
+// Timer messages. Each carries the guard it was armed with; a firing whose guard no
+// longer matches is stale and ignored (a cancelled timer's message may already be queued).
+
+// sessionCheck fires at a member's session deadline.
+type sessionCheck struct {
+	member string
+	seq    uint64
+}
+
+// joinDeadline fires when the join phase must complete (rebalance timeout or initial delay).
+type joinDeadline struct{ seq uint64 }
+
+// syncDeadline fires when members that have not sent SyncGroup are removed.
+type syncDeadline struct {
+	seq        uint64
+	generation int32
+}
+
+// pendingDeadline fires when a KIP-394 pending member that never rejoined expires.
+type pendingDeadline struct {
+	member string
+	seq    uint64
+}
+
+// retentionTick runs offset expiry; it does not count as traffic for passivation.
+type retentionTick struct{}
+
+// NotInfluenceReceiveTimeout keeps the periodic tick from holding an idle group alive.
+func (*retentionTick) NotInfluenceReceiveTimeout() {}
