@@ -279,6 +279,12 @@ func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
 		fail(queued{msg: m}, codeBroken)
 		return
 	}
+	// A SaveMeta without a reply waits for no write: it takes effect at once, unless
+	// changes queued before it (a DeleteAll) must be applied first.
+	if sm, ok := m.(*SaveMeta); ok && !sm.Reply.Valid() && len(a.queue) == 0 {
+		a.st.meta = sm.Meta
+		return
+	}
 	a.enqueue(ctx, queued{msg: m})
 }
 
