@@ -1,0 +1,96 @@
+package conn
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/group"
+	"kaas/actors/offsets"
+)
+
+// OffsetCommit (key 8), v2–v9 (v0-1 were removed in Apache 4.0, KIP-896).
+//
+//	v2: retention_time_ms (-1: the broker's retention), until v4.
+//	v3: throttle. v4: same shape. v5: retention_time_ms removed.
+//	v6: committed_leader_epoch. v7: group_instance_id (KIP-345). v8: flexible.
+//	v9: an unknown group with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION.
+//
+// The group validates generation, member and instance (§4.7); its offsets actor answers
+// only after the write holding the commit is on disk.
+func init() { register(8, 2, 9, handleOffsetCommit) }
+
+func handleOffsetCommit(c *Call) {
+	req := c.Req.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	// codes[i][j] is the answer for req.Topics[i].Partitions[j]; -2 marks the partitions
+	// sent to the group, whose codes come back in order.
+	const sent = -2
+	codes := make([][]int16, len(req.Topics))
+	msg := &group.CommitOffsets{
+		Group: req.Group, MemberID: req.MemberID, Generation: req.Generation,
+		UnknownGroupIsNotFound: c.Version >= 9,
+	}
+	if req.InstanceID != nil {
+		msg.InstanceID = *req.InstanceID
+	}
+	var expireAt int64
+	if c.Version <= 4 && req.RetentionTimeMillis != -1 {
+		expireAt = time.Now().UnixMilli() + req.RetentionTimeMillis
+	}
+	route := groupRoute(c, req.Group)
+	for i, t := range req.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+		for j, p := range t.Partitions {
+			switch {
+			case !partitionKnown(c, t.Topic, p.Partition):
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			case route != 0:
+				codes[i][j] = route
+			default:
+				codes[i][j] = sent
+				e := offsets.Entry{TopicPartition: offsets.TopicPartition{Topic: t.Topic, Partition: p.Partition}}
+				e.Offset = p.Offset
+				e.LeaderEpoch = -1
+				if c.Version >= 6 {
+					e.LeaderEpoch = p.LeaderEpoch
+				}
+				if p.Metadata != nil {
+					e.Metadata = *p.Metadata
+				}
+				e.ExpireTime = expireAt
+				msg.Entries = append(msg.Entries, e)
+			}
+		}
+	}
+	build := func(answers []int16) kmsg.Response {
+		k := 0
+		for i, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for j, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = codes[i][j]
+				if rp.ErrorCode == sent {
+					rp.ErrorCode = kerr.UnknownServerError.Code
+					if k < len(answers) {
+						rp.ErrorCode = answers[k]
+					}
+					k++
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	if len(msg.Entries) == 0 {
+		// Apache answers without the coordinator when no partition is left (§4.7 step 3).
+		c.Respond(build(nil))
+		return
+	}
+	msg.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*offsets.CommitResult).Codes) })
+	askGroups(c, msg)
+}
