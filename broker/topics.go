@@ -1,5 +1,35 @@
 package broker
 
-// startTopics starts the topics manager (actors/partition) and sets Env.Topics.
-// Until the data path is wired, no topic API is registered and this is a no-op.
-func (b *Broker) startTopics() error { return nil }
+import (
+	"fmt"
+
+	"kaas/actors/partition"
+)
+
+// startTopics starts the topics manager (actors/partition) and sets Env.Topics. A
+// DeleteTopics is passed on to the groups manager as *partition.TopicsDeleted, so that
+// every group drops its committed offsets for the deleted topics.
+func (b *Broker) startTopics() error {
+	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
+		Broker: &b.cfg,
+		NodeID: b.cfg.NodeID,
+		Log:    b.log,
+		Brokers: func() []int32 {
+			var ids []int32
+			for _, br := range b.env.Registry.Brokers() {
+				ids = append(ids, br.ID)
+			}
+			return ids
+		},
+		TopicsDeleted: func(topics []string) {
+			if groups := b.env.Groups; groups != nil {
+				b.sys.Send(groups, &partition.TopicsDeleted{Topics: topics})
+			}
+		},
+	}), "topics")
+	if err != nil {
+		return fmt.Errorf("start topics manager: %w", err)
+	}
+	b.env.Topics = pid
+	return nil
+}

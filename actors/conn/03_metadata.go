@@ -3,6 +3,8 @@ package conn
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
 )
 
 // Metadata (key 3), v0–v12.
@@ -42,19 +44,89 @@ func fillBrokers(c *Call, resp *kmsg.MetadataResponse) {
 	}
 }
 
-// metadataTopics answers the topic part. Without a topic catalogue every named topic is
-// UNKNOWN_TOPIC_OR_PARTITION (lookups by id: UNKNOWN_TOPIC_ID) and "all topics" is none.
+// metadataTopics asks the topics manager for the topic part: all topics (null list; v0:
+// empty list), or the named ones (auto-created when the request allows it, v4+, and
+// auto.create.topics.enable is on), or, from v12, topics looked up by id. Every partition
+// is led by this broker at the partition's leader epoch; the replica set is the leader
+// (the data's durability comes from the shared volume, not from replicas).
 func metadataTopics(c *Call, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
-	for _, t := range req.Topics {
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = t.Topic
-		mt.TopicID = t.TopicID
-		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		if t.Topic == nil {
-			mt.ErrorCode = kerr.UnknownTopicID.Code
-		}
-		mt.AuthorizedOperations = -2147483648
-		resp.Topics = append(resp.Topics, mt)
+	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
+	if !all && len(req.Topics) == 0 {
+		c.Respond(resp)
+		return
 	}
-	c.Respond(resp)
+	d := &partition.Describe{All: all, AutoCreate: req.Version < 4 || req.AllowAutoTopicCreation}
+	type ask struct {
+		byID  bool
+		index int
+	}
+	var asks []ask
+	if !all {
+		for _, t := range req.Topics {
+			if t.Topic == nil {
+				asks = append(asks, ask{byID: true})
+				continue
+			}
+			asks = append(asks, ask{index: len(d.Names)})
+			d.Names = append(d.Names, *t.Topic)
+		}
+		for i, t := range req.Topics {
+			if t.Topic == nil {
+				asks[i].index = len(d.Names) + len(d.IDs)
+				d.IDs = append(d.IDs, t.TopicID)
+			}
+		}
+	}
+	build := func(res *partition.Described) kmsg.Response {
+		if all {
+			for i := range res.Topics {
+				resp.Topics = append(resp.Topics, metadataTopic(c, req.Version, &res.Topics[i]))
+			}
+			return resp
+		}
+		for i, t := range req.Topics {
+			var ti partition.TopicInfo
+			switch {
+			case res != nil:
+				ti = res.Topics[asks[i].index]
+			case t.Topic == nil:
+				ti = partition.TopicInfo{ID: t.TopicID, ErrorCode: kerr.UnknownTopicID.Code}
+			default:
+				ti = partition.TopicInfo{Name: *t.Topic, ErrorCode: kerr.UnknownTopicOrPartition.Code}
+			}
+			resp.Topics = append(resp.Topics, metadataTopic(c, req.Version, &ti))
+		}
+		return resp
+	}
+	if noTopics(c) {
+		if all {
+			c.Respond(resp)
+		} else {
+			c.Respond(build(nil))
+		}
+		return
+	}
+	d.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*partition.Described)) })
+	askTopics(c, d)
+}
+
+func metadataTopic(c *Call, version int16, ti *partition.TopicInfo) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.ErrorCode = ti.ErrorCode
+	if ti.Name != "" {
+		name := ti.Name
+		mt.Topic = &name
+	}
+	mt.TopicID = ti.ID
+	mt.AuthorizedOperations = -2147483648
+	for _, p := range ti.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Partition
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = []int32{p.Leader}
+		mp.ISR = []int32{p.Leader}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
 }

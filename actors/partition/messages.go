@@ -229,3 +229,11 @@ type ProducerID struct {
 	ID        int64
 	Epoch     int16
 }
+
+// TopicsDeleted is the event the broker wiring sends to the groups manager after a
+// DeleteTopics: it drops the topics' committed offsets from every group (offsets.DropTopics
+// to each group's offsets actor, groups held only on disk included), as Apache's
+// GroupCoordinator.onPartitionsDeleted does. No reply.
+type TopicsDeleted struct {
+	Topics []string
+}

@@ -16,6 +16,7 @@ const (
 	earliestTimestamp      = -2
 	maxTimestamp           = -3
 	earliestLocalTimestamp = -4
+	latestTieredTimestamp  = -5
 )
 
 // PartitionConfig is everything one partition actor needs.
@@ -367,6 +368,9 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 		out.Offset = hw
 	case maxTimestamp:
 		out.Timestamp, out.Offset = p.plog.maxTimestamp(hw)
+	case latestTieredTimestamp:
+		// KIP-1005: nothing is in remote storage, so there is no such offset.
+		return out
 	default:
 		if m.timestamp < 0 {
 			out.ErrorCode = kerr.InvalidRequest.Code

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"kaas/config"
 )
 
@@ -13,14 +15,14 @@ import (
 type ConfigEntry struct {
 	Name    string
 	Value   string
-	Default bool   // true: the broker default, no topic override
-	Type    string // BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+	Default bool // true: the broker default, no topic override
+	Type    kmsg.ConfigType
 }
 
 // topicConfigDef is one of Apache's topic configs (TopicConfig / LogConfig): its type and
 // the broker default it falls back to.
 type topicConfigDef struct {
-	typ string
+	typ kmsg.ConfigType
 	def func(c *config.Config) string
 }
 
@@ -37,37 +39,37 @@ func msOf(d time.Duration) string {
 // partition are applied (retention.ms, retention.bytes, segment.bytes, max.message.bytes,
 // flush.messages); the rest are accepted, recorded and shown, so tools that set them work.
 var topicConfigs = map[string]topicConfigDef{
-	"cleanup.policy":                          {"LIST", constant("delete")},
-	"compression.type":                        {"STRING", constant("producer")},
-	"delete.retention.ms":                     {"LONG", constant("86400000")},
-	"file.delete.delay.ms":                    {"LONG", constant("60000")},
-	"flush.messages":                          {"LONG", func(c *config.Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) }},
-	"flush.ms":                                {"LONG", constant("9223372036854775807")},
-	"follower.replication.throttled.replicas": {"LIST", constant("")},
-	"index.interval.bytes":                    {"INT", constant(strconv.Itoa(indexInterval))},
-	"leader.replication.throttled.replicas":   {"LIST", constant("")},
-	"local.retention.bytes":                   {"LONG", constant("-2")},
-	"local.retention.ms":                      {"LONG", constant("-2")},
-	"max.compaction.lag.ms":                   {"LONG", constant("9223372036854775807")},
-	"max.message.bytes":                       {"INT", func(c *config.Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }},
-	"message.downconversion.enable":           {"BOOLEAN", constant("true")},
-	"message.format.version":                  {"STRING", constant("3.0-IV1")},
-	"message.timestamp.after.max.ms":          {"LONG", constant("9223372036854775807")},
-	"message.timestamp.before.max.ms":         {"LONG", constant("9223372036854775807")},
-	"message.timestamp.difference.max.ms":     {"LONG", constant("9223372036854775807")},
-	"message.timestamp.type":                  {"STRING", constant("CreateTime")},
-	"min.cleanable.dirty.ratio":               {"DOUBLE", constant("0.5")},
-	"min.compaction.lag.ms":                   {"LONG", constant("0")},
-	"min.insync.replicas":                     {"INT", constant("1")},
-	"preallocate":                             {"BOOLEAN", constant("false")},
-	"remote.storage.enable":                   {"BOOLEAN", constant("false")},
-	"retention.bytes":                         {"LONG", func(c *config.Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) }},
-	"retention.ms":                            {"LONG", func(c *config.Config) string { return msOf(c.LogRetention) }},
-	"segment.bytes":                           {"INT", func(c *config.Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) }},
-	"segment.index.bytes":                     {"INT", constant("10485760")},
-	"segment.jitter.ms":                       {"LONG", constant("0")},
-	"segment.ms":                              {"LONG", constant("604800000")},
-	"unclean.leader.election.enable":          {"BOOLEAN", constant("false")},
+	"cleanup.policy":                          {kmsg.ConfigTypeList, constant("delete")},
+	"compression.type":                        {kmsg.ConfigTypeString, constant("producer")},
+	"delete.retention.ms":                     {kmsg.ConfigTypeLong, constant("86400000")},
+	"file.delete.delay.ms":                    {kmsg.ConfigTypeLong, constant("60000")},
+	"flush.messages":                          {kmsg.ConfigTypeLong, func(c *config.Config) string { return strconv.FormatInt(c.LogFlushIntervalMessages, 10) }},
+	"flush.ms":                                {kmsg.ConfigTypeLong, constant("9223372036854775807")},
+	"follower.replication.throttled.replicas": {kmsg.ConfigTypeList, constant("")},
+	"index.interval.bytes":                    {kmsg.ConfigTypeInt, constant(strconv.Itoa(indexInterval))},
+	"leader.replication.throttled.replicas":   {kmsg.ConfigTypeList, constant("")},
+	"local.retention.bytes":                   {kmsg.ConfigTypeLong, constant("-2")},
+	"local.retention.ms":                      {kmsg.ConfigTypeLong, constant("-2")},
+	"max.compaction.lag.ms":                   {kmsg.ConfigTypeLong, constant("9223372036854775807")},
+	"max.message.bytes":                       {kmsg.ConfigTypeInt, func(c *config.Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }},
+	"message.downconversion.enable":           {kmsg.ConfigTypeBoolean, constant("true")},
+	"message.format.version":                  {kmsg.ConfigTypeString, constant("3.0-IV1")},
+	"message.timestamp.after.max.ms":          {kmsg.ConfigTypeLong, constant("9223372036854775807")},
+	"message.timestamp.before.max.ms":         {kmsg.ConfigTypeLong, constant("9223372036854775807")},
+	"message.timestamp.difference.max.ms":     {kmsg.ConfigTypeLong, constant("9223372036854775807")},
+	"message.timestamp.type":                  {kmsg.ConfigTypeString, constant("CreateTime")},
+	"min.cleanable.dirty.ratio":               {kmsg.ConfigTypeDouble, constant("0.5")},
+	"min.compaction.lag.ms":                   {kmsg.ConfigTypeLong, constant("0")},
+	"min.insync.replicas":                     {kmsg.ConfigTypeInt, constant("1")},
+	"preallocate":                             {kmsg.ConfigTypeBoolean, constant("false")},
+	"remote.storage.enable":                   {kmsg.ConfigTypeBoolean, constant("false")},
+	"retention.bytes":                         {kmsg.ConfigTypeLong, func(c *config.Config) string { return strconv.FormatInt(c.LogRetentionBytes, 10) }},
+	"retention.ms":                            {kmsg.ConfigTypeLong, func(c *config.Config) string { return msOf(c.LogRetention) }},
+	"segment.bytes":                           {kmsg.ConfigTypeInt, func(c *config.Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) }},
+	"segment.index.bytes":                     {kmsg.ConfigTypeInt, constant("10485760")},
+	"segment.jitter.ms":                       {kmsg.ConfigTypeLong, constant("0")},
+	"segment.ms":                              {kmsg.ConfigTypeLong, constant("604800000")},
+	"unclean.leader.election.enable":          {kmsg.ConfigTypeBoolean, constant("false")},
 }
 
 // validateTopicConfigs checks CreateTopics configs as Apache's LogConfig.validate does in
@@ -80,17 +82,17 @@ func validateTopicConfigs(configs map[string]string) error {
 		}
 		var err error
 		switch def.typ {
-		case "INT":
+		case kmsg.ConfigTypeInt:
 			_, err = strconv.ParseInt(v, 10, 32)
-		case "LONG":
+		case kmsg.ConfigTypeLong:
 			_, err = strconv.ParseInt(v, 10, 64)
-		case "DOUBLE":
+		case kmsg.ConfigTypeDouble:
 			_, err = strconv.ParseFloat(v, 64)
-		case "BOOLEAN":
+		case kmsg.ConfigTypeBoolean:
 			_, err = strconv.ParseBool(v)
 		}
 		if err != nil {
-			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ)
+			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
 		}
 	}
 	if v, ok := configs["segment.bytes"]; ok {

@@ -1,0 +1,82 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// Produce (key 0), v3–v11. RecordBatch v2 only (v3+), one batch per partition.
+//
+//	v3: transactional_id, record batches. v5: log_start_offset in the response.
+//	v7: ZStandard. v8: per-record errors and error_message (KIP-467). v9: flexible.
+//	v10/v11: KIP-890 / KIP-951 leader hints (no leader moves here, so none are sent).
+//
+// acks=0 gets no response at all; acks=1 and -1 are answered once the batch is durable
+// (log.flush.interval.messages=1, the default) — with one copy of the log on the shared
+// volume, "all in-sync replicas" and "the leader" are the same disk.
+func init() { register(0, 3, 11, handleProduce) }
+
+func handleProduce(c *Call) {
+	req := c.Req.(*kmsg.ProduceRequest)
+	msg := &partition.Produce{Timeout: msDuration(req.TimeoutMillis)}
+	for _, t := range req.Topics {
+		pt := partition.ProduceTopic{Name: t.Topic, ID: t.TopicID}
+		for _, p := range t.Partitions {
+			pt.Partitions = append(pt.Partitions, partition.ProducePartition{Partition: p.Partition, Records: p.Records})
+		}
+		msg.Topics = append(msg.Topics, pt)
+	}
+	code := int16(0)
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		code = kerr.InvalidRequiredAcks.Code
+	case noTopics(c):
+		code = kerr.UnknownTopicOrPartition.Code
+	}
+	if code != 0 {
+		if req.Acks == 0 {
+			c.NoResponse()
+			return
+		}
+		c.Respond(produceResponse(req, nil, code))
+		return
+	}
+	if req.Acks == 0 {
+		c.NoResponse()
+		askTopics(c, msg)
+		return
+	}
+	msg.Reply = c.Await(func(v any) kmsg.Response {
+		return produceResponse(req, v.(*partition.ProduceResult), 0)
+	})
+	askTopics(c, msg)
+}
+
+// produceResponse builds the response from the partitions' results, or with code for
+// every partition when res is nil.
+func produceResponse(req *kmsg.ProduceRequest, res *partition.ProduceResult, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for i, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for j, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			rp.ErrorCode = code
+			if res != nil {
+				r := res.Topics[i][j]
+				rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = r.ErrorCode, r.BaseOffset, r.LogStartOffset
+				if r.ErrorMessage != "" && req.Version >= 8 {
+					msg := r.ErrorMessage
+					rp.ErrorMessage = &msg
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

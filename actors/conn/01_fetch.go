@@ -1,0 +1,79 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// Fetch (key 1), v4–v16.
+//
+//	v4: isolation_level, last_stable_offset, aborted transactions. v5: log_start_offset.
+//	v7: fetch sessions (KIP-227). v9: current_leader_epoch (KIP-320). v11: rack,
+//	preferred read replica (KIP-392). v12: flexible, last_fetched_epoch.
+//	v13: topic ids instead of names (KIP-516). v15: replica_state. v16: node endpoints.
+//
+// Fetch sessions are not kept: every response carries session id 0, which tells the
+// client to send full fetches (KIP-227 allows a broker to decline sessions). An
+// incremental fetch (epoch > 0) therefore gets FETCH_SESSION_ID_NOT_FOUND and the client
+// starts over with a full one. read_committed reads the same as read_uncommitted until
+// transactions exist (the last stable offset is the high watermark).
+func init() { register(1, 4, 16, handleFetch) }
+
+func handleFetch(c *Call) {
+	req := c.Req.(*kmsg.FetchRequest)
+	if req.SessionEpoch > 0 || req.SessionID != 0 && req.SessionEpoch != -1 && req.SessionEpoch != 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		c.Respond(resp)
+		return
+	}
+	if noTopics(c) {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		c.Respond(resp)
+		return
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 1
+	}
+	msg := &partition.Fetch{MaxWait: msDuration(req.MaxWaitMillis), MinBytes: req.MinBytes, MaxBytes: maxBytes}
+	for _, t := range req.Topics {
+		ft := partition.FetchTopic{Name: t.Topic, ID: t.TopicID}
+		if req.Version >= 13 {
+			ft.Name = ""
+		}
+		for _, p := range t.Partitions {
+			ft.Partitions = append(ft.Partitions, partition.FetchPartition{
+				Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes, CurrentLeaderEpoch: p.CurrentLeaderEpoch,
+			})
+		}
+		msg.Topics = append(msg.Topics, ft)
+	}
+	version := req.Version
+	msg.Reply = c.Await(func(v any) kmsg.Response {
+		res := v.(*partition.FetchResult)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for i, t := range res.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Name, t.ID
+			if version >= 13 {
+				rt.TopicID = req.Topics[i].TopicID
+			}
+			for j, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition = req.Topics[i].Partitions[j].Partition
+				rp.ErrorCode = p.ErrorCode
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.HighWatermark, p.HighWatermark, p.LogStartOffset
+				rp.PreferredReadReplica = -1
+				rp.RecordBatches = p.Records
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	})
+	askTopics(c, msg)
+}

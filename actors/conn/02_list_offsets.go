@@ -1,0 +1,61 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// ListOffsets (key 2), v1–v10.
+//
+//	v1: one offset per partition, by timestamp (-1 latest, -2 earliest). v2: isolation.
+//	v4: current_leader_epoch, leader_epoch in the response (KIP-320). v6: flexible.
+//	v7: -3 max timestamp (KIP-734). v8: -4 earliest local (KIP-405).
+//	v9: -5 latest tiered (KIP-1005; nothing is tiered, so -1). v10: timeout_ms (KIP-1075).
+func init() { register(2, 1, 10, handleListOffsets) }
+
+func handleListOffsets(c *Call) {
+	req := c.Req.(*kmsg.ListOffsetsRequest)
+	msg := &partition.ListOffsets{Topics: offsetTopics(req)}
+	if noTopics(c) {
+		c.Respond(listOffsetsResponse(req, nil))
+		return
+	}
+	msg.Reply = c.Await(func(v any) kmsg.Response { return listOffsetsResponse(req, v.(*partition.ListOffsetsResult)) })
+	askTopics(c, msg)
+}
+
+func offsetTopics(req *kmsg.ListOffsetsRequest) []partition.OffsetTopic {
+	var out []partition.OffsetTopic
+	for _, t := range req.Topics {
+		ot := partition.OffsetTopic{Name: t.Topic}
+		for _, p := range t.Partitions {
+			ot.Partitions = append(ot.Partitions, partition.OffsetQuery{Partition: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, Timestamp: p.Timestamp})
+		}
+		out = append(out, ot)
+	}
+	return out
+}
+
+func listOffsetsResponse(req *kmsg.ListOffsetsRequest, res *partition.ListOffsetsResult) *kmsg.ListOffsetsResponse {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for i, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			if res == nil {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				r := res.Topics[i][j]
+				rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = r.ErrorCode, r.Timestamp, r.Offset, r.LeaderEpoch
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -1,0 +1,43 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// InitProducerID (key 22), v0–v5, for idempotent (non-transactional) producers.
+//
+//	v1: same as v0. v2: flexible. v3: producer_id and epoch in the request (KIP-360:
+//	an idempotent producer may bump its epoch itself). v4: PRODUCER_FENCED.
+//	v5: KIP-890 (transactions only).
+//
+// Each call hands out a fresh id at epoch 0. Transactions are not implemented: a
+// transactional id gets UNSUPPORTED_VERSION, a fatal error, rather than a retriable one a
+// client would loop on.
+func init() { register(22, 0, 5, handleInitProducerID) }
+
+func handleInitProducerID(c *Call) {
+	req := c.Req.(*kmsg.InitProducerIDRequest)
+	fail := func(code int16) {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+		c.Respond(resp)
+	}
+	switch {
+	case req.TransactionalID != nil:
+		fail(kerr.UnsupportedVersion.Code)
+		return
+	case noTopics(c):
+		fail(kerr.CoordinatorNotAvailable.Code)
+		return
+	}
+	reply := c.Await(func(v any) kmsg.Response {
+		r := v.(*partition.ProducerID)
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = r.ErrorCode, r.ID, r.Epoch
+		return resp
+	})
+	askTopics(c, &partition.InitProducerID{Reply: reply})
+}
