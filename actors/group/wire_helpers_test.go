@@ -203,3 +203,27 @@ func describe(w *wire, version int16, groups ...string) *kmsg.DescribeGroupsResp
 	r.Groups = groups
 	return w.do(r).(*kmsg.DescribeGroupsResponse)
 }
+
+func commitReq(g string, version int16, member string, gen int32, parts map[string][]int32) *kmsg.OffsetCommitRequest {
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version = version
+	r.Group = g
+	r.MemberID = member
+	r.Generation = gen
+	r.RetentionTimeMillis = -1
+	for topic, ps := range parts {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition = p
+			rp.Offset = int64(100 + p)
+			rp.LeaderEpoch = 7
+			md := "md"
+			rp.Metadata = &md
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		r.Topics = append(r.Topics, rt)
+	}
+	return r
+}
