@@ -1,0 +1,4 @@
+// Package crash kills a real kaas broker process with SIGKILL while a producer writes
+// with acks=all, restarts it, and checks that every acknowledged record is still there,
+// in order, and that no torn write is ever served.
+package crash
