@@ -1,0 +1,197 @@
+package offsets
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+)
+
+// Benchmarks of the durable path. Run on the volume kaas will use:
+//
+//	KAAS_BENCH_DIR=/data go test -run XXX -bench . -benchtime 3s ./actors/offsets/
+//
+// BenchmarkDurableCommits reports commits/s and p50/p99 latency of acknowledged (fsynced)
+// commits; BenchmarkDiskCycle reports the disk's own rate of the same write cycle (tmp
+// write, fsync, rename, directory fsync) without the actor, to compare them with.
+
+func benchDir(b *testing.B) string {
+	if d := os.Getenv("KAAS_BENCH_DIR"); d != "" {
+		dir, err := os.MkdirTemp(d, "offsets-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return b.TempDir()
+}
+
+// collector forwards the promises it settles to a channel: a committer's mailbox.
+type collector struct{ ch chan any }
+
+func (c *collector) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*actor.Settled); ok {
+		c.ch <- m.Value
+	}
+}
+
+func BenchmarkDurableCommits(b *testing.B) {
+	for _, committers := range []int{1, 16, 256} {
+		for _, groups := range []int{1, 64} {
+			b.Run(fmt.Sprintf("committers=%d/groups=%d", committers, groups), func(b *testing.B) {
+				benchCommits(b, committers, groups)
+			})
+		}
+	}
+}
+
+func benchCommits(b *testing.B, committers, groups int) {
+	dir := filepath.Join(benchDir(b), "offsets")
+	sys := actor.NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	fsys := NewFaultFS(nil) // no faults: it counts the syncs
+	pids := make([]*actor.PID, groups)
+	for g := range pids {
+		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop()}))
+	}
+	defer func() {
+		for _, pid := range pids {
+			_ = sys.Poison(pid, 10*time.Second)
+		}
+	}()
+	// Every group's file exists before timing starts (the directory, first loads).
+	for g, pid := range pids {
+		w := sys.NewWaiter()
+		sys.Send(pid, &Commit{Entries: []Entry{entry("warm", int32(g), 0)}, Reply: w.Promise})
+		if _, ok := w.Wait(10 * time.Second); !ok {
+			b.Fatal("warm-up commit timed out")
+		}
+	}
+	syncs0 := fsys.Count(OpSync)
+
+	var next atomic.Int64
+	lat := make([][]time.Duration, committers)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range committers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			col := &collector{ch: make(chan any, 1)}
+			me := sys.Spawn(actor.PropsOf(func() actor.Actor { return col }))
+			defer sys.Stop(me, time.Second)
+			pid := pids[c%groups]
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				t0 := time.Now()
+				sys.Send(pid, &Commit{Entries: []Entry{entry("t", int32(c), i)}, Reply: sys.PromiseTo(me)})
+				res := (<-col.ch).(*CommitResult)
+				if res.Codes[0] != 0 {
+					b.Errorf("commit failed: %v", res.Codes)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+	reportPercentiles(b, lat)
+	if w := fsys.Count(OpSync) - syncs0; w > 0 {
+		b.ReportMetric(float64(b.N)/float64(w), "commits/write")
+	}
+}
+
+// BenchmarkDiskCycle is the disk's own rate of the durable write cycle the actor uses
+// (a ~300-byte file: create tmp, write, fsync, close, rename, fsync the directory), from
+// one writer and from 64 writers on 64 files in one directory.
+func BenchmarkDiskCycle(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			dir := benchDir(b)
+			data := make([]byte, 300)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			lat := make([][]time.Duration, writers)
+			b.ResetTimer()
+			start := time.Now()
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					name := fmt.Sprintf("f%d.json", w)
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						t0 := time.Now()
+						if err := writeFileAtomic(OSFS{}, dir, name, data); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[w] = append(lat[w], time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+			reportPercentiles(b, lat)
+		})
+	}
+}
+
+func reportPercentiles(b *testing.B, lat [][]time.Duration) {
+	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 { return float64(all[int(float64(len(all)-1)*p)].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50_ms")
+	b.ReportMetric(pct(0.99), "p99_ms")
+}
+
+// BenchmarkFsync is one fsync of a small append, the disk's raw rate.
+func BenchmarkFsync(b *testing.B) {
+	f, err := os.Create(filepath.Join(benchDir(b), "f"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		f.Write([]byte("x"))
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "fsyncs/s")
+}
+
+// BenchmarkListGroupIDs100k is what a broker with 100,000 group files spends at start to
+// know its groups: names are listed, no file is read.
+func BenchmarkListGroupIDs100k(b *testing.B) {
+	dir := benchDir(b)
+	for i := range 100_000 {
+		if err := os.WriteFile(filepath.Join(dir, FileName(fmt.Sprintf("group-%d", i))), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		ids, err := ListGroupIDs(OSFS{}, dir)
+		if err != nil || len(ids) != 100_000 {
+			b.Fatalf("%d ids, %v", len(ids), err)
+		}
+	}
+}
