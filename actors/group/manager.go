@@ -95,6 +95,7 @@ type manager struct {
 	ops     map[uint64]func(any)
 	sweep   []string // groups on disk only, still to be woken for offset expiry
 	tick    actor.Cancel
+	closing bool // the manager is stopping: its children stop with it
 }
 
 // Manager-internal messages.
@@ -130,6 +131,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 			mg.tick = actor.Every(ctx, d, &sweepTick{})
 		}
 	case *actor.Stopping, *actor.Restarting:
+		mg.closing = true
 		if mg.tick != nil {
 			mg.tick()
 		}
@@ -250,7 +252,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	}
 	delete(mg.byPID, m.Who.Id)
 	delete(mg.groups, e.id)
-	if !e.stopping {
+	if !e.stopping && !mg.closing {
 		mg.log.Error().Str("group", e.id).Msg("group actor stopped after repeated failures")
 	}
 	for _, r := range e.queue {

@@ -227,3 +227,17 @@ func commitReq(g string, version int16, member string, gen int32, parts map[stri
 	}
 	return r
 }
+
+func fetchReq(version int16, g string, parts map[string][]int32) *kmsg.OffsetFetchRequest {
+	r := kmsg.NewPtrOffsetFetchRequest()
+	r.Version = version
+	r.Group = g
+	if parts == nil {
+		return r
+	}
+	r.Topics = []kmsg.OffsetFetchRequestTopic{}
+	for topic, ps := range parts {
+		r.Topics = append(r.Topics, kmsg.OffsetFetchRequestTopic{Topic: topic, Partitions: ps})
+	}
+	return r
+}

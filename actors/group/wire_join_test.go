@@ -190,4 +190,3 @@ func TestPendingMemberBlocksRound(t *testing.T) {
 		wantCode(t, "rejoin", j.ErrorCode, 0)
 	})
 }
-

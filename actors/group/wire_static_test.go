@@ -93,7 +93,7 @@ func TestStaticMembership(t *testing.T) {
 		j := w.do(staticJoin("g", "", "follower", 5, superset)).(*kmsg.JoinGroupResponse)
 		wantCode(t, "rejoin", j.ErrorCode, 0)
 		if j.Generation != s.gen || len(j.Members) != 0 || j.MemberID == s.follower ||
-			!regexp.MustCompile(`^follower-` + uuidRE + `$`).MatchString(j.MemberID) {
+			!regexp.MustCompile(`^follower-`+uuidRE+`$`).MatchString(j.MemberID) {
 			t.Fatalf("rejoin %+v", j)
 		}
 		if d := describe(w, 5, "g"); d.Groups[0].State != "Stable" {
