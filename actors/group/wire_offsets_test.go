@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
 )
 
 func commitCodes(r *kmsg.OffsetCommitResponse) []int16 {
@@ -167,4 +166,3 @@ func TestOffsetDelete(t *testing.T) {
 		t.Fatalf("empty group delete %+v", r)
 	}
 }
-
