@@ -79,6 +79,7 @@ type member struct {
 	deadline   time.Time // the session expires at deadline unless extended
 	timerSeq   uint64
 	timerArmed bool
+	armedFor   time.Time // the deadline the armed timer fires at
 	cancel     actor.Cancel
 }
 

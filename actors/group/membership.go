@@ -441,6 +441,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		}
 		m.isNew = false
 		m.deadline = now.Add(m.sessionTimeout)
+		g.armSession(ctx, m)
 		j.Reply.Resolve(g.joinResult(m, m.id == g.leader))
 	}
 	g.syncSeqGuard++
@@ -534,11 +535,17 @@ func (g *groupActor) touch(ctx actor.Context, m *member) {
 // the deadline; the timer, when it fires, re-arms for what is left, so a heartbeat costs
 // no timer.
 func (g *groupActor) armSession(ctx actor.Context, m *member) {
-	if m.timerArmed {
+	if m.timerArmed && !m.deadline.Before(m.armedFor) {
 		return
+	}
+	// The deadline moved earlier (a new member's 5-minute timer giving way to its
+	// session): fire at the new one.
+	if m.cancel != nil {
+		m.cancel()
 	}
 	m.timerArmed = true
 	m.timerSeq++
+	m.armedFor = m.deadline
 	m.cancel = actor.After(ctx, time.Until(m.deadline), &sessionCheck{member: m.id, seq: m.timerSeq})
 }
 

@@ -1,0 +1,162 @@
+package group
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+)
+
+// harness drives a groups manager with real offsets actors in a temp dir, without
+// sockets. Inside a synctest bubble its timers run on the fake clock.
+type harness struct {
+	t    *testing.T
+	sys  *actor.System
+	mgr  *actor.PID
+	cfg  ManagerConfig
+	dir  string
+	seq  atomic.Int64
+	logs *logSink
+}
+
+func testSettings() Settings {
+	return Settings{
+		InitialRebalanceDelay: 3 * time.Second,
+		MinSessionTimeout:     10 * time.Millisecond,
+		MaxSessionTimeout:     30 * time.Minute,
+		MaxSize:               1 << 30,
+		IdlePassivation:       5 * time.Minute,
+		OffsetsRetention:      24 * time.Hour,
+		RetentionCheck:        10 * time.Minute,
+	}
+}
+
+func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
+	s := testSettings()
+	if mutate != nil {
+		mutate(&s)
+	}
+	sink := &logSink{}
+	log := zerolog.New(sink).Level(zerolog.InfoLevel)
+	fsys := offsets.OSFS{}
+	h := &harness{t: t, dir: dir, logs: sink}
+	h.cfg = ManagerConfig{
+		Settings: s,
+		Offsets: func(group string) *actor.Props {
+			return offsets.Props(offsets.Config{Group: group, Dir: dir, FS: fsys, Log: log})
+		},
+		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
+		Log:          log,
+		NewID:        func() string { return "id" + itoa(int(h.seq.Add(1))) },
+	}
+	h.sys = actor.NewSystem(zerolog.Nop())
+	pid, err := h.sys.SpawnNamed(ManagerProps(h.cfg), "groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mgr = pid
+	return h
+}
+
+// stop stops the manager (and every group) and the system.
+func (h *harness) stop() {
+	if err := h.sys.Poison(h.mgr, time.Minute); err != nil {
+		h.t.Errorf("stop: %v", err)
+	}
+	h.sys.Shutdown()
+}
+
+// bubble runs f in a synctest bubble with a fresh harness.
+func bubble(t *testing.T, mutate func(*Settings), f func(t *testing.T, h *harness)) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, dir, mutate)
+		f(t, h)
+		h.stop()
+	})
+}
+
+// send sends r to the manager with a waiter as its reply.
+func (h *harness) send(r Request) *actor.Waiter {
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.mgr, r.withReply(w.Promise))
+	return w
+}
+
+// call sends r and waits (on the fake clock) for its answer.
+func call[T any](h *harness, r Request) T {
+	h.t.Helper()
+	v, ok := h.send(r).Wait(time.Hour)
+	if !ok {
+		h.t.Fatalf("%T: no answer", r)
+	}
+	return v.(T)
+}
+
+func get[T any](t *testing.T, w *actor.Waiter) T {
+	t.Helper()
+	v, ok := w.Wait(time.Hour)
+	if !ok {
+		t.Fatal("no answer")
+	}
+	return v.(T)
+}
+
+// answered says whether w has an answer once everything else has settled (no time passes).
+func answered(w *actor.Waiter) bool {
+	synctest.Wait()
+	select {
+	case v := <-w.C:
+		w2 := make(chan any, 1)
+		w2 <- v
+		w.C = w2
+		return true
+	default:
+		return false
+	}
+}
+
+func joinMsg(g, member string, session, rebalance time.Duration) *JoinGroup {
+	return &JoinGroup{
+		Group: g, MemberID: member, ClientID: "c", ClientHost: "/127.0.0.1",
+		SessionTimeout: session, RebalanceTimeout: rebalance, ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: "range"}},
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+// logSink keeps log lines for assertions.
+type logSink struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
