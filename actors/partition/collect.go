@@ -17,12 +17,17 @@ type ask struct {
 // collectTimeout bounds how long a collect waits for its partitions.
 type collectTimeout struct{}
 
-// collect is a short-lived child of the manager serving one multi-partition request:
-// it asks every partition at once, gathers the answers in request order, calls finish
-// once with all of them and stops. A partition that does not answer in time (a restart
+// collectWaitFor tells a collect which promise is which of its answers. The manager sends
+// it before it sends any partition its part, so it is always first in the mailbox.
+type collectWaitFor struct{ ids map[uint64]int }
+
+// collect is a short-lived child of the manager serving one multi-partition request: it
+// gathers the partitions' answers in request order, calls finish once with all of them
+// and stops. The manager, not the collect, sends the partitions their parts, so that the
+// batches of pipelined produce requests reach a partition in the order they were sent:
+// an idempotent producer's sequence numbers depend on it. A partition that does not answer in time (a restart
 // lost the message) gets missing(i). No other actor waits on it.
 type collect struct {
-	asks    []ask
 	results []any
 	timeout time.Duration
 	missing func(i int) any
@@ -43,6 +48,8 @@ func (c *collect) Receive(ctx actor.Context) {
 		c.onStarted(ctx)
 	case *actor.Stopping:
 		c.done(ctx)
+	case *collectWaitFor:
+		c.onWaitFor(ctx, m)
 	case *actor.Settled:
 		c.onSettled(ctx, m)
 	case *collectTimeout:
@@ -51,21 +58,11 @@ func (c *collect) Receive(ctx actor.Context) {
 }
 
 func (c *collect) onStarted(ctx actor.Context) {
-	c.ids = make(map[uint64]int, len(c.asks))
-	for i, a := range c.asks {
-		if a.to == nil {
-			continue
-		}
-		p := actor.NewPromise(ctx, ctx.Self())
-		c.ids[p.ID()] = i
-		c.left++
-		ctx.Send(a.to, a.msg(p))
-	}
-	if c.left == 0 {
-		c.done(ctx)
-		return
-	}
 	c.cancel = actor.After(ctx, c.timeout, &collectTimeout{})
+}
+
+func (c *collect) onWaitFor(ctx actor.Context, m *collectWaitFor) {
+	c.ids, c.left = m.ids, len(m.ids)
 }
 
 func (c *collect) onSettled(ctx actor.Context, m *actor.Settled) {

@@ -487,8 +487,36 @@ func nested[T any](sizes []int, flat []any) [][]T {
 	return out
 }
 
+// spawnCollect starts a collect for asks and sends each partition its part, in order,
+// from the manager itself (see collect).
 func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, timeout time.Duration, missing func(int) any, finish func([]any)) {
-	ctx.Spawn(collectProps(&collect{asks: asks, results: results, timeout: timeout, missing: missing, finish: finish}))
+	waiting := 0
+	for _, a := range asks {
+		if a.to != nil {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		finish(results)
+		return
+	}
+	pid := ctx.Spawn(collectProps(&collect{results: results, timeout: timeout, missing: missing, finish: finish}))
+	ids := make(map[uint64]int, waiting)
+	msgs := make([]any, len(asks))
+	for i, a := range asks {
+		if a.to == nil {
+			continue
+		}
+		p := actor.NewPromise(ctx, pid)
+		ids[p.ID()] = i
+		msgs[i] = a.msg(p)
+	}
+	ctx.Send(pid, &collectWaitFor{ids: ids})
+	for i, a := range asks {
+		if a.to != nil {
+			ctx.Send(a.to, msgs[i])
+		}
+	}
 }
 
 func (m *manager) handleProduce(ctx actor.Context, pr *Produce) {

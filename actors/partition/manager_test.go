@@ -182,3 +182,27 @@ func TestManagerDeleteAndExist(t *testing.T) {
 		t.Fatalf("recreated topic not empty: %+v", f)
 	}
 }
+
+// Pipelined produce requests reach a partition in the order they were sent, so an
+// idempotent producer's in-flight batches are never out of sequence.
+func TestManagerPipelinedProduceInOrder(t *testing.T) {
+	h := newHarness(t, t.TempDir(), nil)
+	defer h.stop()
+	h.create("p", 1)
+	var waiters []*actor.Waiter
+	for seq := int32(0); seq < 300; seq++ {
+		w := h.sys.NewWaiter()
+		h.sys.Send(h.pid, &Produce{Topics: []ProduceTopic{{Name: "p", Partitions: []ProducePartition{{Partition: 0,
+			Records: testBatch(9, 0, seq, 1, 0, []byte("v"))}}}}, Reply: w.Promise})
+		waiters = append(waiters, w)
+	}
+	for i, w := range waiters {
+		v, ok := w.Wait(5 * time.Second)
+		if !ok {
+			t.Fatalf("produce %d unanswered", i)
+		}
+		if r := v.(*ProduceResult).Topics[0][0]; r.ErrorCode != 0 || r.BaseOffset != int64(i) {
+			t.Fatalf("produce %d: %+v", i, r)
+		}
+	}
+}
