@@ -160,3 +160,23 @@ func (s *logSink) String() string {
 	defer s.mu.Unlock()
 	return s.buf.String()
 }
+
+// liveActors counts the manager's live group actors.
+func (h *harness) liveActors() int {
+	v, err := h.sys.Request(h.mgr, &countLive{}, time.Minute)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v.(int)
+}
+
+// list asks the manager for ListGroups.
+func (h *harness) list() *Listing {
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.mgr, &ListGroups{Reply: w.Promise})
+	v, ok := w.Wait(time.Hour)
+	if !ok {
+		h.t.Fatal("no listing")
+	}
+	return v.(*Listing)
+}

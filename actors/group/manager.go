@@ -110,6 +110,8 @@ type (
 		protocolType string
 	}
 	sweepTick struct{}
+	// countLive asks how many group actors are live (tests and diagnostics). Reply: int.
+	countLive struct{}
 	sweepMore struct{}
 	fileIDs   struct {
 		ids []string
@@ -162,6 +164,8 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.onSweepTick(ctx)
 	case *sweepMore:
 		mg.sweepSome(ctx)
+	case *countLive:
+		ctx.Respond(len(mg.groups))
 	}
 }
 
