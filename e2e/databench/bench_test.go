@@ -3,8 +3,8 @@ package databench
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"encoding/binary"
+	"os"
 	"sort"
 	"testing"
 	"time"
