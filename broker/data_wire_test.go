@@ -319,3 +319,149 @@ func TestKgoProduceConsume(t *testing.T) {
 	}
 	// Restart keeps everything.
 }
+
+func TestMetadataTopicsWire(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	c := brokertest.Dial(t, b.Addr())
+	// Auto-created on first ask (v4+ asks for it explicitly), with num.partitions.
+	req := metadata(10, "auto")
+	req.AllowAutoTopicCreation = true
+	md := c.Roundtrip(req, 1).(*kmsg.MetadataResponse)
+	mt := md.Topics[0]
+	if mt.ErrorCode != 0 || len(mt.Partitions) != 1 || mt.Partitions[0].Leader != 0 || mt.TopicID == [16]byte{} {
+		t.Fatalf("auto-created: %+v", mt)
+	}
+	// Not created when the request does not allow it.
+	md = c.Roundtrip(metadata(9, "manual"), 2).(*kmsg.MetadataResponse)
+	if md.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("not allowed: %+v", md.Topics[0])
+	}
+	// Invalid names.
+	req = metadata(9, "bad name!")
+	req.AllowAutoTopicCreation = true
+	md = c.Roundtrip(req, 3).(*kmsg.MetadataResponse)
+	if md.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("invalid name: %+v", md.Topics[0])
+	}
+	// By id (v12), known and unknown.
+	byID := kmsg.NewPtrMetadataRequest()
+	byID.SetVersion(12)
+	for _, id := range [][16]byte{mt.TopicID, {9}} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		byID.Topics = append(byID.Topics, rt)
+	}
+	md = c.Roundtrip(byID, 4).(*kmsg.MetadataResponse)
+	if md.Topics[0].ErrorCode != 0 || *md.Topics[0].Topic != "auto" || md.Topics[1].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("by id: %+v", md.Topics)
+	}
+	// v0 (empty list = all topics) and null list = all.
+	md = c.Roundtrip(metadata(0), 5).(*kmsg.MetadataResponse)
+	if len(md.Topics) != 1 {
+		t.Fatalf("v0 all: %+v", md.Topics)
+	}
+}
+
+func TestMetadataAutoCreateDisabled(t *testing.T) {
+	b := brokertest.Start(t, func(c *config.Config) { c.AutoCreateTopics = false })
+	c := brokertest.Dial(t, b.Addr())
+	req := metadata(9, "auto")
+	req.AllowAutoTopicCreation = true
+	if md := c.Roundtrip(req, 1).(*kmsg.MetadataResponse); md.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("created although disabled: %+v", md.Topics[0])
+	}
+}
+
+func TestOffsetsWire(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	createTopic(t, b.Addr(), "o", 1)
+	c := brokertest.Dial(t, b.Addr())
+	for i := 0; i < 3; i++ {
+		produceCode(t, c, produceReq("o", 0, -1, rawBatch(-1, -1, -1, "a", "b")))
+	}
+	list := func(ts int64, epoch int32) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(7)
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "o"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.Roundtrip(req, 1).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	if p := list(-2, -1); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Fatalf("earliest: %+v", p)
+	}
+	if p := list(-1, -1); p.ErrorCode != 0 || p.Offset != 6 || p.LeaderEpoch != 0 {
+		t.Fatalf("latest: %+v", p)
+	}
+	if p := list(-3, -1); p.ErrorCode != 0 || p.Offset < 0 || p.Timestamp <= 0 {
+		t.Fatalf("max timestamp: %+v", p)
+	}
+	if p := list(time.Now().Add(-time.Hour).UnixMilli(), -1); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Fatalf("by old timestamp: %+v", p)
+	}
+	if p := list(time.Now().Add(time.Hour).UnixMilli(), -1); p.ErrorCode != 0 || p.Offset != -1 {
+		t.Fatalf("by future timestamp: %+v", p)
+	}
+	if p := list(-1, 5); p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Fatalf("newer epoch: %+v", p)
+	}
+	// OffsetForLeaderEpoch: epoch 0 ends at the log end; a newer one is unknown.
+	ofe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	ofe.SetVersion(4)
+	ofe.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = "o"
+	for _, ep := range []int32{0, 3} {
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, -1, ep
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	ofe.Topics = append(ofe.Topics, rt)
+	ps := c.Roundtrip(ofe, 2).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions
+	if ps[0].ErrorCode != 0 || ps[0].LeaderEpoch != 0 || ps[0].EndOffset != 6 || ps[1].EndOffset != -1 {
+		t.Fatalf("offset for leader epoch: %+v", ps)
+	}
+	// InitProducerId: fresh ids, transactions refused.
+	ipid := kmsg.NewPtrInitProducerIDRequest()
+	ipid.SetVersion(4)
+	ipid.ProducerID, ipid.ProducerEpoch = -1, -1
+	r1 := c.Roundtrip(ipid, 3).(*kmsg.InitProducerIDResponse)
+	r2 := c.Roundtrip(ipid, 4).(*kmsg.InitProducerIDResponse)
+	if r1.ErrorCode != 0 || r2.ErrorCode != 0 || r1.ProducerID == r2.ProducerID {
+		t.Fatalf("init producer id: %+v %+v", r1, r2)
+	}
+	ipid.TransactionalID = kmsg.StringPtr("txn")
+	if r := c.Roundtrip(ipid, 5).(*kmsg.InitProducerIDResponse); r.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("transactional: %+v", r)
+	}
+}
+
+func TestDataSurvivesRestart(t *testing.T) {
+	c := brokertest.Config(t)
+	b := brokertest.StartWith(t, c)
+	createTopic(t, b.Addr(), "keep", 2)
+	raw := brokertest.Dial(t, b.Addr())
+	produceCode(t, raw, produceReq("keep", 1, -1, rawBatch(3, 0, 0, "a", "b", "c")))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b = brokertest.StartWith(t, c)
+	raw = brokertest.Dial(t, b.Addr())
+	// Producer state is rebuilt: the same batch is a duplicate, the next one follows.
+	if r := produceCode(t, raw, produceReq("keep", 1, -1, rawBatch(3, 0, 0, "a", "b", "c"))); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("duplicate after restart: %+v", r)
+	}
+	if r := produceCode(t, raw, produceReq("keep", 1, -1, rawBatch(3, 0, 3, "d"))); r.ErrorCode != 0 || r.BaseOffset != 3 {
+		t.Fatalf("next after restart: %+v", r)
+	}
+	p := raw.Roundtrip(fetchReq(11, "keep", [16]byte{}, 1, 0, 0), 9).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.HighWatermark != 4 {
+		t.Fatalf("after restart: %+v", p)
+	}
+}
