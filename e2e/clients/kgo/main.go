@@ -1,0 +1,36 @@
+// Command kgo runs the e2e scenario with franz-go's kgo: classic consumer groups with
+// dynamic or static (-static) members and the cooperative-sticky or range balancer.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"kaas/e2e/franz"
+	"kaas/e2e/scenario"
+)
+
+func main() {
+	balancer := flag.String("balancer", "cooperative-sticky", "cooperative-sticky or range")
+	static := flag.Bool("static", false, "give each member a group.instance.id (KIP-345)")
+	flag.Parse()
+	opts := franz.Options{Static: *static}
+	switch *balancer {
+	case "cooperative-sticky":
+		opts.Balancer = kgo.CooperativeStickyBalancer()
+	case "range":
+		opts.Balancer = kgo.RangeBalancer()
+	default:
+		fmt.Fprintf(os.Stderr, "unknown balancer %q\n", *balancer)
+		os.Exit(2)
+	}
+	membership := "dynamic"
+	if *static {
+		membership = "static"
+	}
+	name := fmt.Sprintf("kgo (%s, %s members)", *balancer, membership)
+	scenario.Main(name, func(env scenario.Env) (scenario.Client, error) { return franz.New(env, opts) })
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The client matrix of issue 6: every Kafka client library a user runs, end to end against
+# a fresh kaas process each (own port on 127.0.0.1, own data dir). Each scenario prints one
+# PASS/FAIL/SKIP line; the suite ends with `N passed, N failed[, N skipped]` and exits
+# non-zero if any failed.
+#
+#   e2e/run.sh [--broker=kaas|fake] [scenario ...]     (default: every scenario)
+#
+# --broker=fake runs the same matrix against franz-go's kfake, the reference the suite was
+# developed against. E2E_KEEP=1 keeps the work dir (logs) even when everything passed.
+set -uo pipefail
+e2e=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$e2e")
+cd "$root"
+export PATH="/usr/local/go/bin:$PATH"
+
+kind=kaas
+only=()
+for a in "$@"; do
+	case $a in
+	--broker=*) kind=${a#--broker=} ;;
+	-h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+	*) only+=("$a") ;;
+	esac
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/kaas-e2e.XXXXXX")
+export E2E_BIN=$work/bin E2E_BROKER_KIND=$kind
+states=()
+cleanup() {
+	for s in "${states[@]}"; do "$e2e/broker.sh" stop "$s" 2>/dev/null; done
+	if [ "${E2E_KEEP:-}" = 1 ] || ((failed > 0)); then
+		echo "e2e: logs kept in $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+passed=0 failed=0 skipped=0
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Scenario budget: the suite must stay under 5 minutes on 2 cores.
+scenario_timeout=${E2E_SCENARIO_TIMEOUT_S:-75}
+
+echo "e2e: building kaas and the Go clients" >&2
+start=$SECONDS
+if ! go build -o "$E2E_BIN/" ./cmd/kaas ./e2e/fakebroker ./e2e/clients/... 2>"$work/build.log"; then
+	cat "$work/build.log" >&2
+	echo "FAIL build: go build failed"
+	echo "0 passed, 1 failed"
+	failed=1
+	exit 1
+fi
+echo "e2e: built in $((SECONDS - start))s; broker: $kind" >&2
+
+# free_port finds a port nobody listens on, below Linux's ephemeral range (32768+) so no
+# outgoing connection holds it (scenarios run one after another).
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 12000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+	return 1
+}
+
+verdict() {
+	echo "$1"
+	case $1 in
+	PASS*) passed=$((passed + 1)) ;;
+	FAIL*) failed=$((failed + 1)) ;;
+	SKIP*) skipped=$((skipped + 1)) ;;
+	esac
+}
+
+# run_scenario NAME NEED-CHECK COMMAND...: NEED-CHECK prints a skip reason when the client
+# is not installed.
+run_scenario() {
+	local name=$1 need=$2
+	shift 2
+	if ((${#only[@]})) && [[ " ${only[*]} " != *" $name "* ]]; then
+		return
+	fi
+	local reason
+	if reason=$($need) && [ -n "$reason" ]; then
+		verdict "SKIP $name: $reason"
+		return
+	fi
+	local state=$work/$name port
+	states+=("$state")
+	mkdir -p "$state"
+	local tries=0
+	until port=$(free_port) && "$e2e/broker.sh" start "$state" "$port" 2>"$state/start.err"; do
+		if ((++tries == 3)); then
+			verdict "FAIL $name: broker did not start: $(tail -1 "$state/start.err")"
+			return
+		fi
+	done
+	local t0=$SECONDS rc
+	E2E_BROKERS=127.0.0.1:$port E2E_TOPIC=e2e-$name E2E_GROUP=e2e-$name-group \
+		E2E_RESTART="$e2e/broker.sh restart $state" E2E_TIMEOUT_S=$((scenario_timeout - 5)) \
+		timeout -k 5 "$scenario_timeout" "$@" >"$state/out" 2>"$state/client.log" </dev/null
+	rc=$?
+	"$e2e/broker.sh" stop "$state"
+	local line
+	line=$(grep -E '^(PASS|FAIL|SKIP) ' "$state/out" | tail -1)
+	if [ -z "$line" ]; then
+		line="FAIL $name: exited $rc after $((SECONDS - t0))s without a verdict$( ((rc == 124)) && echo " (timed out)"); last log line: $(tail -1 "$state/client.log")"
+	elif ((rc != 0)) && [[ $line == PASS* ]]; then
+		line="FAIL $name: printed PASS but exited $rc"
+	fi
+	verdict "$line"
+	if [[ $line == FAIL* ]]; then
+		echo "--- $name: last client log lines ($state/client.log)" >&2
+		tail -15 "$state/client.log" >&2
+	fi
+}
+
+need_nothing() { :; }
+need_kcat() { command -v kcat >/dev/null || echo "kcat is not installed (Debian package kcat; e2e/setup.sh installs it as root)"; }
+need_python() {
+	/usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null ||
+		echo "python3-confluent-kafka is not installed (Debian package; e2e/setup.sh installs it as root)"
+}
+need_node_module() {
+	command -v node >/dev/null || { echo "node is not installed"; return; }
+	[ -d "$e2e/js/node_modules/$1" ] || echo "npm package $1 is not installed (e2e/setup.sh runs npm ci in e2e/js)"
+}
+need_kafkajs() { need_node_module kafkajs; }
+need_rdkafka() {
+	local why
+	why=$(cat "$e2e/js/rdkafka-skip-reason" 2>/dev/null) && [ -n "$why" ] && { echo "$why"; return; }
+	need_node_module node-rdkafka
+}
+
+run_scenario kgo need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky
+run_scenario kgo-static-range need_nothing "$E2E_BIN/kgo" -balancer=range -static
+run_scenario sarama need_nothing "$E2E_BIN/sarama"
+run_scenario kafka-go need_nothing "$E2E_BIN/kafkago"
+run_scenario kafkajs need_kafkajs node "$e2e/js/kafkajs.js"
+run_scenario node-rdkafka need_rdkafka node "$e2e/js/rdkafka.js"
+run_scenario kcat need_kcat "$e2e/kcat.sh"
+run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/confluent.py"
+
+summary="$passed passed, $failed failed"
+((skipped > 0)) && summary+=", $skipped skipped"
+echo "e2e: matrix took $((SECONDS - start))s" >&2
+echo "$summary"
+((failed == 0))
