@@ -51,13 +51,14 @@ func (f *fetcher) Receive(ctx actor.Context) {
 	case *actor.Started:
 		f.watchID = watchIDs.Add(uint64(len(f.slots)+1)) - uint64(len(f.slots))
 		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait+fetchAbandonAfter, &fetchAbandoned{}))
+		f.watchPartitions(ctx)
 		f.readAll(ctx)
 	case *actor.Stopping:
 		f.finish(ctx)
 	case *actor.Settled:
 		f.onRead(ctx, m)
 	case *dataReady:
-		f.onDataReady(ctx)
+		f.onDataReady(ctx, m)
 	case *fetchExpired:
 		f.expired = true
 		if len(f.ids) == 0 {
@@ -65,6 +66,45 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		}
 	case *fetchAbandoned:
 		f.finish(ctx)
+	case *actor.Terminated:
+		f.onPartitionStopped(ctx, m.Who)
+	}
+}
+
+// watchPartitions asks to hear when a partition actor stops (its topic was deleted), so
+// a read or watch sent to it is not waited for in vain.
+func (f *fetcher) watchPartitions(ctx actor.Context) {
+	seen := map[string]bool{}
+	for _, s := range f.slots {
+		if s.to != nil && !seen[s.to.Id] {
+			seen[s.to.Id] = true
+			ctx.Watch(s.to)
+		}
+	}
+}
+
+func (f *fetcher) onPartitionStopped(ctx actor.Context, who *actor.PID) {
+	if f.finished {
+		return
+	}
+	pending := len(f.ids) > 0
+	for i := range f.slots {
+		s := &f.slots[i]
+		if s.to == nil || s.to.Id != who.Id {
+			continue
+		}
+		for id, slot := range f.ids {
+			if slot == i {
+				delete(f.ids, id)
+			}
+		}
+		s.to = nil
+		s.res = &Fetched{ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1, LogStartOffset: -1}
+	}
+	if pending && len(f.ids) == 0 {
+		f.roundDone(ctx)
+	} else if !pending {
+		f.onDataReady(ctx, &dataReady{})
 	}
 }
 
@@ -92,10 +132,14 @@ func (f *fetcher) onRead(ctx actor.Context, m *actor.Settled) {
 	}
 	delete(f.ids, m.ID)
 	f.slots[i].res = m.Value.(*Fetched)
-	if len(f.ids) > 0 {
-		return
+	if len(f.ids) == 0 {
+		f.roundDone(ctx)
 	}
-	// A round is complete.
+}
+
+// roundDone decides, once every partition has answered a read, whether to answer, read
+// again or wait.
+func (f *fetcher) roundDone(ctx actor.Context) {
 	var total int64
 	failed := false
 	for _, s := range f.slots {
@@ -130,9 +174,15 @@ func (f *fetcher) watch(ctx actor.Context) {
 	}
 }
 
-func (f *fetcher) onDataReady(ctx actor.Context) {
+func (f *fetcher) onDataReady(ctx actor.Context, m *dataReady) {
 	if f.finished {
 		return
+	}
+	if i := int(m.id - f.watchID); m.gone && i >= 0 && i < len(f.slots) {
+		// The partition stopped: it answers no more reads; the client learns it from
+		// NOT_LEADER_OR_FOLLOWER and refreshes its metadata.
+		f.slots[i].to = nil
+		f.slots[i].res = &Fetched{ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1, LogStartOffset: -1}
 	}
 	if len(f.ids) > 0 {
 		f.dirty = true
@@ -151,6 +201,13 @@ func (f *fetcher) finish(ctx actor.Context) {
 	f.finished = true
 	for _, c := range f.cancels {
 		c()
+	}
+	unwatched := map[string]bool{}
+	for _, s := range f.slots {
+		if s.to != nil && !unwatched[s.to.Id] {
+			unwatched[s.to.Id] = true
+			ctx.Unwatch(s.to)
+		}
 	}
 	remaining := int64(f.req.MaxBytes)
 	took := false

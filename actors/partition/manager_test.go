@@ -206,3 +206,22 @@ func TestManagerPipelinedProduceInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A fetch parked on a topic that is then deleted is answered at once, not at max_wait.
+func TestManagerParkedFetchOnDeletedTopic(t *testing.T) {
+	h := newHarness(t, t.TempDir(), nil)
+	defer h.stop()
+	h.create("gone", 1)
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.pid, &Fetch{MaxWait: time.Minute, MinBytes: 1, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: "gone",
+		Partitions: []FetchPartition{{Partition: 0, Offset: 0, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: w.Promise})
+	time.Sleep(5 * time.Millisecond) // let the fetch park
+	request[*Deleted](h, func(p actor.Promise) any { return &DeleteTopics{Names: []string{"gone"}, Reply: p} })
+	v, ok := w.Wait(5 * time.Second)
+	if !ok {
+		t.Fatal("parked fetch not answered after delete")
+	}
+	if f := v.(*FetchResult).Topics[0].Partitions[0]; f.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch on deleted topic: %+v", f)
+	}
+}

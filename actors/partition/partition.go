@@ -145,7 +145,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		}
 	}
 	p.pending = nil
-	p.releaseWatchers(ctx)
+	p.releaseWatchers(ctx, true)
 }
 
 // onRestarting answers waiters of a failed incarnation with a retriable code: whether
@@ -158,7 +158,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
 	p.pending = nil
-	p.releaseWatchers(ctx)
+	p.releaseWatchers(ctx, false)
 	if p.plog != nil {
 		p.plog.Close()
 	}
@@ -343,11 +343,12 @@ func (p *partitionActor) notifyWatchers(ctx actor.Context) {
 	}
 }
 
-// releaseWatchers wakes every parked fetch (the partition is going away).
-func (p *partitionActor) releaseWatchers(ctx actor.Context) {
+// releaseWatchers wakes every parked fetch: the partition is stopping (gone) or
+// restarting.
+func (p *partitionActor) releaseWatchers(ctx actor.Context, gone bool) {
 	for id, w := range p.watchers {
 		delete(p.watchers, id)
-		ctx.Send(w.to, &dataReady{id: w.id})
+		ctx.Send(w.to, &dataReady{id: w.id, gone: gone})
 	}
 }
 

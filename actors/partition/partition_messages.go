@@ -48,8 +48,12 @@ type watch struct {
 
 type unwatch struct{ id uint64 }
 
-// dataReady tells a fetcher that a partition it watches has new data (or is going away).
-type dataReady struct{ id uint64 }
+// dataReady tells a fetcher that a partition it watches has new data, or, with gone, that
+// the partition is stopping (its topic was deleted) and will answer no more reads.
+type dataReady struct {
+	id   uint64
+	gone bool
+}
 
 // listOffset answers ListOffsets for one partition. Reply: *Listed.
 type listOffset struct {
