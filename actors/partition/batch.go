@@ -149,3 +149,37 @@ func checkStored(b []byte) bool {
 	return h.Magic == 2 && h.Size() == int64(len(b)) &&
 		crc32.Checksum(b[offAttributes:], crc32c) == h.CRC
 }
+
+// firstRecordAt finds, in an uncompressed batch, the first record whose timestamp is at
+// least ts and returns its offset and timestamp (Apache answers ListOffsets with the exact
+// record). A compressed batch is not opened: its base offset and max timestamp stand in.
+func firstRecordAt(b []byte, ts int64) (int64, int64) {
+	h := parseHeader(b)
+	if h.Attributes&attrCompression != 0 || h.Attributes&0x08 != 0 {
+		return h.BaseOffset, h.MaxTimestamp
+	}
+	recs := b[batchHeaderSize:]
+	for i := int32(0); i < h.RecordCount && len(recs) > 0; i++ {
+		length, n := binary.Varint(recs)
+		if n <= 0 || length < 0 || int64(len(recs)-n) < length {
+			break
+		}
+		body := recs[n : n+int(length)]
+		recs = recs[n+int(length):]
+		if len(body) < 1 {
+			break
+		}
+		tsDelta, m := binary.Varint(body[1:])
+		if m <= 0 {
+			break
+		}
+		offDelta, k := binary.Varint(body[1+m:])
+		if k <= 0 {
+			break
+		}
+		if t := h.BaseTimestamp + tsDelta; t >= ts {
+			return h.BaseOffset + offDelta, t
+		}
+	}
+	return h.BaseOffset, h.MaxTimestamp
+}

@@ -434,7 +434,12 @@ func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
 				return -1, -1, nil
 			}
 			if h.MaxTimestamp >= ts {
-				return h.BaseOffset, h.MaxTimestamp, nil
+				b, err := w.bytes(pos, h.Size())
+				if err != nil {
+					return -1, -1, fmt.Errorf("read segment %s: %w", s.path, err)
+				}
+				off, at := firstRecordAt(b, ts)
+				return off, at, nil
 			}
 			pos += h.Size()
 		}
@@ -442,15 +447,23 @@ func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
 	return -1, -1, nil
 }
 
-// maxTimestamp is the largest timestamp in the log and the batch that holds it (KIP-734).
-func (l *Log) maxTimestamp(limit int64) (int64, int64) {
-	ts, off := int64(-1), int64(-1)
+// maxTimestamp is the largest timestamp in the log and the offset of the first record
+// that carries it (KIP-734).
+func (l *Log) maxTimestamp(limit int64) (int64, int64, error) {
+	var best *segment
 	for _, s := range l.segs {
-		if s.maxTS > ts && s.maxTSOffset < limit {
-			ts, off = s.maxTS, s.maxTSOffset
+		if s.maxTS >= 0 && s.maxTSOffset < limit && (best == nil || s.maxTS > best.maxTS) {
+			best = s
 		}
 	}
-	return ts, off
+	if best == nil {
+		return -1, -1, nil
+	}
+	off, ts, err := l.offsetForTime(best.maxTS, limit)
+	if err != nil || off < 0 {
+		return best.maxTS, best.maxTSOffset, err
+	}
+	return ts, off, nil
 }
 
 // epochEnd answers OffsetForLeaderEpoch: the largest epoch at most epoch and the offset

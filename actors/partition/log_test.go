@@ -140,7 +140,7 @@ func TestLogRollAndRetention(t *testing.T) {
 	if off, ts, _ := l.offsetForTime(1004, l.EndOffset()); off != 4 || ts != 1004 {
 		t.Fatalf("offset for time: %d %d", off, ts)
 	}
-	if ts, off := l.maxTimestamp(l.EndOffset()); ts != 1009 || off != 9 {
+	if ts, off, _ := l.maxTimestamp(l.EndOffset()); ts != 1009 || off != 9 {
 		t.Fatalf("max timestamp %d at %d", ts, off)
 	}
 	// Time: segments whose newest record is older than 1003 go.
@@ -180,5 +180,23 @@ func TestLogEpochEnd(t *testing.T) {
 		if ep, end := l.epochEnd(c.ask, 5); ep != c.wantEp || end != c.wantEnd {
 			t.Errorf("epoch %d: %d %d, want %d %d", c.ask, ep, end, c.wantEp, c.wantEnd)
 		}
+	}
+}
+
+func TestLogOffsetForTimeInsideBatch(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), 1<<20)
+	defer l.Close()
+	appendN(t, l, 1, 5, 1000) // offsets 0-4 at 1000-1004
+	appendN(t, l, 1, 5, 2000) // offsets 5-9 at 2000-2004
+	cases := []struct{ ts, off, at int64 }{
+		{0, 0, 1000}, {1002, 2, 1002}, {1005, 5, 2000}, {2004, 9, 2004}, {2005, -1, -1},
+	}
+	for _, c := range cases {
+		if off, at, err := l.offsetForTime(c.ts, l.EndOffset()); err != nil || off != c.off || at != c.at {
+			t.Errorf("ts %d: offset %d at %d (%v), want %d at %d", c.ts, off, at, err, c.off, c.at)
+		}
+	}
+	if ts, off, _ := l.maxTimestamp(l.EndOffset()); ts != 2004 || off != 9 {
+		t.Errorf("max timestamp %d at %d", ts, off)
 	}
 }

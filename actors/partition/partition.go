@@ -368,7 +368,13 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 	case latestTimestamp:
 		out.Offset = hw
 	case maxTimestamp:
-		out.Timestamp, out.Offset = p.plog.maxTimestamp(hw)
+		ts, off, err := p.plog.maxTimestamp(hw)
+		if err != nil {
+			p.log.Error().Err(err).Msg("partition_read_failed")
+			out.ErrorCode = kerr.KafkaStorageError.Code
+			return out
+		}
+		out.Timestamp, out.Offset = ts, off
 	case latestTieredTimestamp:
 		// KIP-1005: nothing is in remote storage, so there is no such offset.
 		return out
