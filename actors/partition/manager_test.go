@@ -225,3 +225,38 @@ func TestManagerParkedFetchOnDeletedTopic(t *testing.T) {
 		t.Fatalf("fetch on deleted topic: %+v", f)
 	}
 }
+
+// Retention runs on its timer: old segments go, the log start moves, reads from before it
+// are OFFSET_OUT_OF_RANGE.
+func TestManagerRetentionBytes(t *testing.T) {
+	one := int64(len(testBatch(-1, -1, -1, 1, 0, []byte("value"))))
+	h := newHarness(t, t.TempDir(), func(c *Config) {
+		c.Broker.LogSegmentBytes = 2 * one
+		c.Broker.LogRetentionBytes = 4 * one
+		c.Broker.LogRetention = -1 // the records are stamped 1970: only size may delete
+		c.Broker.LogRetentionCheck = 5 * time.Millisecond
+	})
+	defer h.stop()
+	h.create("r", 1)
+	for i := 0; i < 10; i++ {
+		if r := h.produce("r", 0, testBatch(-1, -1, -1, 1, int64(i), []byte("value"))); r.ErrorCode != 0 {
+			t.Fatalf("produce: %+v", r)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := request[*ListOffsetsResult](h, func(p actor.Promise) any {
+			return &ListOffsets{Topics: []OffsetTopic{{Name: "r", Partitions: []OffsetQuery{{Partition: 0, Timestamp: earliestTimestamp, CurrentLeaderEpoch: -1}}}}, Reply: p}
+		}).Topics[0][0]
+		if l.Offset == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log start %d, want 6", l.Offset)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if f := h.fetch("r", 0, 0, 0, 1); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != 6 {
+		t.Fatalf("fetch below log start: %+v", f)
+	}
+}
