@@ -466,19 +466,26 @@ func (l *Log) maxTimestamp(limit int64) (int64, int64, error) {
 	return ts, off, nil
 }
 
-// epochEnd answers OffsetForLeaderEpoch: the largest epoch at most epoch and the offset
-// where the next epoch began (the log end for the latest one); -1, -1 when epoch is older
-// than anything kept or newer than the current one.
+// epochEnd answers OffsetForLeaderEpoch as Apache's LeaderEpochFileCache.endOffsetFor:
+// the largest epoch at most the asked one and the offset where the next epoch began (the
+// log end for the current epoch); an epoch older than any kept gets itself and the first
+// kept epoch's start; one newer than the current gets -1, -1.
 func (l *Log) epochEnd(epoch, current int32) (int32, int64) {
-	if epoch > current {
+	if epoch > current || epoch < 0 {
 		return -1, -1
+	}
+	if epoch == current {
+		return epoch, l.EndOffset()
 	}
 	i := sort.Search(len(l.epochs), func(i int) bool { return l.epochs[i].Epoch > epoch }) - 1
 	switch {
-	case i < 0 && len(l.epochs) > 0:
-		return -1, -1
-	case i < 0 || i == len(l.epochs)-1:
+	case len(l.epochs) == 0:
 		return epoch, l.EndOffset()
+	case i < 0:
+		return epoch, l.epochs[0].Offset
+	case i == len(l.epochs)-1:
+		// The current epoch has written nothing yet: it starts at the log end.
+		return l.epochs[i].Epoch, l.EndOffset()
 	}
 	return l.epochs[i].Epoch, l.epochs[i+1].Offset
 }
