@@ -11,9 +11,10 @@ import (
 // every group drops its committed offsets for the deleted topics.
 func (b *Broker) startTopics() error {
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
-		Broker: &b.cfg,
-		NodeID: b.cfg.NodeID,
-		Log:    b.log,
+		Broker:  &b.cfg,
+		NodeID:  b.cfg.NodeID,
+		Log:     b.log,
+		Metrics: partition.NewMetrics(b.met.Registry),
 		Brokers: func() []int32 {
 			var ids []int32
 			for _, br := range b.env.Registry.Brokers() {

@@ -84,6 +84,7 @@ type epochStart struct {
 type logConfig struct {
 	segmentBytes int64
 	log          zerolog.Logger
+	truncated    func() // counts a recovery truncation; may be nil
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -186,6 +187,9 @@ func (l *Log) recover(s *segment, last bool, visit func(*header)) error {
 		}
 		ev.Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", st.Size()).
 			Msg("partition_torn_tail_truncated")
+		if l.cfg.truncated != nil {
+			l.cfg.truncated()
+		}
 		if err := f.Truncate(pos); err != nil {
 			return fmt.Errorf("truncate segment %s: %w", s.path, err)
 		}

@@ -38,6 +38,8 @@ type Config struct {
 	// 30 s.
 	RequestTimeout time.Duration
 	Now            func() time.Time
+	// Metrics are shared by every partition; nil records nothing.
+	Metrics *Metrics
 }
 
 type topicState struct {
@@ -152,6 +154,7 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		IdleClose:       m.cfg.IdleClose,
 		Now:             m.cfg.Now,
 		Log:             m.cfg.Log,
+		Metrics:         m.cfg.Metrics,
 	}
 }
 

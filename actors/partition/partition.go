@@ -38,6 +38,7 @@ type PartitionConfig struct {
 	IdleClose      time.Duration
 	Now            func() time.Time
 	Log            zerolog.Logger
+	Metrics        *Metrics
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -104,7 +105,7 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	}
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
-	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log}, p.producers.record)
+	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, truncated: p.cfg.Metrics.truncated}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
@@ -191,6 +192,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	}
 	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
 	if perr != nil {
+		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
 		m.reply.Resolve(&Produced{ErrorCode: perr.code, ErrorMessage: perr.msg, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
@@ -198,6 +200,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
 	switch {
 	case code != 0:
+		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(code).Error())
 		m.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	case isDup:
@@ -213,6 +216,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	p.producers.record(&h)
+	p.cfg.Metrics.appended(len(m.records))
 	if a := p.plog.active().base; a > p.durable {
 		p.durable = a // a roll synced every older segment
 	}
@@ -248,8 +252,15 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 		return
 	}
 	p.syncing = true
+	batches := p.unsynced
 	p.unsynced = 0
-	actor.Background(ctx, func() any { return &syncDone{end: end, err: f.Sync()} })
+	met := p.cfg.Metrics
+	actor.Background(ctx, func() any {
+		start := time.Now()
+		err := f.Sync()
+		met.synced(time.Since(start), batches)
+		return &syncDone{end: end, err: err}
+	})
 }
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
@@ -319,6 +330,7 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		return out
 	}
 	out.Records = recs
+	p.cfg.Metrics.fetched(len(recs))
 	return out
 }
 
