@@ -47,7 +47,7 @@ func base(env scenario.Env) []kgo.Opt {
 		kgo.RetryTimeout(30 * time.Second),
 		kgo.RequestRetries(50),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, logLevel(), nil)),
 	}
 }
 
@@ -212,7 +212,13 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (scenario.Grou
 	if d.Err != nil {
 		return scenario.Group{}, d.Err
 	}
-	return scenario.Group{State: d.State, Protocol: d.Protocol, Members: len(d.Members)}, nil
+	g := scenario.Group{State: d.State, Protocol: d.Protocol, Members: len(d.Members)}
+	for _, m := range d.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 {
+			g.Assigned++
+		}
+	}
+	return g, nil
 }
 
 // FetchOffsets fetches the group's committed offsets of topic with OffsetFetch.
@@ -272,4 +278,12 @@ func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 		return errors.New("group missing from the DeleteGroups response")
 	}
 	return r.Err
+}
+
+// logLevel is Warn, or Debug with E2E_DEBUG=1 (every request kgo sends, to diagnose a FAIL).
+func logLevel() kgo.LogLevel {
+	if os.Getenv("E2E_DEBUG") == "1" {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
 }

@@ -36,6 +36,7 @@ type Group struct {
 	State    string // "" when the API version does not report it
 	Protocol string
 	Members  int
+	Assigned int // members holding at least one partition; -1 when the client cannot tell
 }
 
 // Admin is the group administration of a client library. A method the library lacks

@@ -131,7 +131,11 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	}
 	step := func(gate int) error {
 		t.Open(gate)
-		return t.Wait(ctx, gate)
+		if err := t.Wait(ctx, gate); err != nil {
+			return err
+		}
+		settle(ctx, c, env, t)
+		return nil
 	}
 
 	for id := range 3 {
@@ -150,17 +154,37 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	if err := leave(0); err != nil {
 		return Stats{}, err
 	}
+	if err := waitGroup(ctx, c, env.Group, "Stable", 2); err != nil {
+		return Stats{}, fmt.Errorf("after member 0 left: %w", err)
+	}
 	if err := step(n / 2); err != nil {
 		return Stats{}, err
 	}
 	if err := join(3); err != nil {
 		return Stats{}, err
 	}
+	if err := waitGroup(ctx, c, env.Group, "Stable", 3); err != nil {
+		return Stats{}, fmt.Errorf("after member 3 joined: %w", err)
+	}
 	if err := step(3 * n / 4); err != nil {
 		return Stats{}, err
 	}
+	// Every commit acknowledged before the restart must survive it.
+	before, err := c.FetchOffsets(ctx, env.Group, env.Topic)
+	if err != nil {
+		return Stats{}, fmt.Errorf("fetch committed offsets before the restart: %w", err)
+	}
 	if err := env.RestartBroker(ctx); err != nil {
 		return Stats{}, err
+	}
+	after, err := fetchOffsetsRetry(ctx, c, env)
+	if err != nil {
+		return Stats{}, fmt.Errorf("fetch committed offsets after the restart: %w", err)
+	}
+	for p, o := range before {
+		if after[p] < o {
+			return Stats{}, fmt.Errorf("committed offsets went back across the broker restart: before %v, after %v", before, after)
+		}
 	}
 	if err := step(n); err != nil {
 		return Stats{}, err
@@ -182,7 +206,54 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	return t.Stats(), nil
 }
 
-// waitGroup polls DescribeGroups until the group is in state with members members.
+// settle gives the members, held at a gate, a moment to commit what they consumed, so the
+// next event (leave, join, restart) acts on a group with real commits behind it. Clients
+// that commit on an interval get there; one that does not only adds duplicates, so this
+// waits a bounded time and reports instead of failing.
+func settle(ctx context.Context, c Client, env Env, t *Tracker) {
+	deadline, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	frontier := t.Frontier()
+	for {
+		committed, err := c.FetchOffsets(deadline, env.Group, env.Topic)
+		behind := err != nil
+		for p, o := range frontier {
+			if committed[p] < o {
+				behind = true
+			}
+		}
+		if !behind {
+			fmt.Fprintf(os.Stderr, "e2e: %s; committed %v\n", t.Stats(), committed)
+			return
+		}
+		select {
+		case <-deadline.Done():
+			fmt.Fprintf(os.Stderr, "e2e: %s; consumed up to %v, committed only %v (%v)\n", t.Stats(), frontier, committed, err)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// fetchOffsetsRetry fetches committed offsets, retrying while the broker comes back.
+func fetchOffsetsRetry(ctx context.Context, c Client, env Env) (map[int32]int64, error) {
+	deadline, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		got, err := c.FetchOffsets(deadline, env.Group, env.Topic)
+		if err == nil {
+			return got, nil
+		}
+		select {
+		case <-deadline.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitGroup polls DescribeGroups until the group is in state with members members, each
+// holding partitions (where the client decodes assignments).
 func waitGroup(ctx context.Context, c Client, group, state string, members int) error {
 	var last Group
 	var err error
@@ -191,7 +262,7 @@ func waitGroup(ctx context.Context, c Client, group, state string, members int) 
 		if errors.Is(err, ErrUnsupported) {
 			return nil
 		}
-		if err == nil && last.State == state && last.Members == members {
+		if err == nil && last.State == state && last.Members == members && (last.Assigned < 0 || last.Assigned == members) {
 			return nil
 		}
 		select {
@@ -199,7 +270,8 @@ func waitGroup(ctx context.Context, c Client, group, state string, members int) 
 			if err != nil {
 				return fmt.Errorf("describe group %s: %w", group, err)
 			}
-			return fmt.Errorf("describe group %s: state %q with %d members, want %q with %d", group, last.State, last.Members, state, members)
+			return fmt.Errorf("describe group %s: state %q with %d members (%d assigned), want %q with %d, all assigned",
+				group, last.State, last.Members, last.Assigned, state, members)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -200,3 +200,19 @@ func head(s []string, n int) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// Frontier is, per partition, the first offset not yet consumed: everything below it was
+// consumed, so a group that committed what it consumed has committed at least this.
+func (t *Tracker) Frontier() map[int32]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := make(map[int32]int64, len(t.end))
+	for p, end := range t.end {
+		o := int64(0)
+		for o < end && t.seenAt(pos{p, o}) {
+			o++
+		}
+		f[p] = o
+	}
+	return f
+}

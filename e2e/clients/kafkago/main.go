@@ -184,7 +184,13 @@ func (c *client) DescribeGroup(ctx context.Context, group string) (scenario.Grou
 	if g.Error != nil {
 		return scenario.Group{}, codeErr(g.Error)
 	}
-	return scenario.Group{State: g.GroupState, Members: len(g.Members)}, nil
+	out := scenario.Group{State: g.GroupState, Members: len(g.Members)}
+	for _, m := range g.Members {
+		if len(m.MemberAssignments.Topics) > 0 {
+			out.Assigned++
+		}
+	}
+	return out, nil
 }
 
 func (c *client) FetchOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {

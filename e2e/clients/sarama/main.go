@@ -200,7 +200,13 @@ func (c *client) DescribeGroup(_ context.Context, group string) (scenario.Group,
 	if d.Err != sarama.ErrNoError {
 		return scenario.Group{}, codeErr(d.Err)
 	}
-	return scenario.Group{State: d.State, Protocol: d.Protocol, Members: len(d.Members)}, nil
+	g := scenario.Group{State: d.State, Protocol: d.Protocol, Members: len(d.Members)}
+	for _, m := range d.Members {
+		if a, err := m.GetMemberAssignment(); err == nil && a != nil && len(a.Topics) > 0 {
+			g.Assigned++
+		}
+	}
+	return g, nil
 }
 
 func (c *client) FetchOffsets(_ context.Context, group, topic string) (map[int32]int64, error) {
