@@ -151,7 +151,7 @@ func TestFetchWire(t *testing.T) {
 	c := brokertest.Dial(t, b.Addr())
 	produceCode(t, c, produceReq("f", 0, -1, rawBatch(-1, -1, -1, "one", "two")))
 
-	for _, v := range []int16{4, 11, 12, 13, 16} {
+	for _, v := range []int16{4, 11, 12, 13, 16, 18} {
 		req := fetchReq(v, "f", td.ID, 0, 1, 0)
 		if v >= 13 {
 			req.Topics[0].Topic = ""
@@ -165,8 +165,19 @@ func TestFetchWire(t *testing.T) {
 			t.Fatalf("v%d: topic id %x", v, resp.Topics[0].TopicID)
 		}
 	}
+	// Produce v13 names the topic by id.
+	byID := produceReq("", 0, -1, rawBatch(-1, -1, -1, "by-id"))
+	byID.SetVersion(13)
+	byID.Topics[0].TopicID = td.ID
+	if r := produceCode(t, c, byID); r.ErrorCode != 0 || r.BaseOffset != 2 {
+		t.Fatalf("produce v13 by id: %+v", r)
+	}
+	byID.Topics[0].TopicID = [16]byte{7}
+	if r := produceCode(t, c, byID); r.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("produce v13 unknown id: %+v", r)
+	}
 	// Beyond the end.
-	p := c.Roundtrip(fetchReq(11, "f", [16]byte{}, 0, 3, 0), 6).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	p := c.Roundtrip(fetchReq(11, "f", [16]byte{}, 0, 4, 0), 6).(*kmsg.FetchResponse).Topics[0].Partitions[0]
 	if p.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("beyond end: %+v", p)
 	}
@@ -181,7 +192,7 @@ func TestFetchWire(t *testing.T) {
 		t.Fatalf("unknown topic id: %+v", p)
 	}
 	// Long poll: a fetch at the end waits and is answered by the next produce.
-	c.Send(fetchReq(11, "f", [16]byte{}, 0, 2, 10000), 9)
+	c.Send(fetchReq(11, "f", [16]byte{}, 0, 3, 10000), 9)
 	other := brokertest.Dial(t, b.Addr())
 	produceCode(t, other, produceReq("f", 0, 1, rawBatch(-1, -1, -1, "three")))
 	var fr kmsg.FetchResponse

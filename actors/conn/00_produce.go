@@ -7,16 +7,17 @@ import (
 	"kaas/actors/partition"
 )
 
-// Produce (key 0), v3–v11. RecordBatch v2 only (v3+), one batch per partition.
+// Produce (key 0), v3–v13. RecordBatch v2 only (v3+), one batch per partition.
 //
 //	v3: transactional_id, record batches. v5: log_start_offset in the response.
 //	v7: ZStandard. v8: per-record errors and error_message (KIP-467). v9: flexible.
-//	v10/v11: KIP-890 / KIP-951 leader hints (no leader moves here, so none are sent).
+//	v10/v11: KIP-951 leader hints (no leader moves here, so none are sent).
+//	v12: KIP-890 (transactions only). v13: topics by id (KIP-516).
 //
 // acks=0 gets no response at all; acks=1 and -1 are answered once the batch is durable
 // (log.flush.interval.messages=1, the default) — with one copy of the log on the shared
 // volume, "all in-sync replicas" and "the leader" are the same disk.
-func init() { register(0, 3, 11, handleProduce) }
+func init() { register(0, 3, 13, handleProduce) }
 
 func handleProduce(c *Call) {
 	req := c.Req.(*kmsg.ProduceRequest)

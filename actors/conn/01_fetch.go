@@ -7,19 +7,21 @@ import (
 	"kaas/actors/partition"
 )
 
-// Fetch (key 1), v4–v16.
+// Fetch (key 1), v4–v18.
 //
 //	v4: isolation_level, last_stable_offset, aborted transactions. v5: log_start_offset.
 //	v7: fetch sessions (KIP-227). v9: current_leader_epoch (KIP-320). v11: rack,
 //	preferred read replica (KIP-392). v12: flexible, last_fetched_epoch.
 //	v13: topic ids instead of names (KIP-516). v15: replica_state. v16: node endpoints.
+//	v17: replica directory id (KIP-853). v18: high watermark tag (KIP-1166); both are
+//	for follower brokers and ignored here.
 //
 // Fetch sessions are not kept: every response carries session id 0, which tells the
 // client to send full fetches (KIP-227 allows a broker to decline sessions). An
 // incremental fetch (epoch > 0) therefore gets FETCH_SESSION_ID_NOT_FOUND and the client
 // starts over with a full one. read_committed reads the same as read_uncommitted until
 // transactions exist (the last stable offset is the high watermark).
-func init() { register(1, 4, 16, handleFetch) }
+func init() { register(1, 4, 18, handleFetch) }
 
 func handleFetch(c *Call) {
 	req := c.Req.(*kmsg.FetchRequest)
