@@ -518,9 +518,14 @@ func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 	return n, nil
 }
 
-// closeIdle closes every read handle but the active segment's.
-func (l *Log) closeIdle() {
-	for _, s := range l.segs[:len(l.segs)-1] {
+// closeIdle closes the segments' files (they reopen on the next read or append); the
+// active one only with active, when no fsync is using it.
+func (l *Log) closeIdle(active bool) {
+	n := len(l.segs) - 1
+	if active {
+		n++
+	}
+	for _, s := range l.segs[:n] {
 		s.close()
 	}
 }

@@ -1,6 +1,9 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,4 +262,42 @@ func TestManagerRetentionBytes(t *testing.T) {
 	if f := h.fetch("r", 0, 0, 0, 1); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != 6 {
 		t.Fatalf("fetch below log start: %+v", f)
 	}
+}
+
+// An idle partition closes its files and reopens them on the next request.
+func TestManagerIdleCloseReopens(t *testing.T) {
+	h := newHarness(t, t.TempDir(), func(c *Config) { c.IdleClose = 5 * time.Millisecond })
+	defer h.stop()
+	h.create("idle", 1)
+	h.produce("idle", 0, testBatch(-1, -1, -1, 1, 0, []byte("a")))
+	dir := filepath.Join(h.cfg.Broker.DataDir, "topics", "idle")
+	deadline := time.Now().Add(5 * time.Second)
+	for openUnder(t, dir) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle partition kept its files open")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if r := h.produce("idle", 0, testBatch(-1, -1, -1, 1, 0, []byte("b"))); r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("append after idle close: %+v", r)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if f := h.fetch("idle", 0, 0, 0, 1); f.ErrorCode != 0 || f.HighWatermark != 2 || len(f.Records) == 0 {
+		t.Fatalf("read after idle close: %+v", f)
+	}
+}
+
+// openUnder counts this process's open files under dir (Linux /proc).
+func openUnder(t *testing.T, dir string) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dir) {
+			n++
+		}
+	}
+	return n
 }

@@ -167,7 +167,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 
 func (p *partitionActor) onIdle(ctx actor.Context) {
 	if p.plog != nil {
-		p.plog.closeIdle()
+		p.plog.closeIdle(!p.syncing && len(p.pending) == 0)
 	}
 	ctx.SetReceiveTimeout(p.cfg.IdleClose)
 }

@@ -90,5 +90,9 @@ type syncDone struct {
 	err error
 }
 
-// retentionTick runs retention (every log.retention.check.interval.ms).
+// retentionTick runs retention (every log.retention.check.interval.ms). It does not count
+// as traffic: an idle partition still closes its files.
 type retentionTick struct{}
+
+// NotInfluenceReceiveTimeout marks the tick for protoactor's receive timeout.
+func (*retentionTick) NotInfluenceReceiveTimeout() {}
