@@ -197,6 +197,13 @@ func (l *Log) recover(s *segment, last bool, visit func(*header)) error {
 			return fmt.Errorf("sync segment %s: %w", s.path, err)
 		}
 	}
+	if last && pos == st.Size() {
+		// What a killed process wrote may still be only in the page cache: make it
+		// durable before it is served as such.
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync segment %s: %w", s.path, err)
+		}
+	}
 	s.size = pos
 	return nil
 }
