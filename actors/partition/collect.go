@@ -19,7 +19,10 @@ type collectTimeout struct{}
 
 // collectWaitFor tells a collect which promise is which of its answers. The manager sends
 // it before it sends any partition its part, so it is always first in the mailbox.
-type collectWaitFor struct{ ids map[uint64]int }
+type collectWaitFor struct {
+	ids map[uint64]int
+	to  []*actor.PID // by answer index; nil where the answer was preset
+}
 
 // collect is a short-lived child of the manager serving one multi-partition request: it
 // gathers the partitions' answers in request order, calls finish once with all of them
@@ -34,6 +37,7 @@ type collect struct {
 	finish  func(results []any)
 
 	ids    map[uint64]int
+	to     []*actor.PID
 	left   int
 	cancel actor.Cancel
 }
@@ -54,6 +58,8 @@ func (c *collect) Receive(ctx actor.Context) {
 		c.onSettled(ctx, m)
 	case *collectTimeout:
 		c.done(ctx)
+	case *actor.Terminated:
+		c.onTerminated(ctx, m.Who)
 	}
 }
 
@@ -61,8 +67,38 @@ func (c *collect) onStarted(ctx actor.Context) {
 	c.cancel = actor.After(ctx, c.timeout, &collectTimeout{})
 }
 
+// onWaitFor also watches the partitions, so that one that stops (its topic deleted)
+// before answering is not waited for until the timeout.
 func (c *collect) onWaitFor(ctx actor.Context, m *collectWaitFor) {
-	c.ids, c.left = m.ids, len(m.ids)
+	c.ids, c.left, c.to = m.ids, len(m.ids), m.to
+	for _, pid := range c.unique() {
+		ctx.Watch(pid)
+	}
+}
+
+func (c *collect) unique() []*actor.PID {
+	seen := map[string]bool{}
+	var out []*actor.PID
+	for _, pid := range c.to {
+		if pid != nil && !seen[pid.Id] {
+			seen[pid.Id] = true
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (c *collect) onTerminated(ctx actor.Context, who *actor.PID) {
+	for id, i := range c.ids {
+		if c.to[i] != nil && c.to[i].Id == who.Id {
+			delete(c.ids, id)
+			c.results[i] = c.missing(i)
+			c.left--
+		}
+	}
+	if c.left == 0 {
+		c.done(ctx)
+	}
 }
 
 func (c *collect) onSettled(ctx actor.Context, m *actor.Settled) {
@@ -89,6 +125,9 @@ func (c *collect) done(ctx actor.Context) {
 		c.results[i] = c.missing(i)
 	}
 	c.ids = nil
+	for _, pid := range c.unique() {
+		ctx.Unwatch(pid)
+	}
 	finish := c.finish
 	c.finish = nil
 	finish(c.results)

@@ -506,6 +506,7 @@ func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, tim
 	pid := ctx.Spawn(collectProps(&collect{results: results, timeout: timeout, missing: missing, finish: finish}))
 	ids := make(map[uint64]int, waiting)
 	msgs := make([]any, len(asks))
+	to := make([]*actor.PID, len(asks))
 	for i, a := range asks {
 		if a.to == nil {
 			continue
@@ -513,8 +514,9 @@ func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, tim
 		p := actor.NewPromise(ctx, pid)
 		ids[p.ID()] = i
 		msgs[i] = a.msg(p)
+		to[i] = a.to
 	}
-	ctx.Send(pid, &collectWaitFor{ids: ids})
+	ctx.Send(pid, &collectWaitFor{ids: ids, to: to})
 	for i, a := range asks {
 		if a.to != nil {
 			ctx.Send(a.to, msgs[i])
