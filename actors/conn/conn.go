@@ -139,7 +139,13 @@ func (a *connActor) onStarted(ctx actor.Context) {
 
 func (a *connActor) onStopping() {
 	a.stopped.Store(true)
-	_ = a.cfg.Conn.Close()
+	if a.draining {
+		// Graceful: the writer sends what is queued (bounded by a deadline, so a client
+		// that stopped reading cannot hold the stop), then closes the socket.
+		_ = a.cfg.Conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	} else {
+		_ = a.cfg.Conn.Close()
+	}
 	if !a.closed {
 		a.closed = true
 		close(a.out)
@@ -225,6 +231,7 @@ func (a *connActor) writeLoop(send func(any)) {
 		}
 		<-a.tokens
 	}
+	_ = nc.Close()
 }
 
 func (a *connActor) onReaderDone(ctx actor.Context, m *readerDone) {

@@ -1,0 +1,137 @@
+// Package proc runs the kaas binary as a real process for tests that kill, stop and
+// restart it: built once per test binary, started on a loopback port, waited for.
+package proc
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Build compiles cmd/kaas once per test binary and returns its path.
+func Build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kaas-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kaas")
+		cmd := exec.Command("go", "build", "-o", binPath, "kaas/cmd/kaas")
+		cmd.Stderr = os.Stderr
+		buildErr = cmd.Run()
+	})
+	if buildErr != nil {
+		t.Fatalf("build kaas: %v", buildErr)
+	}
+	return binPath
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Broker is one kaas process.
+type Broker struct {
+	Addr    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// Start runs bin on 127.0.0.1:port with dataDir and extra flags, appending its output to
+// <dataDir>/../broker.log, and waits until it accepts connections.
+func Start(t testing.TB, bin, dataDir string, port int, extra ...string) *Broker {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	args := append([]string{
+		"--listeners=PLAINTEXT://" + addr,
+		"--data.dir=" + dataDir,
+		"--http.listen=",
+		"--log.level=info",
+		"--log.format=json",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	logPath := filepath.Join(filepath.Dir(dataDir), "broker.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kaas: %v", err)
+	}
+	b := &Broker{Addr: addr, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() { b.err = cmd.Wait(); close(b.done) }()
+	t.Cleanup(b.Kill)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return b
+		}
+		select {
+		case <-b.done:
+			logs, _ := os.ReadFile(logPath)
+			t.Fatalf("kaas exited before listening: %v\n%s", b.err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Kill()
+			t.Fatalf("kaas did not listen on %s", addr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL (no shutdown path runs) and waits for the process to go.
+func (b *Broker) Kill() {
+	select {
+	case <-b.done:
+		return
+	default:
+	}
+	_ = b.cmd.Process.Kill()
+	<-b.done
+}
+
+// Term sends SIGTERM and waits up to timeout for the exit; it returns the exit code, or
+// an error when the process did not exit in time (it is then killed).
+func (b *Broker) Term(timeout time.Duration) (int, error) {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(timeout):
+		b.Kill()
+		return -1, errors.New("did not exit after SIGTERM")
+	}
+	var ee *exec.ExitError
+	if errors.As(b.err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	return 0, b.err
+}
