@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,81 +15,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	kproc "kaas/e2e/proc"
 )
+
+// segmentFlags make segments roll often, so recovery crosses segments.
+var segmentFlags = []string{"--log.level=warn", "--log.segment.bytes=65536"}
 
 const (
 	topic      = "crash"
 	partitions = 3
 	rounds     = 4
 )
-
-// buildBroker compiles cmd/kaas into a temp dir.
-func buildBroker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kaas")
-	cmd := exec.Command("go", "build", "-o", bin, "kaas/cmd/kaas")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build kaas: %v", err)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	addr string
-}
-
-func start(t *testing.T, bin, dataDir string, port int) *proc {
-	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(bin,
-		"--listeners=PLAINTEXT://"+addr,
-		"--data.dir="+dataDir,
-		"--http.listen=",
-		"--log.level=warn",
-		"--log.segment.bytes=65536", // many rolls, so recovery crosses segments
-	)
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), "broker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kaas: %v", err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("kaas did not listen on %s", addr)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return &proc{cmd: cmd, addr: addr}
-}
-
-func (p *proc) kill() {
-	p.cmd.Process.Kill() // SIGKILL: no shutdown path runs
-	p.cmd.Wait()
-}
 
 type acked struct {
 	offset int64
@@ -127,17 +62,17 @@ func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker binary")
 	}
-	bin := buildBroker(t)
+	bin := kproc.Build(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
+	port := kproc.FreePort(t)
 
 	var mu sync.Mutex
 	ack := map[int32][]acked{}
 	sent := map[string]bool{}
 	seq := 0
 	for round := 0; round < rounds; round++ {
-		p := start(t, bin, dataDir, port)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic(topic),
+		p := kproc.Start(t, bin, dataDir, port, segmentFlags...)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(3*time.Second),
 			kgo.ProducerLinger(0), kgo.RetryTimeout(3*time.Second))
 		if err != nil {
@@ -189,7 +124,7 @@ func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
-		p.kill()
+		p.Kill()
 		cancel()
 		wg.Wait()
 		cl.Close()
@@ -198,9 +133,9 @@ func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 		}
 	}
 
-	p := start(t, bin, dataDir, port)
-	defer p.kill()
-	verify(t, p.addr, ack, sent)
+	p := kproc.Start(t, bin, dataDir, port, segmentFlags...)
+	defer p.Kill()
+	verify(t, p.Addr, ack, sent)
 	// The torn tails were found and cut, not served.
 	logs, _ := os.ReadFile(filepath.Join(filepath.Dir(dataDir), "broker.log"))
 	if !strings.Contains(string(logs), "partition_torn_tail_truncated") {
