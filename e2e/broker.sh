@@ -20,7 +20,7 @@ start() {
 	local args
 	case $kind in
 	kaas) args=("$bin/kaas" "--listeners=PLAINTEXT://127.0.0.1:$port" "--data.dir=$state/data" "--http.listen="
-		"--group.initial.rebalance.delay.ms=0" "--log.format=json") ;;
+		"--group.initial.rebalance.delay.ms=0" "--log.format=json" ${E2E_KAAS_ARGS:-}) ;;
 	fake) args=("$bin/fakebroker" "--port=$port" "--data.dir=$state/data") ;;
 	*) die "unknown E2E_BROKER_KIND $kind" ;;
 	esac

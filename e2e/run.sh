@@ -97,7 +97,7 @@ run_scenario() {
 		fi
 	done
 	local t0=$SECONDS rc
-	E2E_BROKERS=127.0.0.1:$port E2E_TOPIC=e2e-$name E2E_GROUP=e2e-$name-group \
+	E2E_STATE=$state E2E_BROKERS=127.0.0.1:$port E2E_TOPIC=e2e-$name E2E_GROUP=e2e-$name-group \
 		E2E_RESTART="$e2e/broker.sh restart $state" E2E_TIMEOUT_S=$((scenario_timeout - 5)) \
 		timeout -k 5 "$scenario_timeout" "$@" >"$state/out" 2>"$state/client.log" </dev/null
 	rc=$?

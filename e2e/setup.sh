@@ -32,9 +32,9 @@ fi
 if command -v npm >/dev/null; then
 	if ! cmp -s js/package-lock.json js/node_modules/.e2e-lock 2>/dev/null; then
 		log "npm ci in e2e/js"
-		(cd js && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>npm-ci.log) &&
+		(cd js && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>"${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log") &&
 			cp js/package-lock.json js/node_modules/.e2e-lock ||
-			log "npm ci failed (see e2e/js/npm-ci.log): the node clients will be skipped"
+			log "npm ci failed (see ${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log): the node clients will be skipped"
 	fi
 else
 	log "no npm: the node clients will be skipped"

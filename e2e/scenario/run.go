@@ -53,7 +53,7 @@ func Run(ctx context.Context, env Env, c Client) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("list end offsets after produce: %w", err)
 	}
-	if err := checkEnd(end, env.Partitions, n); err != nil {
+	if err := CheckEnd(end, env.Partitions, n); err != nil {
 		return "", fmt.Errorf("after produce: %w", err)
 	}
 
@@ -63,20 +63,12 @@ func Run(ctx context.Context, env Env, c Client) (string, error) {
 		return "", fmt.Errorf("consume: %w", err)
 	}
 
-	var notes []string
-	skipped, err := administer(ctx, env, c, end, &notes)
+	admin, err := Administer(ctx, env, c, end)
 	if err != nil {
-		return "", fmt.Errorf("admin: %w", err)
+		return "", err
 	}
-	s := fmt.Sprintf("%d produced to %d partitions; consumed by a group through 1 leave, 1 join, %s (%s); committed = log end; admin list, describe, fetch, reset, delete offsets, delete group",
-		n, env.Partitions, restarts(env), stats)
-	if len(skipped) > 0 {
-		s += "; skipped: " + strings.Join(skipped, "; ")
-	}
-	if len(notes) > 0 {
-		s += "; note: " + strings.Join(notes, "; ")
-	}
-	return s, nil
+	return fmt.Sprintf("%d produced to %d partitions; consumed by a group through 1 leave, 1 join, %s (%s); committed = log end; %s",
+		n, env.Partitions, restarts(env), stats, admin), nil
 }
 
 func restarts(env Env) string {
@@ -86,7 +78,8 @@ func restarts(env Env) string {
 	return "1 broker restart"
 }
 
-func checkEnd(end map[int32]int64, partitions, n int) error {
+// CheckEnd checks that n records landed on exactly partitions partitions, none empty.
+func CheckEnd(end map[int32]int64, partitions, n int) error {
 	var sum int64
 	for p, o := range end {
 		if o <= 0 {
@@ -145,7 +138,7 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	}
 	// Hold consumption until all three share the partitions, so the member that leaves
 	// has records of its own.
-	if err := waitGroup(ctx, c, env.Group, "Stable", 3); err != nil {
+	if err := WaitGroup(ctx, c, env.Group, "Stable", 3); err != nil {
 		return Stats{}, err
 	}
 	if err := step(n / 4); err != nil {
@@ -154,7 +147,7 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	if err := leave(0); err != nil {
 		return Stats{}, err
 	}
-	if err := waitGroup(ctx, c, env.Group, "Stable", 2); err != nil {
+	if err := WaitGroup(ctx, c, env.Group, "Stable", 2); err != nil {
 		return Stats{}, fmt.Errorf("after member 0 left: %w", err)
 	}
 	if err := step(n / 2); err != nil {
@@ -163,7 +156,7 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	if err := join(3); err != nil {
 		return Stats{}, err
 	}
-	if err := waitGroup(ctx, c, env.Group, "Stable", 3); err != nil {
+	if err := WaitGroup(ctx, c, env.Group, "Stable", 3); err != nil {
 		return Stats{}, fmt.Errorf("after member 3 joined: %w", err)
 	}
 	if err := step(3 * n / 4); err != nil {
@@ -189,7 +182,7 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 	if err := step(n); err != nil {
 		return Stats{}, err
 	}
-	if err := waitCommitted(ctx, c, env, end); err != nil {
+	if err := WaitCommitted(ctx, c, env, end); err != nil {
 		return Stats{}, fmt.Errorf("all records consumed (%s), but %w", t.Stats(), err)
 	}
 	for _, id := range slices.Sorted(maps.Keys(members)) {
@@ -210,7 +203,7 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 // next event (leave, join, restart) acts on a group with real commits behind it. Clients
 // that commit on an interval get there; one that does not only adds duplicates, so this
 // waits a bounded time and reports instead of failing.
-func settle(ctx context.Context, c Client, env Env, t *Tracker) {
+func settle(ctx context.Context, c Admin, env Env, t *Tracker) {
 	deadline, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	frontier := t.Frontier()
@@ -236,7 +229,7 @@ func settle(ctx context.Context, c Client, env Env, t *Tracker) {
 }
 
 // fetchOffsetsRetry fetches committed offsets, retrying while the broker comes back.
-func fetchOffsetsRetry(ctx context.Context, c Client, env Env) (map[int32]int64, error) {
+func fetchOffsetsRetry(ctx context.Context, c Admin, env Env) (map[int32]int64, error) {
 	deadline, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
@@ -252,9 +245,9 @@ func fetchOffsetsRetry(ctx context.Context, c Client, env Env) (map[int32]int64,
 	}
 }
 
-// waitGroup polls DescribeGroups until the group is in state with members members, each
+// WaitGroup polls DescribeGroups until the group is in state with members members, each
 // holding partitions (where the client decodes assignments).
-func waitGroup(ctx context.Context, c Client, group, state string, members int) error {
+func WaitGroup(ctx context.Context, c Admin, group, state string, members int) error {
 	var last Group
 	var err error
 	for {
@@ -277,9 +270,9 @@ func waitGroup(ctx context.Context, c Client, group, state string, members int) 
 	}
 }
 
-// waitCommitted polls the committed offsets until they equal end: members commit on an
+// WaitCommitted polls the committed offsets until they equal end: members commit on an
 // interval, so the last commit lands a little after the last record.
-func waitCommitted(ctx context.Context, c Client, env Env, end map[int32]int64) error {
+func WaitCommitted(ctx context.Context, c Admin, env Env, end map[int32]int64) error {
 	deadline, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
@@ -295,7 +288,7 @@ func waitCommitted(ctx context.Context, c Client, env Env, end map[int32]int64) 
 	}
 }
 
-func expectCommitted(ctx context.Context, c Client, env Env, want map[int32]int64) error {
+func expectCommitted(ctx context.Context, c Admin, env Env, want map[int32]int64) error {
 	got, err := c.FetchOffsets(ctx, env.Group, env.Topic)
 	if err != nil {
 		return fmt.Errorf("fetch committed offsets: %w", err)
@@ -306,13 +299,44 @@ func expectCommitted(ctx context.Context, c Client, env Env, want map[int32]int6
 	return nil
 }
 
+// Administer runs the admin steps on the empty group (list, describe, reset, delete
+// offsets, delete group, checking each with a fetch) and returns the PASS summary of them:
+// the steps done, the steps the client library lacks, and the deviations from Apache that
+// were tolerated.
+func Administer(ctx context.Context, env Env, a Admin, end map[int32]int64) (string, error) {
+	var notes []string
+	skipped, err := administer(ctx, env, a, end, &notes)
+	if err != nil {
+		return "", fmt.Errorf("admin: %w", err)
+	}
+	var done, why []string
+	for _, step := range adminSteps {
+		if reason, ok := skipped[step]; ok {
+			why = append(why, step+" ("+reason+")")
+		} else {
+			done = append(done, step)
+		}
+	}
+	s := "admin: " + strings.Join(done, ", ")
+	if len(why) > 0 {
+		s += "; skipped: " + strings.Join(why, "; ")
+	}
+	if len(notes) > 0 {
+		s += "; note: " + strings.Join(notes, "; ")
+	}
+	return s, nil
+}
+
+// adminSteps are the admin steps of the scenario, in order.
+var adminSteps = []string{"list groups", "describe group", "fetch offsets", "reset offsets", "delete offsets", "delete group"}
+
 // administer runs the admin steps on the now empty group and returns the steps the client
 // library cannot do; deviations from Apache that clients tolerate are added to notes.
-func administer(ctx context.Context, env Env, c Client, end map[int32]int64, notes *[]string) ([]string, error) {
-	var skipped []string
+func administer(ctx context.Context, env Env, c Admin, end map[int32]int64, notes *[]string) (map[string]string, error) {
+	skipped := map[string]string{}
 	skip := func(what string, err error) bool {
 		if errors.Is(err, ErrUnsupported) {
-			skipped = append(skipped, what+" ("+err.Error()+")")
+			skipped[what] = err.Error()
 			return true
 		}
 		return false
@@ -404,7 +428,7 @@ func administer(ctx context.Context, env Env, c Client, end map[int32]int64, not
 	return skipped, nil
 }
 
-func expectOffsets(ctx context.Context, c Client, env Env, want map[int32]int64, when string) error {
+func expectOffsets(ctx context.Context, c Admin, env Env, want map[int32]int64, when string) error {
 	got, err := c.FetchOffsets(ctx, env.Group, env.Topic)
 	if err != nil {
 		return fmt.Errorf("fetch offsets %s: %w", when, err)
