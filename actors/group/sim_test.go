@@ -17,6 +17,7 @@ import (
 // ILLEGAL_GENERATION, start over on UNKNOWN_MEMBER_ID. It records the generation it
 // last synced at and whether it led it.
 type simMember struct {
+	id     atomic.Pointer[string]
 	gen    atomic.Int32
 	leader atomic.Bool
 	joins  atomic.Int64
@@ -24,6 +25,7 @@ type simMember struct {
 
 func runSim(tb testing.TB, addr, g string, hb time.Duration, stop <-chan struct{}, m *simMember) {
 	raw := brokertest.Dial(tb, addr)
+	defer raw.C.Close() // a storm of thousands: do not wait for the test's cleanup
 	corr := int32(0)
 	rt := func(req kmsg.Request) (kmsg.Response, bool) {
 		corr++
@@ -84,6 +86,8 @@ func runSim(tb testing.TB, addr, g string, hb time.Duration, stop <-chan struct{
 		if s := r.(*kmsg.SyncGroupResponse); s.ErrorCode != 0 {
 			continue
 		}
+		id := member
+		m.id.Store(&id)
 		m.gen.Store(j.Generation)
 		m.leader.Store(j.LeaderID == member)
 		for !stopped() {
@@ -130,6 +134,16 @@ func runSims(tb testing.TB, addr, g string, n int, hb time.Duration) ([]*simMemb
 		}(ms[i])
 	}
 	return ms, func() { close(stop); wg.Wait() }
+}
+
+// stopAll stops many runSims at once.
+func stopAll(stops []func()) {
+	var wg sync.WaitGroup
+	for _, s := range stops {
+		wg.Add(1)
+		go func() { defer wg.Done(); s() }()
+	}
+	wg.Wait()
 }
 
 // A 20-member group converges on one generation with one leader.
