@@ -71,6 +71,12 @@ func handleFetch(c *Call) {
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.HighWatermark, p.HighWatermark, p.LogStartOffset
 				rp.PreferredReadReplica = -1
 				rp.RecordBatches = p.Records
+				if rp.RecordBatches == nil {
+					// Apache always answers MemoryRecords.EMPTY (size 0), never null (-1):
+					// librdkafka rejects -1 ("invalid MessageSetSize -1") and drops the
+					// rest of the response.
+					rp.RecordBatches = []byte{}
+				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
