@@ -11,6 +11,7 @@ confluent-kafka 1.7.0, whose AdminClient has list_groups (ListGroups + DescribeG
 no offset or group deletion: those two steps go through the Go helper e2e/clients/check.
 """
 
+import logging
 import os
 import struct
 import subprocess
@@ -139,9 +140,31 @@ class Tracker:
         return "%d distinct, %d duplicates, by member %s" % (self.unique, self.total - self.unique, per)
 
 
+class ProtocolErrors(logging.Handler):
+    """Keeps librdkafka's protocol errors: it logs a response it cannot parse and carries on
+    with what it parsed before it, so the scenario can pass around one; any is a FAIL."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def emit(self, record):
+        msg = record.getMessage()
+        print("librdkafka: " + msg, file=sys.stderr)
+        if "PROTOERR" in msg or "Protocol parse failure" in msg:
+            self.seen.append(msg)
+
+
+PROTOCOL_ERRORS = ProtocolErrors()
+LOG = logging.getLogger("librdkafka")
+LOG.addHandler(PROTOCOL_ERRORS)
+LOG.setLevel(logging.INFO)
+LOG.propagate = False
+
+
 def base(e, **extra):
     conf = {"bootstrap.servers": e["brokers"], "client.id": "e2e-python", "reconnect.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 1000}
+            "reconnect.backoff.max.ms": 1000, "logger": LOG}
     conf.update(extra)
     return conf
 
@@ -460,6 +483,8 @@ def run(e):
             raise Fail("admin: %s" % err)
     finally:
         c.close()
+    if PROTOCOL_ERRORS.seen:
+        raise Fail("librdkafka protocol errors (%d), first: %s" % (len(PROTOCOL_ERRORS.seen), " ".join(PROTOCOL_ERRORS.seen[:2])))
     restart = "1 broker restart" if e["restart"] else "no broker restart (E2E_RESTART unset)"
     return "%d produced to %d partitions; consumed by a group through 1 leave, 1 join, %s (%s); committed = log end; %s" % (
         n, e["partitions"], restart, stats, admin)
