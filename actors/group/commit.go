@@ -135,3 +135,22 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			})
 		})
 }
+
+// handleDropTopics: a DeleteTopics removes the topics' committed offsets from every group,
+// whatever its state or subscriptions (GroupCoordinator.onPartitionsDeleted). The group
+// itself stays; one left Empty with no offsets goes at the next expiry run, as in Apache.
+func (g *groupActor) handleDropTopics(ctx actor.Context, m *dropTopics) {
+	g.handed(m)
+	if !g.exists {
+		return // nothing on disk; maybeForget passivates a mere name
+	}
+	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DropTopics{Topics: m.topics, Reply: p} },
+		func(v any) {
+			if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
+				g.log.Error().Strs("topics", m.topics).Msg("offsets of deleted topics not dropped")
+			}
+			if m.woken && g.idle() {
+				ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+			}
+		})
+}

@@ -299,6 +299,8 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 		g.handleListEntry(m)
 	case *expireNow:
 		g.expire(ctx, true)
+	case *dropTopics:
+		g.handleDropTopics(ctx, m)
 	case interface{ inject(*groupActor) }:
 		m.inject(g) // fault injection for the chaos tests
 	}

@@ -11,6 +11,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
+	"kaas/actors/partition"
 	"kaas/config"
 )
 
@@ -93,7 +94,8 @@ type manager struct {
 	byPID   map[string]*entry
 	dormant map[string]string // protocol type of groups whose actor passivated
 	ops     map[uint64]func(any)
-	sweep   []string // groups on disk only, still to be woken for offset expiry
+	sweep   []string   // groups on disk only, still to be woken for offset expiry
+	drops   []*dropJob // deleted topics whose offsets are still being dropped
 	tick    actor.Cancel
 	closing bool // the manager is stopping: its children stop with it
 }
@@ -113,7 +115,9 @@ type (
 	// countLive asks how many group actors are live (tests and diagnostics). Reply: int.
 	countLive struct{}
 	sweepMore struct{}
-	fileIDs   struct {
+	// dropMore wakes the next batch of on-disk groups for a dropJob.
+	dropMore struct{ job *dropJob }
+	fileIDs  struct {
 		ids []string
 		err error
 	}
@@ -164,6 +168,10 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.onSweepTick(ctx)
 	case *sweepMore:
 		mg.sweepSome(ctx)
+	case *partition.TopicsDeleted:
+		mg.onTopicsDeleted(ctx, m)
+	case *dropMore:
+		mg.dropSome(ctx, m.job)
 	case *countLive:
 		ctx.Respond(len(mg.groups))
 	}
@@ -208,6 +216,14 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	mg.groups[id] = e
 	mg.byPID[pid.Id] = e
 	delete(mg.dormant, id)
+	// A group that starts while deleted topics are being dropped is told first, so no
+	// request it serves sees their offsets for long.
+	for _, job := range mg.drops {
+		if !job.done[id] {
+			job.done[id] = true
+			ctx.Send(pid, &dropTopics{group: id, topics: job.topics})
+		}
+	}
 	return e, nil
 }
 
@@ -379,5 +395,72 @@ func (mg *manager) sweepSome(ctx actor.Context) {
 	}
 	if len(mg.sweep) > 0 {
 		ctx.Send(ctx.Self(), &sweepMore{})
+	}
+}
+
+// dropJob drops the committed offsets of deleted topics from every group: the live ones
+// at once, those that start while it runs as they start, and those that exist only on
+// disk in batches once the offsets directory is listed (Apache's
+// GroupCoordinator.onPartitionsDeleted, §5.3 rule 8 of the reference).
+type dropJob struct {
+	topics []string
+	done   map[string]bool // groups already told
+	todo   []string        // on-disk groups still to wake, once listed
+}
+
+// onTopicsDeleted: a DeleteTopics removed topics (sent by the broker's topics manager).
+func (mg *manager) onTopicsDeleted(ctx actor.Context, m *partition.TopicsDeleted) {
+	if len(m.Topics) == 0 {
+		return
+	}
+	job := &dropJob{topics: m.Topics, done: map[string]bool{}}
+	for id, e := range mg.groups {
+		job.done[id] = true
+		mg.routeTo(ctx, e, &dropTopics{group: id, topics: job.topics})
+	}
+	list := mg.cfg.ListGroupIDs
+	if list == nil {
+		return
+	}
+	mg.drops = append(mg.drops, job)
+	p := mg.ask(ctx, func(v any) {
+		f := v.(*fileIDs)
+		if f.err != nil {
+			mg.log.Error().Err(f.err).Strs("topics", job.topics).
+				Msg("offsets directory not listed; groups on disk keep the deleted topics' offsets")
+		}
+		job.todo = f.ids
+		mg.dropSome(ctx, job)
+	})
+	go func() {
+		var f fileIDs
+		f.ids, f.err = list()
+		p.Resolve(&f)
+	}()
+}
+
+// dropSome wakes the next batch of on-disk groups of job; a woken group drops the
+// offsets and passivates again.
+func (mg *manager) dropSome(ctx actor.Context, job *dropJob) {
+	n := 0
+	for len(job.todo) > 0 && n < sweepBatch {
+		id := job.todo[0]
+		job.todo = job.todo[1:]
+		if job.done[id] {
+			continue
+		}
+		job.done[id] = true
+		mg.route(ctx, &dropTopics{group: id, topics: job.topics, woken: true})
+		n++
+	}
+	if len(job.todo) > 0 {
+		ctx.Send(ctx.Self(), &dropMore{job: job})
+		return
+	}
+	for i, j := range mg.drops {
+		if j == job {
+			mg.drops = append(mg.drops[:i], mg.drops[i+1:]...)
+			break
+		}
 	}
 }

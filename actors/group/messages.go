@@ -314,6 +314,19 @@ type expireNow struct {
 	group string
 }
 
+// dropTopics drops deleted topics' committed offsets from one group (sent by the
+// manager after a DeleteTopics). woken: the manager started the group for this alone, so
+// it passivates again when done. No reply.
+type dropTopics struct {
+	group  string
+	topics []string
+	woken  bool
+}
+
+func (m *dropTopics) GroupID() string                   { return m.group }
+func (m *dropTopics) withReply(p actor.Promise) Request { c := *m; return &c }
+func (m *dropTopics) fail(int16)                        {}
+
 func (m *listEntry) GroupID() string                   { return m.group }
 func (m *listEntry) withReply(p actor.Promise) Request { c := *m; c.reply = p; return &c }
 func (m *listEntry) fail(code int16)                   { m.reply.Resolve(&listedGroup{}) }

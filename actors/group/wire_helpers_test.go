@@ -19,12 +19,17 @@ import (
 type wire struct {
 	t    *testing.T
 	b    *broker.Broker
+	cfg  config.Config // what b was started with (restart keeps its data dir)
 	corr atomic.Int32
 }
 
 func startWire(t *testing.T, mutate func(*config.Config)) *wire {
 	t.Helper()
-	return &wire{t: t, b: brokertest.Start(t, mutate)}
+	c := brokertest.Config(t)
+	if mutate != nil {
+		mutate(&c)
+	}
+	return &wire{t: t, b: brokertest.StartWith(t, c), cfg: c}
 }
 
 // ptProfile is the reference's profile P-T (§9), with the initial delay at 50 ms.
