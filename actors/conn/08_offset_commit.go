@@ -17,12 +17,30 @@ import (
 //	v6: committed_leader_epoch. v7: group_instance_id (KIP-345). v8: flexible.
 //	v9: an unknown group with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION.
 //
-// The group validates generation, member and instance (§4.7); its offsets actor answers
-// only after the write holding the commit is on disk.
+// Partitions missing from the topic catalogue get UNKNOWN_TOPIC_OR_PARTITION first (as
+// KafkaApis does); the group validates generation, member and instance for the rest
+// (§4.7); its offsets actor answers only after the write holding the commit is on disk.
 func init() { register(8, 2, 9, handleOffsetCommit) }
 
 func handleOffsetCommit(c *Call) {
 	req := c.Req.(*kmsg.OffsetCommitRequest)
+	var tps []offsets.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tps = append(tps, offsets.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+		}
+	}
+	var expireAt int64
+	if c.Version <= 4 && req.RetentionTimeMillis != -1 {
+		expireAt = time.Now().UnixMilli() + req.RetentionTimeMillis
+	}
+	withExistence(c, tps, func(exists []bool) kmsg.Response { return commitKnown(c, req, exists, expireAt) })
+}
+
+// commitKnown sends the partitions that exist to the group (§4.7 step 4) and merges its
+// codes with UNKNOWN_TOPIC_OR_PARTITION for the others. With no partition left it answers
+// at once, without the coordinator checks (step 3): no NOT_COORDINATOR then.
+func commitKnown(c *Call, req *kmsg.OffsetCommitRequest, exists []bool, expireAt int64) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	// codes[i][j] is the answer for req.Topics[i].Partitions[j]; -2 marks the partitions
 	// sent to the group, whose codes come back in order.
@@ -35,33 +53,33 @@ func handleOffsetCommit(c *Call) {
 	if req.InstanceID != nil {
 		msg.InstanceID = *req.InstanceID
 	}
-	var expireAt int64
-	if c.Version <= 4 && req.RetentionTimeMillis != -1 {
-		expireAt = time.Now().UnixMilli() + req.RetentionTimeMillis
-	}
 	route := groupRoute(c, req.Group)
+	k := 0
 	for i, t := range req.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 		for j, p := range t.Partitions {
-			switch {
-			case !partitionKnown(c, t.Topic, p.Partition):
+			known := exists[k]
+			k++
+			if !known {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case route != 0:
-				codes[i][j] = route
-			default:
-				codes[i][j] = sent
-				e := offsets.Entry{TopicPartition: offsets.TopicPartition{Topic: t.Topic, Partition: p.Partition}}
-				e.Offset = p.Offset
-				e.LeaderEpoch = -1
-				if c.Version >= 6 {
-					e.LeaderEpoch = p.LeaderEpoch
-				}
-				if p.Metadata != nil {
-					e.Metadata = *p.Metadata
-				}
-				e.ExpireTime = expireAt
-				msg.Entries = append(msg.Entries, e)
+				continue
 			}
+			if route != 0 {
+				codes[i][j] = route
+				continue
+			}
+			codes[i][j] = sent
+			e := offsets.Entry{TopicPartition: offsets.TopicPartition{Topic: t.Topic, Partition: p.Partition}}
+			e.Offset = p.Offset
+			e.LeaderEpoch = -1
+			if c.Version >= 6 {
+				e.LeaderEpoch = p.LeaderEpoch
+			}
+			if p.Metadata != nil {
+				e.Metadata = *p.Metadata
+			}
+			e.ExpireTime = expireAt
+			msg.Entries = append(msg.Entries, e)
 		}
 	}
 	build := func(answers []int16) kmsg.Response {
@@ -87,10 +105,9 @@ func handleOffsetCommit(c *Call) {
 		return resp
 	}
 	if len(msg.Entries) == 0 {
-		// Apache answers without the coordinator when no partition is left (§4.7 step 3).
-		c.Respond(build(nil))
-		return
+		return build(nil)
 	}
 	msg.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*offsets.CommitResult).Codes) })
 	askGroups(c, msg)
+	return nil
 }

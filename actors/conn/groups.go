@@ -2,6 +2,10 @@ package conn
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/offsets"
+	"kaas/actors/partition"
 )
 
 // What the group API handlers (08-16, 42, 47) share: where a group request goes.
@@ -29,9 +33,34 @@ func groupRoute(c *Call, group string) int16 {
 // askGroups sends msg to the groups manager.
 func askGroups(c *Call, msg any) { c.Env.System.Send(c.Env.Groups, msg) }
 
-// partitionKnown is where UNKNOWN_TOPIC_OR_PARTITION will be decided for OffsetCommit and
-// OffsetDelete (Apache checks the metadata cache before the coordinator, §4.7) once the
-// topic catalogue answers "does this partition exist". Until then every partition is.
-func partitionKnown(c *Call, topic string, partition int32) bool { return true }
+// withExistence asks the topics manager which of tps exist, then runs then with the
+// answer (exists[i] for tps[i]) in the connection actor. OffsetCommit and OffsetDelete
+// answer UNKNOWN_TOPIC_OR_PARTITION for partitions missing from the catalogue before the
+// coordinator sees the request, as Apache's KafkaApis does with its metadata cache
+// (§4.7, §4.13). then returns the response to send, or nil when it handed the call on
+// with a second Await (ask the groups manager next): no actor waits on another.
+// Without a topics manager every partition exists.
+func withExistence(c *Call, tps []offsets.TopicPartition, then func(exists []bool) kmsg.Response) {
+	if c.Env.Topics == nil || len(tps) == 0 {
+		all := make([]bool, len(tps))
+		for i := range all {
+			all[i] = true
+		}
+		if resp := then(all); resp != nil {
+			c.Respond(resp)
+		}
+		return
+	}
+	askTopics(c, &partition.PartitionsExist{Partitions: tps, Reply: c.Await(func(v any) kmsg.Response {
+		e, _ := v.(*partition.Existence)
+		if e == nil || len(e.Exists) != len(tps) {
+			// A broken invariant of the topics manager: report nothing as known rather
+			// than commit to partitions that may not exist.
+			c.Log.Error().Int("asked", len(tps)).Msg("partition existence answer malformed")
+			e = &partition.Existence{Exists: make([]bool, len(tps))}
+		}
+		return then(e.Exists)
+	})})
+}
 
 func strPtr(s string) *string { return &s }

@@ -110,7 +110,8 @@ func TestDescribeGroups(t *testing.T) {
 func TestListGroups(t *testing.T) {
 	c := brokertest.Config(t)
 	ptProfile(&c)
-	w := &wire{t: t, b: brokertest.StartWith(t, c)}
+	w := &wire{t: t, b: brokertest.StartWith(t, c), cfg: c}
+	w.createTopics(1, "t")
 	w.stable1("stable")
 	m, ch := w.dynJoin("completing", joinOpts{})
 	wait[*kmsg.JoinGroupResponse](t, ch, 5*time.Second)
@@ -164,6 +165,7 @@ func TestListGroups(t *testing.T) {
 // Scenarios 111, 112: DeleteGroups.
 func TestDeleteGroups(t *testing.T) {
 	w := startWire(t, ptProfile)
+	w.createTopics(1, "t")
 	m := w.stable1("g")
 	oc := w.do(commitReq("g", 8, m, 1, map[string][]int32{"t": {0}})).(*kmsg.OffsetCommitResponse)
 	wantCode(t, "commit", oc.Topics[0].Partitions[0].ErrorCode, 0)

@@ -32,6 +32,7 @@ func allCodes(t *testing.T, what string, got []int16, want int16) {
 // Scenarios 86-93: OffsetCommit validation against the group.
 func TestOffsetCommitValidation(t *testing.T) {
 	w := startWire(t, ptProfile)
+	w.createTopics(2, "t")
 	parts := map[string][]int32{"t": {0, 1}}
 	allCodes(t, "v8 unknown group with generation", commitCodes(w.do(commitReq("nope", 8, "memberId", 1, parts)).(*kmsg.OffsetCommitResponse)), kerr.IllegalGeneration.Code)
 	allCodes(t, "v9 unknown group with generation", commitCodes(w.do(commitReq("nope", 9, "memberId", 1, parts)).(*kmsg.OffsetCommitResponse)), kerr.GroupIDNotFound.Code)
@@ -74,6 +75,7 @@ func TestOffsetCommitValidation(t *testing.T) {
 // Scenarios 96-99: OffsetFetch shapes at v1, v7 and v8.
 func TestOffsetFetch(t *testing.T) {
 	w := startWire(t, ptProfile)
+	w.createTopics(2, "t", "u")
 	allCodes(t, "commit", commitCodes(w.do(commitReq("g", 8, "", -1, map[string][]int32{"t": {0, 1}, "u": {0}})).(*kmsg.OffsetCommitResponse)), 0)
 	r7 := w.do(fetchReq(7, "g", map[string][]int32{"t": {0, 5}})).(*kmsg.OffsetFetchResponse)
 	p := r7.Topics[0].Partitions
@@ -117,6 +119,7 @@ func TestOffsetFetch(t *testing.T) {
 // Scenarios 113-115: OffsetDelete.
 func TestOffsetDelete(t *testing.T) {
 	w := startWire(t, ptProfile)
+	w.createTopics(1, "foo", "bar")
 	od := func(g string, parts map[string][]int32) *kmsg.OffsetDeleteResponse {
 		r := kmsg.NewPtrOffsetDeleteRequest()
 		r.Group = g
@@ -165,4 +168,51 @@ func TestOffsetDelete(t *testing.T) {
 	if r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("empty group delete %+v", r)
 	}
+}
+
+// Scenarios 94, 116: partitions missing from the topic catalogue get
+// UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees the request; the others are
+// committed or deleted. An OffsetCommit with no partition left gets no coordinator
+// check at all; an OffsetDelete still asks the group.
+func TestOffsetsUnknownPartitions(t *testing.T) {
+	w := startWire(t, ptProfile)
+	w.createTopics(2, "t")
+	oc := commitReq("g", 8, "", -1, map[string][]int32{"t": {0, 5, 1}})
+	extra := kmsg.NewOffsetCommitRequestTopic()
+	extra.Topic = "nope"
+	extra.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}
+	oc.Topics = append(oc.Topics, extra)
+	got := commitCodes(w.do(oc).(*kmsg.OffsetCommitResponse))
+	unknown := kerr.UnknownTopicOrPartition.Code
+	if len(got) != 4 || got[0] != 0 || got[1] != unknown || got[2] != 0 || got[3] != unknown {
+		t.Fatalf("mixed commit: %v", got)
+	}
+	if got := w.committedTopics("g"); len(got) != 1 || got["t"] != 2 {
+		t.Fatalf("committed: %v", got)
+	}
+	// Only unknown partitions, to an unknown group with a generation: the group would
+	// say ILLEGAL_GENERATION, but it is never asked.
+	allCodes(t, "only unknown", commitCodes(w.do(commitReq("nope", 8, "m", 1, map[string][]int32{"nope": {0}, "t": {2}})).(*kmsg.OffsetCommitResponse)), unknown)
+
+	od := func(g string, parts ...[2]any) *kmsg.OffsetDeleteResponse {
+		r := kmsg.NewPtrOffsetDeleteRequest()
+		r.Group = g
+		for _, p := range parts {
+			rt := kmsg.NewOffsetDeleteRequestTopic()
+			rt.Topic = p[0].(string)
+			rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: p[1].(int32)}}
+			r.Topics = append(r.Topics, rt)
+		}
+		return w.do(r).(*kmsg.OffsetDeleteResponse)
+	}
+	r := od("g", [2]any{"nope", int32(0)}, [2]any{"t", int32(0)}, [2]any{"t", int32(9)})
+	if r.ErrorCode != 0 || len(r.Topics) != 3 || r.Topics[0].Partitions[0].ErrorCode != unknown ||
+		r.Topics[1].Partitions[0].ErrorCode != 0 || r.Topics[2].Partitions[0].ErrorCode != unknown {
+		t.Fatalf("mixed delete: %+v", r)
+	}
+	if got := w.committedTopics("g"); got["t"] != 1 {
+		t.Fatalf("after delete: %v", got)
+	}
+	// The group is asked although no partition is left: its error is reported.
+	wantCode(t, "unknown group, unknown topic", od("absent", [2]any{"nope", int32(0)}).ErrorCode, kerr.GroupIDNotFound.Code)
 }

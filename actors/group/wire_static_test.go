@@ -55,6 +55,7 @@ func staticSync(g, member, instance string, gen int32) *kmsg.SyncGroupRequest {
 func TestStaticMembership(t *testing.T) {
 	t.Run("fencing", func(t *testing.T) {
 		w := startWire(t, ptProfile)
+		w.createTopics(2, "t")
 		s := w.static2("g", 0)
 		// Scenario 67, 77, 78: join.
 		j := w.do(staticJoin("g", "unknown_member", "leader", 5, superset)).(*kmsg.JoinGroupResponse)
