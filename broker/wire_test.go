@@ -340,3 +340,19 @@ func TestGracefulStopAnswersWhatWasRead(t *testing.T) {
 		t.Fatal("listener still accepting after stop")
 	}
 }
+
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	b := brokertest.Start(t, func(c *config.Config) { c.ConnectionsMaxIdle = 150 * time.Millisecond })
+	idle := brokertest.Dial(t, b.Addr())
+	idle.Roundtrip(apiVersions(3), 1)
+	if !idle.Closed(5 * time.Second) {
+		t.Fatal("idle connection still open")
+	}
+	// A connection kept busy outlives the idle timeout.
+	busy := brokertest.Dial(t, b.Addr())
+	for i := 0; i < 6; i++ {
+		busy.Roundtrip(apiVersions(3), int32(i))
+		time.Sleep(50 * time.Millisecond)
+	}
+	servedOK(t, b.Addr())
+}
