@@ -53,8 +53,11 @@ func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
 			return offsets.Props(offsets.Config{Group: group, Dir: dir, FS: fsys, Log: log})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
-		Log:          log,
-		NewID:        func() string { return "id" + itoa(int(h.seq.Add(1))) },
+		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {
+			return offsets.ReadMeta(fsys, dir, group)
+		},
+		Log:   log,
+		NewID: func() string { return "id" + itoa(int(h.seq.Add(1))) },
 	}
 	h.sys = actor.NewSystem(zerolog.Nop())
 	pid, err := h.sys.SpawnNamed(ManagerProps(h.cfg), "groups")

@@ -3,6 +3,7 @@ package group
 import (
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,10 @@ type ManagerConfig struct {
 	// ListGroupIDs lists the groups that have an offsets file. It runs off the manager's
 	// goroutine (a directory of 100,000 files takes a while to read).
 	ListGroupIDs func() ([]string, error)
-	Log          zerolog.Logger
+	// ReadMeta reads the meta in a group's file (nil: none), off the manager's goroutine,
+	// for groups listed while their actor is not running.
+	ReadMeta func(group string) (offsets.GroupMeta, bool, error)
+	Log      zerolog.Logger
 	// NewID makes member-id UUIDs (uuid.NewString when nil).
 	NewID func() string
 	// MaxRestarts in RestartWindow: a group actor that panics more often is stopped (and
@@ -50,7 +54,10 @@ func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, reg prometheus.Reg
 			})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
-		Log:          log,
+		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {
+			return offsets.ReadMeta(fsys, dir, group)
+		},
+		Log: log,
 	}
 }
 
@@ -92,7 +99,7 @@ type manager struct {
 
 	groups  map[string]*entry
 	byPID   map[string]*entry
-	dormant map[string]string // protocol type of groups whose actor passivated
+	dormant map[string]string // protocol type of on-disk groups with no actor (passivated or read)
 	ops     map[uint64]func(any)
 	sweep   []string   // groups on disk only, still to be woken for offset expiry
 	drops   []*dropJob // deleted topics whose offsets are still being dropped
@@ -118,8 +125,9 @@ type (
 	// dropMore wakes the next batch of on-disk groups for a dropJob.
 	dropMore struct{ job *dropJob }
 	fileIDs  struct {
-		ids []string
-		err error
+		ids   []string
+		err   error
+		types map[string]string // protocol types read from files (ListGroups)
 	}
 )
 
@@ -299,7 +307,15 @@ func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
 		live = append(live, e)
 	}
 	done := mg.ask(ctx, func(v any) { mg.listed(r, v) })
-	list := mg.cfg.ListGroupIDs
+	list, readMeta := mg.cfg.ListGroupIDs, mg.cfg.ReadMeta
+	// Groups whose protocol type is known here need no file read.
+	known := make(map[string]bool, len(mg.dormant)+len(mg.groups))
+	for id := range mg.dormant {
+		known[id] = true
+	}
+	for id := range mg.groups {
+		known[id] = true
+	}
 	gather(ctx, len(live)+1, done, func(i int, p actor.Promise) {
 		if i < len(live) {
 			mg.routeTo(ctx, live[i], &listEntry{group: live[i].id, reply: p})
@@ -310,9 +326,53 @@ func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
 			if list != nil {
 				f.ids, f.err = list()
 			}
+			if readMeta != nil {
+				f.types = readTypes(readMeta, f.ids, known)
+			}
 			p.Resolve(&f)
 		}()
 	})
+}
+
+// metaReaders bounds the files ListGroups reads at once.
+const metaReaders = 4
+
+// readTypes reads the protocol type of every listed group not known yet. This is the
+// first ListGroups after a restart (Apache lists an Empty former consumer group as
+// "consumer"); the manager caches the answers, so later listings read nothing. A file
+// that cannot be read is left out (its group answers COORDINATOR_NOT_AVAILABLE anyway).
+func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string, known map[string]bool) map[string]string {
+	var todo []string
+	for _, id := range ids {
+		if !known[id] {
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	types := make([]string, len(todo))
+	ok := make([]bool, len(todo))
+	var wg sync.WaitGroup
+	for w := range metaReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(todo); i += metaReaders {
+				if m, exists, err := read(todo[i]); err == nil && exists {
+					types[i], ok[i] = m.ProtocolType, true
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := make(map[string]string, len(todo))
+	for i, id := range todo {
+		if ok[i] {
+			out[id] = types[i]
+		}
+	}
+	return out
 }
 
 // routeTo sends r to e's actor, or queues it while e stops.
@@ -351,8 +411,21 @@ func (mg *manager) listed(r *ListGroups, v any) {
 		if files.err != nil {
 			mg.log.Error().Err(files.err).Msg("offsets directory not listed")
 		}
+		for id, pt := range files.types {
+			// Cache what was read, unless the group started (or passivated, with a newer
+			// meta) meanwhile.
+			if _, live := mg.groups[id]; !live {
+				if _, cached := mg.dormant[id]; !cached {
+					mg.dormant[id] = pt
+				}
+			}
+		}
 		for _, id := range files.ids {
-			add(ListedGroup{Group: id, ProtocolType: mg.dormant[id], State: stateEmpty.String()})
+			pt, ok := mg.dormant[id]
+			if !ok {
+				pt = files.types[id]
+			}
+			add(ListedGroup{Group: id, ProtocolType: pt, State: stateEmpty.String()})
 		}
 	}
 	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Group < out.Groups[j].Group })

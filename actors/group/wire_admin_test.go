@@ -198,3 +198,43 @@ func TestDeleteGroups(t *testing.T) {
 		t.Fatalf("second delete %s", codeName(got[0]))
 	}
 }
+
+// A group that exists only as its file after a restart is listed with the protocol type
+// it had: Apache loads an Empty former consumer group as "consumer", a simple group as "".
+func TestListGroupsProtocolTypeAfterRestart(t *testing.T) {
+	w := startWire(t, ptProfile)
+	w.createTopics(1, "t")
+	for _, g := range []string{"left", "stable"} {
+		m := w.stable1(g)
+		allCodes(t, "commit "+g, commitCodes(w.do(commitReq(g, 8, m, 1, map[string][]int32{"t": {0}})).(*kmsg.OffsetCommitResponse)), 0)
+		if g == "left" {
+			wantCode(t, "leave", w.do(leaveReq(0, g, kmsg.LeaveGroupRequestMember{MemberID: m})).(*kmsg.LeaveGroupResponse).ErrorCode, 0)
+		}
+	}
+	allCodes(t, "simple commit", commitCodes(w.do(commitReq("simple", 8, "", -1, map[string][]int32{"t": {0}})).(*kmsg.OffsetCommitResponse)), 0)
+	list := func() map[string]string {
+		r := kmsg.NewPtrListGroupsRequest()
+		r.Version = 4
+		out := map[string]string{}
+		for _, g := range w.do(r).(*kmsg.ListGroupsResponse).Groups {
+			out[g.Group] = g.GroupState + "/" + g.ProtocolType
+		}
+		return out
+	}
+	want := map[string]string{"left": "Empty/consumer", "stable": "Empty/consumer", "simple": "Empty/"}
+	w.restart()
+	// Twice: the first listing reads the files, the second answers from what it learnt.
+	for i := range 2 {
+		got := list()
+		for g, s := range want {
+			if got[g] != s {
+				t.Fatalf("listing %d after restart: %s is %q, want %q (%v)", i, g, got[g], s, got)
+			}
+		}
+	}
+	// A listed group that wakes up and changes is listed as it now is.
+	w.stable1("simple")
+	if got := list()["simple"]; got != "Stable/consumer" {
+		t.Fatalf("simple group turned consumer group: %q", got)
+	}
+}
