@@ -128,8 +128,13 @@ need_node_module() {
 }
 need_kafkajs() { need_node_module kafkajs; }
 need_rdkafka() {
-	local why
-	why=$(cat "$e2e/js/rdkafka-skip-reason" 2>/dev/null) && [ -n "$why" ] && { echo "$why"; return; }
+	# @confluentinc/kafka-javascript installs by downloading a prebuilt binary from outside
+	# the npm registry; node-rdkafka 2.15.0 builds from the registry against Debian's
+	# librdkafka 2.0.2 (BUILD_LIBRDKAFKA=0) in about 25 s, but has no scenario yet.
+	[ -f "$e2e/js/rdkafka.js" ] || {
+		echo "no scenario yet for node-rdkafka (2.15.0 builds against Debian's librdkafka 2.0.2); @confluentinc/kafka-javascript downloads its prebuilt binary from outside the npm registry"
+		return
+	}
 	need_node_module node-rdkafka
 }
 

@@ -62,6 +62,11 @@ async function newClient(e) {
         retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 30 },
       });
       let closing = false;
+      if (process.env.E2E_DEBUG === '1') {
+        const { COMMIT_OFFSETS, GROUP_JOIN } = consumer.events;
+        consumer.on(COMMIT_OFFSETS, ({ payload }) => console.error(`${new Date().toISOString()} ${name} commit gen ${payload.groupGenerationId}: ${JSON.stringify(payload.topics.map((t) => t.partitions))}`));
+        consumer.on(GROUP_JOIN, ({ payload }) => console.error(`${new Date().toISOString()} ${name} joined gen ${payload.groupGenerationId}: ${JSON.stringify(payload.memberAssignment)}`));
+      }
       await consumer.connect();
       await consumer.subscribe({ topic: e.topic, fromBeginning: true });
       await consumer.run({
@@ -69,6 +74,7 @@ async function newClient(e) {
         eachBatchAutoResolve: false,
         eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
           const stop = () => closing || !isRunning() || isStale();
+          if (process.env.E2E_DEBUG === '1') console.error(`${new Date().toISOString()} ${name} batch p${batch.partition} ${batch.firstOffset()}..${batch.lastOffset()}`);
           for (const m of batch.messages) {
             const ok = await admit(t, stop, async () => {
               await heartbeat();

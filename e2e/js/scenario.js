@@ -190,8 +190,10 @@ async function consume(c, e, t, end, deadline) {
     members.delete(id);
     await m.close();
   };
+  // The last step opens the gate for good: a member redelivered records after a rebalance
+  // must process them again even once every record was seen once.
   const step = async (gate) => {
-    t.open(gate);
+    t.open(gate >= n ? Infinity : gate);
     await t.wait(gate, deadline);
     await settle(c, e, t);
   };

@@ -375,7 +375,9 @@ def consume(c, e, t, end, deadline):
     members = {}
 
     def step(gate):
-        t.open(gate)
+        # The last step opens the gate for good: records redelivered after a rebalance must
+        # be processed again even once every record was seen once.
+        t.open(gate if gate < n else float("inf"))
         t.wait(gate, deadline)
         settle(c, e, t)
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -122,8 +123,15 @@ func consume(ctx context.Context, env Env, c Client, t *Tracker, end map[int32]i
 		}
 		return nil
 	}
+	// step opens the gate to gate distinct records and waits for them. The last step opens
+	// it for good: a member redelivered records it must process again (after a rebalance)
+	// may not be held once every record was seen once.
 	step := func(gate int) error {
-		t.Open(gate)
+		if gate >= n {
+			t.Open(math.MaxInt)
+		} else {
+			t.Open(gate)
+		}
 		if err := t.Wait(ctx, gate); err != nil {
 			return err
 		}
