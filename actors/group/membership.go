@@ -435,14 +435,15 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	now := time.Now()
 	for _, m := range g.members {
 		g.pendingSync[m.id] = true
-		j := g.unpark(m)
-		if j == nil {
-			continue
-		}
+		// Every member's session restarts here, a static member kept without rejoining
+		// included (Apache onCompleteJoin reschedules each member's heartbeat; GCT::
+		// groupStuckInRebalanceTimeoutDueToNonjoinedStaticMember relies on it).
 		m.isNew = false
 		m.deadline = now.Add(m.sessionTimeout)
 		g.armSession(ctx, m)
-		j.Reply.Resolve(g.joinResult(m, m.id == g.leader))
+		if j := g.unpark(m); j != nil {
+			j.Reply.Resolve(g.joinResult(m, m.id == g.leader))
+		}
 	}
 	g.syncSeqGuard++
 	g.syncCancel = actor.After(ctx, g.rebalanceTimeout(), &syncDeadline{seq: g.syncSeqGuard, generation: g.generation})

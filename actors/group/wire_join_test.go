@@ -127,7 +127,10 @@ func TestMemberIDRequired(t *testing.T) {
 // Scenarios 34-37: a pending member blocks the join phase until it joins, leaves or
 // expires after its session timeout.
 func TestPendingMemberBlocksRound(t *testing.T) {
-	setup := func(t *testing.T) (*wire, []string, []<-chan kmsg.Response, string) {
+	// setup: a and b Stable at generation 1; a pending member with session timeout
+	// session; then a and b rejoin, the leader first (requests on separate connections
+	// are ordered by waiting for their effect).
+	setup := func(t *testing.T, session int32) (*wire, []string, []<-chan kmsg.Response, string) {
 		w := startWire(t, ptProfile)
 		a, ja := w.dynJoin("g", joinOpts{rebalance: 5000})
 		b, jb := w.dynJoin("g", joinOpts{rebalance: 5000})
@@ -136,25 +139,34 @@ func TestPendingMemberBlocksRound(t *testing.T) {
 		leader := ra.LeaderID
 		gen := ra.Generation
 		assign := map[string][]byte{a: {}, b: {}}
+		var syncs []<-chan kmsg.Response
 		for _, m := range []string{a, b} {
 			s := syncReq("g", m, gen, nil)
 			if m == leader {
 				s = syncReq("g", m, gen, assign)
 			}
-			w.async(s)
+			syncs = append(syncs, w.async(s))
+		}
+		for _, s := range syncs {
+			wantCode(t, "sync", wait[*kmsg.SyncGroupResponse](t, s, 5*time.Second).ErrorCode, 0)
 		}
 		_ = rb
 		// Both rejoin (PreparingRebalance) and a third member is pending.
-		p := w.do(joinReq("g", joinOpts{version: 5, session: 300})).(*kmsg.JoinGroupResponse)
+		p := w.do(joinReq("g", joinOpts{version: 5, session: session})).(*kmsg.JoinGroupResponse)
 		wantCode(t, "pending", p.ErrorCode, kerr.MemberIDRequired.Code)
-		ch := []<-chan kmsg.Response{
-			w.async(joinReq("g", joinOpts{version: 5, member: a, rebalance: 5000})),
-			w.async(joinReq("g", joinOpts{version: 5, member: b, rebalance: 5000})),
+		ch := make([]<-chan kmsg.Response, 2)
+		first, second := 0, 1
+		if leader == b {
+			first, second = 1, 0
 		}
-		return w, []string{a, b}, ch, p.MemberID
+		ids := []string{a, b}
+		ch[first] = w.async(joinReq("g", joinOpts{version: 5, member: ids[first], rebalance: 5000}))
+		w.waitDescribed("g", 5*time.Second, "rebalance", func(g kmsg.DescribeGroupsResponseGroup) bool { return g.State == "PreparingRebalance" })
+		ch[second] = w.async(joinReq("g", joinOpts{version: 5, member: ids[second], rebalance: 5000}))
+		return w, ids, ch, p.MemberID
 	}
 	t.Run("joins", func(t *testing.T) {
-		w, _, ch, p := setup(t)
+		w, _, ch, p := setup(t, 2000)
 		if !pending(ch[0], 100*time.Millisecond) {
 			t.Fatal("join phase completed with a member pending")
 		}
@@ -169,14 +181,14 @@ func TestPendingMemberBlocksRound(t *testing.T) {
 		}
 	})
 	t.Run("expires", func(t *testing.T) {
-		_, _, ch, _ := setup(t)
+		_, _, ch, _ := setup(t, 300)
 		for _, c := range ch {
 			j := wait[*kmsg.JoinGroupResponse](t, c, 5*time.Second)
 			wantCode(t, "rejoin", j.ErrorCode, 0)
 		}
 	})
 	t.Run("leaves", func(t *testing.T) {
-		w, _, ch, p := setup(t)
+		w, _, ch, p := setup(t, 2000)
 		lr := kmsg.NewPtrLeaveGroupRequest()
 		lr.Version = 3
 		lr.Group = "g"

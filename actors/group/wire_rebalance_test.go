@@ -27,6 +27,7 @@ func TestProtocolVote(t *testing.T) {
 func TestInconsistentProtocol(t *testing.T) {
 	w := startWire(t, ptProfile)
 	a := w.async(joinReq("g", joinOpts{version: 3, protocols: []string{"range"}}))
+	w.waitDescribed("g", 5*time.Second, "rebalance", func(g kmsg.DescribeGroupsResponseGroup) bool { return g.State == "PreparingRebalance" })
 	j := w.do(joinReq("g", joinOpts{ptype: "connect"})).(*kmsg.JoinGroupResponse)
 	wantCode(t, "other protocol type", j.ErrorCode, kerr.InconsistentGroupProtocol.Code)
 	j = w.do(joinReq("g", joinOpts{protocols: []string{"roundrobin"}})).(*kmsg.JoinGroupResponse)
@@ -69,6 +70,8 @@ func TestEvictionOnRebalanceTimeout(t *testing.T) {
 	w := startWire(t, ptProfile)
 	a := w.stable1("g")
 	b := w.async(joinReq("g", joinOpts{version: 3}))
+	// b's join travels on its own connection: wait until it has started the rebalance.
+	w.waitDescribed("g", 5*time.Second, "rebalance", func(g kmsg.DescribeGroupsResponseGroup) bool { return g.State == "PreparingRebalance" })
 	wantCode(t, "heartbeat during rebalance", w.do(hbReq("g", a, 1)).(*kmsg.HeartbeatResponse).ErrorCode, kerr.RebalanceInProgress.Code)
 	j := wait[*kmsg.JoinGroupResponse](t, b, 5*time.Second)
 	wantCode(t, "new member", j.ErrorCode, 0)
@@ -89,6 +92,8 @@ func TestRejoinStable(t *testing.T) {
 		t.Fatalf("generation %d", j.Generation)
 	}
 	b := w.async(joinReq("g", joinOpts{version: 3}))
+	// b's join travels on its own connection: a rejoins once b has started the rebalance.
+	w.waitDescribed("g", 5*time.Second, "rebalance", func(g kmsg.DescribeGroupsResponseGroup) bool { return g.State == "PreparingRebalance" })
 	ja := w.async(joinReq("g", joinOpts{version: 3, member: a}))
 	jb := wait[*kmsg.JoinGroupResponse](t, b, 5*time.Second)
 	wait[*kmsg.JoinGroupResponse](t, ja, 5*time.Second)
