@@ -1,0 +1,174 @@
+// Package commitbench measures durable OffsetCommit throughput and latency over the wire:
+// kaas (every acknowledged commit fsynced) against franz-go's kfake with SyncWrites and
+// without it, in the same run, with the ratios, for 1, 16 and 256 concurrent committers
+// spread over 1 and over 64 groups.
+//
+//	go test -run NONE -bench Commits -benchtime 1x ./e2e/commitbench/
+//
+// KAAS_BENCH_SECONDS sets how long each cell runs (default 3).
+package commitbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"kaas/broker/brokertest"
+	"kaas/config"
+)
+
+const topic = "bench"
+
+type result struct {
+	perSec   float64
+	p50, p99 time.Duration
+}
+
+func cellDuration() time.Duration {
+	if s, err := strconv.Atoi(os.Getenv("KAAS_BENCH_SECONDS")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 3 * time.Second
+}
+
+// run commits from committers goroutines over groups groups against addr for d.
+func run(b *testing.B, addr string, committers, groups int, d time.Duration) result {
+	nClients := min(committers, 16)
+	clients := make([]*kgo.Client, nClients)
+	for i := range clients {
+		// OffsetCommit v9 for both: kfake speaks v10 (topics by id), kaas v9 like Apache 4.0.
+		versions := kversion.Stable()
+		versions.SetMaxKeyVersion(8, 9)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.MaxVersions(versions))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		clients[i] = cl
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	var total atomic.Int64
+	lat := make([][]time.Duration, committers)
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range committers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := clients[c%nClients]
+			group := "bench-" + strconv.Itoa(c%groups)
+			for off := int64(1); time.Now().Before(stop); off++ {
+				req := kmsg.NewPtrOffsetCommitRequest()
+				req.Group = group
+				req.Generation = -1
+				t := kmsg.NewOffsetCommitRequestTopic()
+				t.Topic = topic
+				p := kmsg.NewOffsetCommitRequestTopicPartition()
+				p.Partition = int32(c % 8)
+				p.Offset = off
+				t.Partitions = append(t.Partitions, p)
+				req.Topics = append(req.Topics, t)
+				t0 := time.Now()
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					b.Errorf("commit: %v", err)
+					return
+				}
+				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+					b.Errorf("commit error code %d", code)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+				total.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	r := result{perSec: float64(total.Load()) / elapsed.Seconds()}
+	if len(all) > 0 {
+		r.p50 = all[len(all)/2]
+		r.p99 = all[len(all)*99/100]
+	}
+	return r
+}
+
+func BenchmarkCommits(b *testing.B) {
+	d := cellDuration()
+	for _, committers := range []int{1, 16, 256} {
+		for _, groups := range []int{1, 64} {
+			if groups > committers {
+				continue
+			}
+			b.Run(fmt.Sprintf("committers=%d/groups=%d", committers, groups), func(b *testing.B) {
+				kaas := brokertest.Start(b, func(c *config.Config) { c.LogLevel = "warn" })
+				createTopic(b, kaas.Addr())
+				k := run(b, kaas.Addr(), committers, groups, d)
+
+				synced := fakeCluster(b, true)
+				s := run(b, synced, committers, groups, d)
+				mem := fakeCluster(b, false)
+				m := run(b, mem, committers, groups, d)
+
+				b.ReportMetric(k.perSec, "kaas_commits/s")
+				b.ReportMetric(ms(k.p50), "kaas_p50_ms")
+				b.ReportMetric(ms(k.p99), "kaas_p99_ms")
+				b.ReportMetric(s.perSec, "kfake_sync_commits/s")
+				b.ReportMetric(ms(s.p99), "kfake_sync_p99_ms")
+				b.ReportMetric(m.perSec, "kfake_mem_commits/s")
+				b.ReportMetric(ms(m.p99), "kfake_mem_p99_ms")
+				b.Logf("committers=%d groups=%d: kaas %.0f/s (p50 %v, p99 %v); kfake+SyncWrites %.0f/s (p99 %v), ratio %.1fx; kfake in memory %.0f/s (p99 %v), ratio %.2fx",
+					committers, groups, k.perSec, k.p50, k.p99, s.perSec, s.p99, k.perSec/s.perSec, m.perSec, m.p99, k.perSec/m.perSec)
+			})
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fakeCluster(b *testing.B, sync bool) string {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(8, topic)}
+	if sync {
+		opts = append(opts, kfake.DataDir(b.TempDir()), kfake.SyncWrites())
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+func createTopic(b *testing.B, addr string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic = topic
+	t.NumPartitions = 8
+	t.ReplicationFactor = 1
+	req.Topics = append(req.Topics, t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		b.Fatal(err)
+	}
+}
