@@ -81,11 +81,15 @@ type connActor struct {
 	log zerolog.Logger
 	met *metrics.Metrics
 
-	self    *actor.PID
-	ctx     actor.Context // the same context for every message of this actor
-	out     chan []byte   // to the writer; never blocks (see tokens)
-	tokens  chan struct{} // one per request read and not yet written: the in-flight bound
-	stopped atomic.Bool   // read by the reader and writer goroutines
+	self *actor.PID
+	ctx  actor.Context // the same context for every message of this actor
+	out  chan []byte   // to the writer; never blocks (see tokens)
+	// rbuf[rpos:rend] is read from the socket and not yet consumed; the reader
+	// goroutine alone touches them.
+	rbuf       []byte
+	rpos, rend int
+	tokens     chan struct{} // one per request read and not yet written: the in-flight bound
+	stopped    atomic.Bool   // read by the reader and writer goroutines
 
 	slots    []*slot // in request order
 	nextSeq  uint64
@@ -159,6 +163,7 @@ func (a *connActor) onStopping() {
 // frame, so a client with MaxInflight unanswered requests is simply not read from.
 func (a *connActor) readLoop(send func(any)) {
 	nc := a.cfg.Conn
+	a.rbuf = make([]byte, readBuffer)
 	var size [4]byte
 	for {
 		a.tokens <- struct{}{}
@@ -190,14 +195,27 @@ func (a *connActor) readLoop(send func(any)) {
 
 // readFull reads len(b) bytes, closing on idleness only when no request is in flight
 // (a JoinGroup may legitimately wait minutes for its round).
+//
+// Small reads go through rbuf: one system call usually brings a frame's size and body,
+// or several pipelined frames. A read at least as large as rbuf goes straight into b.
 func (a *connActor) readFull(nc net.Conn, b []byte) error {
-	got := 0
+	got := copy(b, a.rbuf[a.rpos:a.rend])
+	a.rpos += got
 	for got < len(b) {
 		if a.cfg.Idle > 0 {
 			_ = nc.SetReadDeadline(time.Now().Add(a.cfg.Idle))
 		}
-		n, err := nc.Read(b[got:])
-		got += n
+		var n int
+		var err error
+		if len(b)-got >= len(a.rbuf) {
+			n, err = nc.Read(b[got:])
+			got += n
+		} else {
+			n, err = nc.Read(a.rbuf)
+			a.rend = n
+			a.rpos = copy(b[got:], a.rbuf[:n])
+			got += a.rpos
+		}
 		if err == nil {
 			continue
 		}
@@ -219,17 +237,39 @@ func (a *connActor) readFull(nc net.Conn, b []byte) error {
 	return nil
 }
 
+// readBuffer is the read-ahead of a connection: a few typical requests (a heartbeat is
+// about 100 bytes), small enough that idle connections stay cheap.
+const readBuffer = 1024
+
 func (a *connActor) writeLoop(send func(any)) {
 	nc := a.cfg.Conn
 	failed := false
 	for b := range a.out {
+		// Responses already queued behind this one leave with it in one writev: a
+		// pipelining client gets a burst of answers for one system call.
+		bufs := net.Buffers{b}
+	more:
+		for len(bufs) < cap(a.out) {
+			select {
+			case nb, ok := <-a.out:
+				if !ok {
+					break more
+				}
+				bufs = append(bufs, nb)
+			default:
+				break more
+			}
+		}
+		n := len(bufs)
 		if !failed {
-			if _, err := nc.Write(b); err != nil {
+			if _, err := bufs.WriteTo(nc); err != nil {
 				failed = true
 				send(&writerDone{err: err})
 			}
 		}
-		<-a.tokens
+		for range n {
+			<-a.tokens
+		}
 	}
 	_ = nc.Close()
 }
