@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -116,95 +115,102 @@ func BenchmarkJoinStorm(b *testing.B) {
 		})
 	})
 	b.Run("c_heartbeats_10000_members", func(b *testing.B) {
-		compare(b, "(c) 10,000 members (200 groups of 50): heartbeats/s", "hb/s", func(t target) float64 {
-			return heartbeatRate(b, t.addr, t.name)
+		var pipelined, serial []float64
+		for _, t := range targets(b) {
+			ms := joinForHeartbeats(b, t.addr, t.name)
+			pipelined = append(pipelined, heartbeatRate(b, t.addr, t.name, ms, 32, 64))
+			serial = append(serial, heartbeatRate(b, t.addr, t.name, ms, 256, 1))
+			b.ReportMetric(pipelined[len(pipelined)-1], t.name+"_pipelined_hb/s")
+			b.ReportMetric(serial[len(serial)-1], t.name+"_serial_hb/s")
+		}
+		fmt.Printf("%-44s kaas %10.1f hb/s   kfake %10.1f hb/s   kaas/kfake %.2f\n", "(c) 10,000 members, 32 conns x 64 pipelined", pipelined[0], pipelined[1], pipelined[0]/pipelined[1])
+		fmt.Printf("%-44s kaas %10.1f hb/s   kfake %10.1f hb/s   kaas/kfake %.2f\n", "(c) 10,000 members, 256 conns x 1 in flight", serial[0], serial[1], serial[0]/serial[1])
+	})
+	// (c') One group of 10,000 consumer-like members (heartbeat every 100 ms, rejoin on
+	// REBALANCE_IN_PROGRESS), from a standing start to one generation that every member
+	// synced. Members share 160 connections (at most 63 each, below the 64 requests a kaas
+	// connection takes in flight). kfake answers one request per connection at a time,
+	// so a parked JoinGroup would hold every other member of its connection: it needs a
+	// socket per member, and 10,000 of them on both ends exceed this process's file limit.
+	b.Run("c2_10000_members_one_group", func(b *testing.B) {
+		kb := brokertest.Start(b, func(c *config.Config) {
+			c.GroupInitialRebalanceDelay = 0
+			c.LogLevel = "warn"
 		})
+		var conns []*muxConn
+		for range 160 {
+			mc, err := dialMux(kb.Addr())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer mc.close()
+			conns = append(conns, mc)
+		}
+		var next atomic.Int64
+		cfg := simDefaults(100 * time.Millisecond)
+		cfg.session, cfg.rebalance = 30*time.Second, 30*time.Second
+		cfg.conn = func() *muxConn { return conns[int(next.Add(1))%len(conns)] }
+		start := time.Now()
+		ms, stop := runSimsWith(b, kb.Addr(), "big", 10000, cfg)
+		ok := waitConverged(b, [][]*simMember{ms}, 120*time.Second)
+		el := time.Since(start)
+		stop()
+		if !ok {
+			b.Logf("kaas: no convergence in 120s")
+		}
+		b.ReportMetric(float64(el.Milliseconds()), "kaas_ms")
+		fmt.Printf("%-44s kaas %10.1f ms    kfake n/a (a socket per member)\n", "(c') 10,000 members, one group: to one generation", float64(el.Milliseconds()))
 	})
 }
 
-// heartbeatRate joins 10,000 members (200 groups of 50; each group's JoinGroup v3
-// requests pipelined on one connection, below the 64 requests a connection reads ahead,
-// so 10,000 members need only 200 sockets), syncs
-// them, then heartbeats all of them from 32 pipelining connections for 2 s. With no
-// initial delay the first member of a group completes generation 1 alone and is evicted
-// when it does not rejoin within its 1 s rebalance timeout; the rest form generation 2.
-func heartbeatRate(b *testing.B, addr, name string) float64 {
-	type mem struct {
-		g, id string
-		gen   int32
-	}
-	var mu sync.Mutex
-	var members []mem
-	var wg sync.WaitGroup
-	for gi := range 200 {
-		g := fmt.Sprintf("hb%d-%s", gi, name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			raw := brokertest.Dial(b, addr)
-			defer raw.C.Close()
-			for i := range 50 {
-				raw.Send(joinReq(g, joinOpts{version: 3, session: 60000, rebalance: 1000}), int32(i))
-			}
-			var joined []*kmsg.JoinGroupResponse
-			top := int32(0)
-			for range 50 {
-				resp := kmsg.NewPtrJoinGroupResponse()
-				resp.Version = 3
-				fb, err := raw.ReadFrame(30 * time.Second)
-				if err != nil {
-					return
-				}
-				if _, err := brokertest.Decode(fb, resp); err != nil || resp.ErrorCode != 0 {
-					continue
-				}
-				joined = append(joined, resp)
-				top = max(top, resp.Generation)
-			}
-			assign := map[string][]byte{}
-			var leader *kmsg.JoinGroupResponse
-			var ms []mem
-			for _, j := range joined {
-				if j.Generation != top {
-					continue
-				}
-				assign[j.MemberID] = []byte{1}
-				ms = append(ms, mem{g, j.MemberID, j.Generation})
-				if j.LeaderID == j.MemberID {
-					leader = j
-				}
-			}
-			if leader == nil {
-				return
-			}
-			// Every member syncs (a member that never does is removed after the rebalance
-			// timeout, as in Apache): the leader first, the rest pipelined.
-			raw.Roundtrip(syncReq(g, leader.MemberID, leader.Generation, assign), 1000)
-			n := 0
+// hbMember is one member that heartbeats in benchmark (c).
+type hbMember struct {
+	g, id string
+	gen   int32
+}
+
+// joinForHeartbeats makes 10,000 members (200 groups of 50) as consumers do: each member
+// on its own connection, rejoining when its heartbeat says REBALANCE_IN_PROGRESS, until
+// every group holds one generation. Groups join 20 at a time (1,000 sockets, both ends
+// in this process). Members stop heartbeating once their group converged; their 60 s
+// sessions outlast the setup and the measurement.
+func joinForHeartbeats(b *testing.B, addr, name string) []hbMember {
+	const groups, size, wave = 200, 50, 20
+	cfg := simDefaults(100 * time.Millisecond)
+	cfg.session, cfg.rebalance = 60*time.Second, 10*time.Second
+	start := time.Now()
+	var out []hbMember
+	for w := 0; w < groups; w += wave {
+		var all [][]*simMember
+		var stops []func()
+		var names []string
+		for gi := w; gi < w+wave; gi++ {
+			g := fmt.Sprintf("hb%d-%s", gi, name)
+			ms, stop := runSimsWith(b, addr, g, size, cfg)
+			all, stops, names = append(all, ms), append(stops, stop), append(names, g)
+		}
+		ok := waitConverged(b, all, 30*time.Second)
+		stopAll(stops)
+		if !ok {
+			b.Fatalf("%s: groups %d-%d did not converge", name, w, w+wave-1)
+		}
+		for i, ms := range all {
 			for _, m := range ms {
-				if m.id != leader.MemberID {
-					raw.Send(syncReq(g, m.id, m.gen, nil), int32(2000+n))
-					n++
-				}
+				out = append(out, hbMember{names[i], *m.id.Load(), m.gen.Load()})
 			}
-			for range n {
-				if _, err := raw.ReadFrame(30 * time.Second); err != nil {
-					return
-				}
-			}
-			mu.Lock()
-			members = append(members, ms...)
-			mu.Unlock()
-		}()
+		}
 	}
-	wg.Wait()
-	if len(members) == 0 {
-		b.Fatalf("%s: no member joined", name)
-	}
-	b.Logf("%s: %d members heartbeating", name, len(members))
+	b.Logf("%s: %d members joined in %v", name, len(out), time.Since(start).Round(time.Millisecond))
+	return out
+}
+
+// heartbeatRate heartbeats every member round-robin from conns connections, depth
+// requests in flight on each, for 2 s, and returns heartbeats/s. A response other than
+// 0 is counted and logged: the rate is only meaningful if there are none.
+func heartbeatRate(b *testing.B, addr, name string, members []hbMember, conns, depth int) float64 {
 	var count, bad atomic.Int64
+	var wg sync.WaitGroup
 	stop := time.Now().Add(2 * time.Second)
-	const conns, depth = 32, 64
 	for c := range conns {
 		wg.Add(1)
 		go func() {
@@ -212,26 +218,30 @@ func heartbeatRate(b *testing.B, addr, name string) float64 {
 			raw := brokertest.Dial(b, addr)
 			defer raw.C.Close()
 			i := c
+			var buf []byte
 			for time.Now().Before(stop) {
+				// One write per burst, as a pipelining client's buffered writer does.
+				buf = buf[:0]
 				for k := range depth {
 					m := members[(i+k*conns)%len(members)]
-					raw.Send(hbReq(m.g, m.id, m.gen), int32(k))
+					buf = append(buf, raw.Encode(hbReq(m.g, m.id, m.gen), int32(k))...)
 				}
+				raw.Write(buf)
 				for range depth {
 					resp := kmsg.NewPtrHeartbeatResponse()
 					resp.Version = 3
-					b, err := raw.ReadFrame(10 * time.Second)
+					fb, err := raw.ReadFrame(10 * time.Second)
 					if err != nil {
 						return
 					}
-					if _, err := brokertest.Decode(b, resp); err != nil {
+					if _, err := brokertest.Decode(fb, resp); err != nil {
 						return
 					}
-					if resp.ErrorCode != 0 && resp.ErrorCode != kerr.RebalanceInProgress.Code {
+					if resp.ErrorCode != 0 {
 						bad.Add(1)
 					}
 				}
-				count.Add(depth)
+				count.Add(int64(depth))
 				i += depth * conns
 			}
 		}()

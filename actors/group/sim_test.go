@@ -1,6 +1,11 @@
 package group_test
 
 import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,24 +28,33 @@ type simMember struct {
 	joins  atomic.Int64
 }
 
-func runSim(tb testing.TB, addr, g string, hb time.Duration, stop <-chan struct{}, m *simMember) {
-	raw := brokertest.Dial(tb, addr)
-	defer raw.C.Close() // a storm of thousands: do not wait for the test's cleanup
-	corr := int32(0)
-	rt := func(req kmsg.Request) (kmsg.Response, bool) {
-		corr++
-		raw.Send(req, corr)
-		resp := req.ResponseKind()
-		resp.SetVersion(req.GetVersion())
-		b, err := raw.ReadFrame(time.Minute)
-		if err != nil {
-			return nil, false
+// simConfig is how simulated members behave and connect.
+type simConfig struct {
+	hb, session, rebalance time.Duration
+	// conn hands out the connection a member uses (members may share one: requests are
+	// pipelined and matched by correlation id). nil: each member dials its own and
+	// closes it when it stops.
+	conn func() *muxConn
+}
+
+// simDefaults: heartbeat every hb, 10 s session and rebalance timeouts, own connections.
+func simDefaults(hb time.Duration) simConfig {
+	return simConfig{hb: hb, session: 10 * time.Second, rebalance: 10 * time.Second}
+}
+
+func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, m *simMember) {
+	var mc *muxConn
+	if cfg.conn != nil {
+		mc = cfg.conn()
+	} else {
+		var err error
+		if mc, err = dialMux(addr); err != nil {
+			return
 		}
-		if _, err := brokertest.Decode(b, resp); err != nil {
-			return nil, false
-		}
-		return resp, true
+		defer mc.close() // a storm of thousands: do not wait for the test's cleanup
 	}
+	rt := mc.roundTrip
+	hb := cfg.hb
 	stopped := func() bool {
 		select {
 		case <-stop:
@@ -51,7 +65,7 @@ func runSim(tb testing.TB, addr, g string, hb time.Duration, stop <-chan struct{
 	}
 	member := ""
 	for !stopped() {
-		jr := joinReq(g, joinOpts{version: 9, member: member, session: 10000, rebalance: 10000})
+		jr := joinReq(g, joinOpts{version: 9, member: member, session: int32(cfg.session.Milliseconds()), rebalance: int32(cfg.rebalance.Milliseconds())})
 		r, ok := rt(jr)
 		if !ok {
 			return
@@ -122,6 +136,10 @@ func converged(ms []*simMember) (int32, bool) {
 }
 
 func runSims(tb testing.TB, addr, g string, n int, hb time.Duration) ([]*simMember, func()) {
+	return runSimsWith(tb, addr, g, n, simDefaults(hb))
+}
+
+func runSimsWith(tb testing.TB, addr, g string, n int, cfg simConfig) ([]*simMember, func()) {
 	stop := make(chan struct{})
 	ms := make([]*simMember, n)
 	var wg sync.WaitGroup
@@ -130,7 +148,7 @@ func runSims(tb testing.TB, addr, g string, n int, hb time.Duration) ([]*simMemb
 		wg.Add(1)
 		go func(m *simMember) {
 			defer wg.Done()
-			runSim(tb, addr, g, hb, stop, m)
+			runSim(tb, addr, g, cfg, stop, m)
 		}(ms[i])
 	}
 	return ms, func() { close(stop); wg.Wait() }
@@ -169,3 +187,96 @@ func TestTwentyMembersConverge(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// muxConn is a client connection that many simulated members share: each request gets
+// its own correlation id and its answer is handed to whoever sent it, so requests are
+// pipelined as a real client's are. A broker that answers one request at a time per
+// connection (Apache, kfake) makes sharers wait for each other.
+type muxConn struct {
+	c   net.Conn
+	fmt *kmsg.RequestFormatter
+
+	mu      sync.Mutex
+	corr    int32
+	waiting map[int32]chan []byte
+	err     error
+}
+
+var errConnClosed = errors.New("connection closed")
+
+func dialMux(addr string) (*muxConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	m := &muxConn{c: c, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("kaas-test")), waiting: map[int32]chan []byte{}}
+	go m.read()
+	return m, nil
+}
+
+func (m *muxConn) read() {
+	r := bufio.NewReader(m.c)
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			m.fail(err)
+			return
+		}
+		b := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(r, b); err != nil || len(b) < 4 {
+			m.fail(errConnClosed)
+			return
+		}
+		corr := int32(binary.BigEndian.Uint32(b))
+		m.mu.Lock()
+		ch := m.waiting[corr]
+		delete(m.waiting, corr)
+		m.mu.Unlock()
+		if ch != nil {
+			ch <- b
+		}
+	}
+}
+
+func (m *muxConn) fail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = err
+	}
+	for corr, ch := range m.waiting {
+		close(ch)
+		delete(m.waiting, corr)
+	}
+}
+
+// roundTrip sends req and waits for its answer; false when the connection failed.
+func (m *muxConn) roundTrip(req kmsg.Request) (kmsg.Response, bool) {
+	ch := make(chan []byte, 1)
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		return nil, false
+	}
+	m.corr++
+	corr := m.corr
+	m.waiting[corr] = ch
+	_, err := m.c.Write(m.fmt.AppendRequest(nil, req, corr))
+	m.mu.Unlock()
+	if err != nil {
+		m.fail(err)
+		return nil, false
+	}
+	b, ok := <-ch
+	if !ok {
+		return nil, false
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if _, err := brokertest.Decode(b, resp); err != nil {
+		return nil, false
+	}
+	return resp, true
+}
+
+func (m *muxConn) close() { m.c.Close() }
