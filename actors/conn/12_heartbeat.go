@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/group"
@@ -15,12 +14,7 @@ func init() { register(12, 0, 4, handleHeartbeat) }
 func handleHeartbeat(c *Call) {
 	req := c.Req.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		c.Respond(resp)
-		return
-	}
-	if code := groupRoute(c, req.Group); code != 0 {
+	if code := groupCheck(c, req.Group); code != 0 {
 		resp.ErrorCode = code
 		c.Respond(resp)
 		return

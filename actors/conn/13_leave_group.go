@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/group"
@@ -21,12 +20,7 @@ func handleLeaveGroup(c *Call) {
 	req := c.Req.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	version := c.Version
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		c.Respond(resp)
-		return
-	}
-	if code := groupRoute(c, req.Group); code != 0 {
+	if code := groupCheck(c, req.Group); code != 0 {
 		resp.ErrorCode = code
 		c.Respond(resp)
 		return

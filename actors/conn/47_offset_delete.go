@@ -20,12 +20,7 @@ func init() { register(47, 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(c *Call) {
 	req := c.Req.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		c.Respond(resp)
-		return
-	}
-	if code := groupRoute(c, req.Group); code != 0 {
+	if code := groupCheck(c, req.Group); code != 0 {
 		resp.ErrorCode = code
 		c.Respond(resp)
 		return

@@ -30,6 +30,16 @@ func groupRoute(c *Call, group string) int16 {
 	return 0
 }
 
+// groupCheck is the check every single-group API makes before asking the groups manager:
+// INVALID_GROUP_ID for an empty id (these APIs do not take the empty-id exemption of
+// OffsetCommit/OffsetFetch/DescribeGroups/DeleteGroups, §4.0), then groupRoute.
+func groupCheck(c *Call, group string) int16 {
+	if group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	return groupRoute(c, group)
+}
+
 // askGroups sends msg to the groups manager.
 func askGroups(c *Call, msg any) { c.Env.System.Send(c.Env.Groups, msg) }
 
