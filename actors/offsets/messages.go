@@ -28,11 +28,33 @@ type Committed struct {
 
 // GroupMeta is what the group file keeps about the group itself, so that ListGroups,
 // DescribeGroups and offset expiry are right for a group that exists only on disk
-// (after a restart or a coordinator move).
+// (after a restart or a coordinator move), and so that a group with members comes back
+// Stable with them. It is Apache's GroupMetadataValue (§5.1 of the reference): the group
+// actor saves it when the leader's SyncGroup completes a generation, when the group goes
+// Empty, and when a static member is replaced in Stable. A rebalance in flight is never
+// saved. Treat a GroupMeta as immutable once sent: its slices are shared.
 type GroupMeta struct {
 	ProtocolType string // "consumer", "" for a simple (commit-only) group
 	Generation   int32
-	EmptySince   int64 // unix ms the group last became Empty; 0 when it is not Empty
+	EmptySince   int64  // unix ms the group last became Empty; 0 when it is not Empty
+	Protocol     string // the generation's selected protocol; "" when Empty
+	Leader       string // the generation's leader; "" when Empty
+	// Members of the saved generation, in joining order; none when Empty.
+	Members []MemberMeta
+}
+
+// MemberMeta is one member of a saved generation (Apache MemberMetadata as
+// GroupMetadataValue keeps it).
+type MemberMeta struct {
+	MemberID         string
+	InstanceID       string // group.instance.id; "" for a dynamic member
+	ClientID         string
+	ClientHost       string
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	// Subscription is the member's metadata for the selected protocol only.
+	Subscription []byte
+	Assignment   []byte
 }
 
 // Entry is one partition of a Commit.
@@ -88,7 +110,8 @@ type DropTopics struct {
 }
 
 // SaveMeta records the group's own state in its file (written with the next rewrite, or
-// at once when Reply is set). Reply: *Result.
+// at once when Reply is set: the reply comes after the write, and a failed write answers
+// NOT_COORDINATOR and keeps the meta on disk as it was). Reply: *Result.
 type SaveMeta struct {
 	Meta  GroupMeta
 	Reply actor.Promise

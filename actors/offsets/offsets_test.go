@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -527,18 +528,18 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"a", 1}].Offset != 1 || f.Offsets[TopicPartition{"c", 0}].Offset != 1 {
 		t.Fatalf("after delete and drop: %+v", f.Offsets)
 	}
-	if s := h.stat(); !s.Exists || s.Meta != meta || s.Count != 2 {
+	if s := h.stat(); !s.Exists || !reflect.DeepEqual(s.Meta, meta) || s.Count != 2 {
 		t.Fatalf("stat %+v", s)
 	}
 	// A SaveMeta without a reply rides on the next write.
 	meta2 := GroupMeta{ProtocolType: "consumer", Generation: 6}
 	h.sys.Send(h.pid, &SaveMeta{Meta: meta2})
 	syncs := h.fs.Count(OpSync)
-	if s := h.stat(); s.Meta != meta2 || h.fs.Count(OpSync) != syncs {
+	if s := h.stat(); !reflect.DeepEqual(s.Meta, meta2) || h.fs.Count(OpSync) != syncs {
 		t.Fatalf("SaveMeta without reply: %+v, wrote %d", s, h.fs.Count(OpSync)-syncs)
 	}
 	h.commit(entry("a", 1, 2))
-	if s, _ := h.onDisk(); s.meta != meta2 {
+	if s, _ := h.onDisk(); !reflect.DeepEqual(s.meta, meta2) {
 		t.Fatalf("meta on disk %+v", s.meta)
 	}
 	if c := h.result(func(p actor.Promise) any { return &DeleteAll{Reply: p} }); c != 0 {
@@ -547,7 +548,7 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	if _, ok := h.onDisk(); ok {
 		t.Fatal("file kept after DeleteAll")
 	}
-	if s := h.stat(); s.Exists || s.Count != 0 || s.Meta != (GroupMeta{}) {
+	if s := h.stat(); s.Exists || s.Count != 0 || !reflect.DeepEqual(s.Meta, GroupMeta{}) {
 		t.Fatalf("stat after DeleteAll %+v", s)
 	}
 	h.restart()

@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 	"unicode/utf8"
 )
 
-// The file format, version 1: one JSON object per group.
+// The file format: one JSON object per group.
 //
 //	{
 //	  "version": 1,
@@ -23,14 +24,31 @@ import (
 //	  ]
 //	}
 //
+// Version 2 adds the saved generation's protocol, leader and members to "meta" (Apache's
+// GroupMetadataValue, §5.1 of the reference), so that a group loads Stable with its
+// members after a restart (§5.2):
+//
+//	"meta": {"protocol_type": "consumer", "generation": 4, "empty_since": 0,
+//	         "protocol": "range", "leader": "c-1f0e...",
+//	         "members": [{"member_id": "c-1f0e...", "instance_id": "", "client_id": "c",
+//	                      "client_host": "/10.0.0.7", "session_timeout_ms": 45000,
+//	                      "rebalance_timeout_ms": 300000,
+//	                      "subscription": "<base64>", "assignment": "<base64>"}]}
+//
+// A group with no members is written as version 1, exactly as before, so a broker that
+// reads only version 1 still reads every group without members; the reader takes both.
+//
 // Offsets are sorted by topic and partition so that equal states make equal files. A
 // string that is not valid UTF-8 (Kafka strings are bytes on the wire, and JSON would
 // replace bad bytes) is written as {"base64": "..."} instead, so every id, topic and
 // metadata round-trips exactly. A reader refuses any other version, unknown fields,
-// duplicate partitions and trailing data: a file it does not fully understand is
-// reported as corrupt, never read as empty.
+// duplicate partitions or members and trailing data: a file it does not fully
+// understand is reported as corrupt, never read as empty.
 
-const fileVersion = 1
+const (
+	fileVersion        = 1 // a group without members
+	fileVersionMembers = 2 // a group saved with its members
+)
 
 // state is one group's offsets as the file holds them.
 type state struct {
@@ -66,6 +84,21 @@ type fileMeta struct {
 	ProtocolType jsonString `json:"protocol_type"`
 	Generation   int32      `json:"generation"`
 	EmptySince   int64      `json:"empty_since"`
+	// Version 2 only.
+	Protocol jsonString   `json:"protocol,omitempty"`
+	Leader   jsonString   `json:"leader,omitempty"`
+	Members  []fileMember `json:"members,omitempty"`
+}
+
+type fileMember struct {
+	MemberID           jsonString `json:"member_id"`
+	InstanceID         jsonString `json:"instance_id"`
+	ClientID           jsonString `json:"client_id"`
+	ClientHost         jsonString `json:"client_host"`
+	SessionTimeoutMs   int64      `json:"session_timeout_ms"`
+	RebalanceTimeoutMs int64      `json:"rebalance_timeout_ms"`
+	Subscription       []byte     `json:"subscription"`
+	Assignment         []byte     `json:"assignment"`
 }
 
 type fileOffset struct {
@@ -133,6 +166,21 @@ func encodeFile(group string, s state) ([]byte, error) {
 		},
 		Offsets: make([]fileOffset, 0, len(s.offsets)),
 	}
+	if len(s.meta.Members) > 0 {
+		v = fileVersionMembers
+		f.Meta.Protocol = jsonString(s.meta.Protocol)
+		f.Meta.Leader = jsonString(s.meta.Leader)
+		f.Meta.Members = make([]fileMember, len(s.meta.Members))
+		for i, m := range s.meta.Members {
+			f.Meta.Members[i] = fileMember{
+				MemberID: jsonString(m.MemberID), InstanceID: jsonString(m.InstanceID),
+				ClientID: jsonString(m.ClientID), ClientHost: jsonString(m.ClientHost),
+				SessionTimeoutMs:   m.SessionTimeout.Milliseconds(),
+				RebalanceTimeoutMs: m.RebalanceTimeout.Milliseconds(),
+				Subscription:       nonNil(m.Subscription), Assignment: nonNil(m.Assignment),
+			}
+		}
+	}
 	for tp, o := range s.offsets {
 		f.Offsets = append(f.Offsets, fileOffset{
 			Topic: jsonString(tp.Topic), Partition: tp.Partition,
@@ -168,18 +216,55 @@ func decodeFile(b []byte) (string, state, error) {
 	switch {
 	case f.Version == nil:
 		return "", state{}, errors.New("decode: no version")
-	case *f.Version != fileVersion:
-		return "", state{}, fmt.Errorf("decode: version %d, this broker reads %d", *f.Version, fileVersion)
+	case *f.Version != fileVersion && *f.Version != fileVersionMembers:
+		return "", state{}, fmt.Errorf("decode: version %d, this broker reads %d and %d", *f.Version,
+			fileVersion, fileVersionMembers)
 	case f.Group == nil:
 		return "", state{}, errors.New("decode: no group")
+	case *f.Version == fileVersion && (f.Meta.Protocol != "" || f.Meta.Leader != "" || f.Meta.Members != nil):
+		return "", state{}, errors.New("decode: version 1 with members")
+	case *f.Version == fileVersionMembers && len(f.Meta.Members) == 0:
+		return "", state{}, errors.New("decode: version 2 without members")
 	}
 	s := state{
 		meta: GroupMeta{
 			ProtocolType: string(f.Meta.ProtocolType),
 			Generation:   f.Meta.Generation,
 			EmptySince:   f.Meta.EmptySince,
+			Protocol:     string(f.Meta.Protocol),
+			Leader:       string(f.Meta.Leader),
 		},
 		offsets: make(map[TopicPartition]Committed, len(f.Offsets)),
+	}
+	if n := len(f.Meta.Members); n > 0 {
+		s.meta.Members = make([]MemberMeta, n)
+		seen := make(map[jsonString]bool, n)
+		instances := map[jsonString]bool{}
+		for i, m := range f.Meta.Members {
+			if seen[m.MemberID] {
+				return "", state{}, fmt.Errorf("decode: member %q twice", m.MemberID)
+			}
+			seen[m.MemberID] = true
+			if m.InstanceID != "" {
+				if instances[m.InstanceID] {
+					return "", state{}, fmt.Errorf("decode: instance %q twice", m.InstanceID)
+				}
+				instances[m.InstanceID] = true
+			}
+			if m.SessionTimeoutMs <= 0 || m.RebalanceTimeoutMs <= 0 {
+				return "", state{}, fmt.Errorf("decode: member %q without timeouts", m.MemberID)
+			}
+			s.meta.Members[i] = MemberMeta{
+				MemberID: string(m.MemberID), InstanceID: string(m.InstanceID),
+				ClientID: string(m.ClientID), ClientHost: string(m.ClientHost),
+				SessionTimeout:   time.Duration(m.SessionTimeoutMs) * time.Millisecond,
+				RebalanceTimeout: time.Duration(m.RebalanceTimeoutMs) * time.Millisecond,
+				Subscription:     nonNil(m.Subscription), Assignment: nonNil(m.Assignment),
+			}
+		}
+		if !seen[f.Meta.Leader] {
+			return "", state{}, fmt.Errorf("decode: leader %q is not a member", f.Meta.Leader)
+		}
 	}
 	for _, o := range f.Offsets {
 		tp := TopicPartition{Topic: string(o.Topic), Partition: o.Partition}
@@ -195,6 +280,15 @@ func decodeFile(b []byte) (string, state, error) {
 		}
 	}
 	return string(*f.Group), s, nil
+}
+
+// nonNil makes a missing byte string empty: JSON null and "" both read as no bytes, and
+// an empty assignment is written as "" rather than null.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // readGroupID reads the group id stored in a file.

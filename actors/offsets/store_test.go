@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func sampleState() state {
@@ -32,7 +34,7 @@ func TestFileRoundTrip(t *testing.T) {
 		if id != group {
 			t.Errorf("group = %q, want %q", id, group)
 		}
-		if got.meta != s.meta || len(got.offsets) != len(s.offsets) {
+		if !reflect.DeepEqual(got.meta, s.meta) || len(got.offsets) != len(s.offsets) {
 			t.Fatalf("state = %+v, want %+v", got, s)
 		}
 		for tp, o := range s.offsets {
@@ -48,6 +50,64 @@ func TestFileRoundTrip(t *testing.T) {
 	}
 }
 
+// sampleStateMembers is a Stable group saved with its generation's members.
+func sampleStateMembers() state {
+	s := sampleState()
+	s.meta.EmptySince = 0
+	s.meta.Protocol = "range"
+	s.meta.Leader = "c-1"
+	s.meta.Members = []MemberMeta{
+		{MemberID: "c-1", ClientID: "c", ClientHost: "/127.0.0.1", SessionTimeout: 45 * time.Second,
+			RebalanceTimeout: 5 * time.Minute, Subscription: []byte{0, 1, 2}, Assignment: []byte{3, 4}},
+		{MemberID: "i\xff-2", InstanceID: "i\xff", ClientID: "\x00bad", ClientHost: "/::1",
+			SessionTimeout: 10 * time.Millisecond, RebalanceTimeout: time.Second,
+			Subscription: []byte{}, Assignment: []byte{}},
+	}
+	return s
+}
+
+// A group saved with members round-trips as version 2; one without members is still
+// written as version 1, byte for byte what a broker reading only version 1 expects.
+func TestFileRoundTripMembers(t *testing.T) {
+	s := sampleStateMembers()
+	b, err := encodeFile("g", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte(`{"version":2,`)) {
+		t.Fatalf("with members: %s", b)
+	}
+	id, got, err := decodeFile(b)
+	if err != nil || id != "g" {
+		t.Fatalf("decode %s: %q %v", b, id, err)
+	}
+	if !reflect.DeepEqual(got.meta, s.meta) {
+		t.Fatalf("meta = %+v, want %+v", got.meta, s.meta)
+	}
+	again, _ := encodeFile("g", got)
+	if !bytes.Equal(b, again) {
+		t.Errorf("re-encoding differs:\n%s\n%s", b, again)
+	}
+	plain, _ := encodeFile("g", sampleState())
+	if !bytes.HasPrefix(plain, []byte(`{"version":1,`)) || bytes.Contains(plain, []byte("members")) {
+		t.Fatalf("without members: %s", plain)
+	}
+}
+
+// A file written before members were saved still loads: no members, as before.
+func TestDecodeOldFile(t *testing.T) {
+	old := `{"version":1,"group":"g","meta":{"protocol_type":"consumer","generation":4,"empty_since":1700000000000},` +
+		`"offsets":[{"topic":"t","partition":0,"offset":42,"leader_epoch":3,"metadata":"m","commit_time":1700000000001,"expire_time":0}]}` + "\n"
+	id, s, err := decodeFile([]byte(old))
+	if err != nil || id != "g" {
+		t.Fatalf("decode: %q %v", id, err)
+	}
+	want := GroupMeta{ProtocolType: "consumer", Generation: 4, EmptySince: 1700000000000}
+	if !reflect.DeepEqual(s.meta, want) || s.offsets[TopicPartition{"t", 0}].Offset != 42 {
+		t.Fatalf("state %+v", s)
+	}
+}
+
 func TestDecodeFileRejects(t *testing.T) {
 	good, _ := encodeFile("g", sampleState())
 	cases := map[string]string{
@@ -55,7 +115,14 @@ func TestDecodeFileRejects(t *testing.T) {
 		"truncated":      string(good[:len(good)/2]),
 		"not json":       "garbage",
 		"no version":     `{"group":"g","meta":{},"offsets":[]}`,
-		"future version": `{"version":2,"group":"g","meta":{},"offsets":[]}`,
+		"future version": `{"version":3,"group":"g","meta":{},"offsets":[]}`,
+		"v2 no members":  `{"version":2,"group":"g","meta":{},"offsets":[]}`,
+		"v1 members":     `{"version":1,"group":"g","meta":{"leader":"a","members":[{"member_id":"a","session_timeout_ms":1,"rebalance_timeout_ms":1}]},"offsets":[]}`,
+		"member twice":   `{"version":2,"group":"g","meta":{"leader":"a","members":[{"member_id":"a","session_timeout_ms":1,"rebalance_timeout_ms":1},{"member_id":"a","session_timeout_ms":1,"rebalance_timeout_ms":1}]},"offsets":[]}`,
+		"instance twice": `{"version":2,"group":"g","meta":{"leader":"a","members":[{"member_id":"a","instance_id":"i","session_timeout_ms":1,"rebalance_timeout_ms":1},{"member_id":"b","instance_id":"i","session_timeout_ms":1,"rebalance_timeout_ms":1}]},"offsets":[]}`,
+		"no timeouts":    `{"version":2,"group":"g","meta":{"leader":"a","members":[{"member_id":"a"}]},"offsets":[]}`,
+		"stray leader":   `{"version":2,"group":"g","meta":{"leader":"x","members":[{"member_id":"a","session_timeout_ms":1,"rebalance_timeout_ms":1}]},"offsets":[]}`,
+		"member field":   `{"version":2,"group":"g","meta":{"leader":"a","members":[{"member_id":"a","session_timeout_ms":1,"rebalance_timeout_ms":1,"x":1}]},"offsets":[]}`,
 		"no group":       `{"version":1,"meta":{},"offsets":[]}`,
 		"unknown field":  `{"version":1,"group":"g","meta":{},"offsets":[],"extra":1}`,
 		"trailing":       `{"version":1,"group":"g","meta":{},"offsets":[]} {}`,
@@ -79,6 +146,8 @@ func FuzzDecodeFile(f *testing.F) {
 	good, _ := encodeFile("g", sampleState())
 	f.Add(good)
 	f.Add([]byte(`{"version":1,"group":"","meta":{},"offsets":[]}`))
+	withMembers, _ := encodeFile("g", sampleStateMembers())
+	f.Add(withMembers)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		id, s, err := decodeFile(b)
 		if err != nil {
@@ -89,7 +158,7 @@ func FuzzDecodeFile(f *testing.F) {
 			t.Fatalf("encode of a decoded file: %v", err)
 		}
 		id2, s2, err := decodeFile(again)
-		if err != nil || id2 != id || s2.meta != s.meta || len(s2.offsets) != len(s.offsets) {
+		if err != nil || id2 != id || !reflect.DeepEqual(s2.meta, s.meta) || len(s2.offsets) != len(s.offsets) {
 			t.Fatalf("round trip of %q: %q %+v %v", b, id2, s2, err)
 		}
 		for tp, o := range s.offsets {
@@ -108,6 +177,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 	must(t, os.MkdirAll(dir, 0o755))
 	good, _ := encodeFile("g", sampleState())
 	empty, _ := encodeFile("", newState())
+	members, _ := encodeFile("g", sampleStateMembers())
 	seeds := map[string][]byte{
 		"valid":      good,
 		"empty":      empty,
@@ -115,6 +185,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"base64":     []byte(`{"version":1,"group":{"base64":"/w=="},"meta":{"protocol_type":"consumer","generation":1,"empty_since":0},"offsets":[{"topic":{"base64":"/w=="},"partition":0,"offset":1,"leader_epoch":-1,"metadata":"","commit_time":1,"expire_time":0}]}`),
 		"duplicates": []byte(`{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0},{"topic":"t","partition":0}]}`),
 		"version2":   []byte(`{"version":2,"group":"g","meta":{},"offsets":[]}`),
+		"members":    members,
 	}
 	for name, b := range seeds {
 		content := "go test fuzz v1\n[]byte(" + quoteGo(b) + ")\n"
