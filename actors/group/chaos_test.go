@@ -47,12 +47,14 @@ func TestChaosPanicMidRebalance(t *testing.T) {
 	if rb.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("parked join got %d, want COORDINATOR_NOT_AVAILABLE", rb.ErrorCode)
 	}
-	// The restarted group knows no member: the old one is told so and rejoins as new.
-	if r := call[*Result](h, &Heartbeat{Group: "g", MemberID: a.MemberID, Generation: a.Generation}); r.ErrorCode != kerr.UnknownMemberID.Code {
+	// The restarted group is what its file keeps, as after a coordinator move (§5.2): a,
+	// which synced generation 1, is still a member; the rebalance b was parked in was
+	// never saved. a rejoins with its id, b as new.
+	if r := call[*Result](h, &Heartbeat{Group: "g", MemberID: a.MemberID, Generation: a.Generation}); r.ErrorCode != 0 {
 		t.Fatalf("heartbeat after restart %d", r.ErrorCode)
 	}
-	ra := h.send(joinMsg("g", "", time.Minute, time.Minute))
 	rb2 := h.send(joinMsg("g", "", time.Minute, time.Minute))
+	ra := h.send(joinMsg("g", a.MemberID, time.Minute, time.Minute))
 	j1, j2 := get[*JoinResult](t, ra), get[*JoinResult](t, rb2)
 	if j1.ErrorCode != 0 || j2.ErrorCode != 0 {
 		t.Fatalf("rejoin %d %d", j1.ErrorCode, j2.ErrorCode)

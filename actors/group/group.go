@@ -3,7 +3,6 @@ package group
 import (
 	"fmt"
 	"runtime/debug"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,6 +123,7 @@ type groupActor struct {
 	protocol     string
 	leader       string
 	members      map[string]*member
+	order        []*member         // members in joining order, with removed ones not yet compacted
 	instances    map[string]string // group.instance.id → member id
 	pending      map[string]uint64 // KIP-394 pending member id → its timer's guard
 	supported    map[string]int    // protocol name → members supporting it
@@ -194,6 +194,7 @@ func (g *groupActor) reset() {
 	g.generation = 0
 	g.protocolType, g.protocol, g.leader = "", "", ""
 	g.members = map[string]*member{}
+	g.order = nil
 	g.instances = map[string]string{}
 	g.pending = map[string]uint64{}
 	g.pendingTimer = map[string]actor.Cancel{}
@@ -224,8 +225,8 @@ func (g *groupActor) onStarted(ctx actor.Context) {
 }
 
 // onLoaded applies what the group file says about the group (Apache loads a group
-// without members as Empty with its generation and protocol type) and lets the requests
-// that waited in.
+// without members as Empty with its generation and protocol type, and one with members
+// as Stable with them) and lets the requests that waited in.
 func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 	return func(v any) {
 		st, _ := v.(*offsets.Status)
@@ -241,6 +242,9 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			g.protocolType = st.Meta.ProtocolType
 			if st.Meta.EmptySince > 0 {
 				g.stateSince = time.UnixMilli(st.Meta.EmptySince)
+			}
+			if len(st.Meta.Members) > 0 {
+				g.loadMembers(ctx, st.Meta)
 			}
 		}
 		g.loading = false
@@ -425,32 +429,117 @@ func (g *groupActor) setState(s state) {
 	g.stateSince = time.Now()
 }
 
-// saveMeta records the group's own state in its file: at once when the group goes Empty
-// (offset expiry counts from then), with the next rewrite otherwise.
-func (g *groupActor) saveMeta(ctx actor.Context, now bool) {
-	meta := offsets.GroupMeta{ProtocolType: g.protocolType, Generation: g.generation}
-	if g.state == stateEmpty {
-		meta.EmptySince = g.stateSince.UnixMilli()
-	}
-	if !now {
-		ctx.Send(g.offsets, &offsets.SaveMeta{Meta: meta})
-		return
-	}
-	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.SaveMeta{Meta: meta, Reply: p} }, func(v any) {
-		if r, ok := v.(*offsets.Result); ok && r.ErrorCode != 0 {
-			g.log.Warn().Int16("error_code", r.ErrorCode).Msg("group meta not saved")
+// saveEmpty records in the group file that the group went Empty (Apache writes the
+// empty GroupMetadata record in onCompleteJoin): offset expiry counts from then, and a
+// restart finds no members. No request waits on it; a failed write is logged, and the
+// file keeps the last generation, whose members then expire after a restart.
+func (g *groupActor) saveEmpty(ctx actor.Context) {
+	meta := offsets.GroupMeta{ProtocolType: g.protocolType, Generation: g.generation,
+		EmptySince: g.stateSince.UnixMilli()}
+	g.saveMeta(ctx, nil, meta, func(code int16) {
+		if code != 0 {
+			g.log.Warn().Int16("error_code", code).Msg("group meta not saved")
 		}
 	})
 }
 
-// sortedMembers lists members in joining order.
+// generationMeta is the current generation as Apache's GroupMetadataValue keeps it:
+// protocol, leader, and every member in joining order with its subscription to the
+// selected protocol and the assignment assign gives it.
+func (g *groupActor) generationMeta(assign func(*member) []byte) offsets.GroupMeta {
+	ms := g.sortedMembers()
+	meta := offsets.GroupMeta{
+		ProtocolType: g.protocolType, Generation: g.generation, Protocol: g.protocol, Leader: g.leader,
+		Members: make([]offsets.MemberMeta, len(ms)),
+	}
+	for i, m := range ms {
+		meta.Members[i] = offsets.MemberMeta{
+			MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			SessionTimeout: m.sessionTimeout, RebalanceTimeout: m.rebalanceTimeout,
+			Subscription: m.metadataFor(g.protocol), Assignment: assign(m),
+		}
+	}
+	return meta
+}
+
+// saveMeta writes meta to the group file through the offsets actor; then runs with 0
+// once it is on disk, or with the write's error code (NOT_COORDINATOR, as Apache maps a
+// storage error, §4.3 append errors). client, if set, is answered with an error should
+// the group stop first.
+func (g *groupActor) saveMeta(ctx actor.Context, client Request, meta offsets.GroupMeta, then func(code int16)) {
+	g.ask(ctx, client, func(p actor.Promise) any { return &offsets.SaveMeta{Meta: meta, Reply: p} }, func(v any) {
+		r, ok := v.(*offsets.Result)
+		if !ok {
+			then(notAvailable)
+			return
+		}
+		then(r.ErrorCode)
+	})
+}
+
+// loadMembers brings back the generation the file keeps (Apache GroupMetadataManager
+// loading a group with members, §5.2): the group is Stable with the saved protocol,
+// leader, members and assignments, and each member's session starts afresh from now, so
+// members that keep heartbeating stay and the others expire as usual and make the
+// group rebalance. A group bigger than group.max.size rebalances at once (Apache
+// onLoaded).
+func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
+	now := time.Now()
+	g.protocol = meta.Protocol
+	g.leader = meta.Leader
+	for _, mm := range meta.Members {
+		g.joinSeq++
+		m := &member{
+			id: mm.MemberID, instanceID: mm.InstanceID, clientID: mm.ClientID, clientHost: mm.ClientHost,
+			sessionTimeout: mm.SessionTimeout, rebalanceTimeout: mm.RebalanceTimeout,
+			protocols:  []Protocol{{Name: meta.Protocol, Metadata: mm.Subscription}},
+			assignment: mm.Assignment, joinSeq: g.joinSeq, deadline: now.Add(mm.SessionTimeout),
+		}
+		g.members[m.id] = m
+		g.order = append(g.order, m)
+		g.supported[meta.Protocol]++
+		if m.instanceID != "" {
+			g.instances[m.instanceID] = m.id
+		}
+		g.armSession(ctx, m)
+	}
+	g.computeTopics()
+	g.setState(stateStable)
+	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
+		Int("members", len(g.members)).Msg("group loaded stable with its members")
+	if len(g.members) > g.cfg.Settings.MaxSize {
+		g.prepareRebalance(ctx, "loaded group is larger than group.max.size")
+	}
+}
+
+// sortedMembers lists members in joining order, in O(members): g.order is kept in that
+// order as members join, and removed members are dropped from it here (a static member
+// replaced under a new id is the same *member, so it keeps its place).
 func (g *groupActor) sortedMembers() []*member {
 	out := make([]*member, 0, len(g.members))
-	for _, m := range g.members {
-		out = append(out, m)
+	for _, m := range g.order {
+		if g.members[m.id] == m {
+			out = append(out, m)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].joinSeq < out[j].joinSeq })
+	if len(out) != len(g.order) {
+		g.order = append(make([]*member, 0, len(out)), out...)
+	}
 	return out
+}
+
+// oldest is the member that joined first (the leader of last resort), nil when none.
+// Removed members at the front of g.order are dropped as it goes, so removing the
+// oldest members one after another costs O(1) each.
+func (g *groupActor) oldest() *member {
+	for len(g.order) > 0 {
+		if m := g.order[0]; g.members[m.id] == m {
+			return m
+		}
+		g.order[0] = nil
+		g.order = g.order[1:]
+	}
+	return nil
 }
 
 func (g *groupActor) handleDescribe(r *DescribeGroup) {

@@ -75,10 +75,10 @@ func selectProtocol(members [][]Protocol) (name string, ok bool) {
 	}
 	count := map[string]int{}
 	for _, ps := range members {
-		seen := map[string]bool{}
-		for _, p := range ps {
-			if !seen[p.Name] {
-				seen[p.Name] = true
+		for i, p := range ps {
+			// A member lists a handful of protocols: a scan finds a repeat without a map
+			// per member (10,000 members make one vote).
+			if !listedBefore(ps[:i], p.Name) {
 				count[p.Name]++
 			}
 		}
@@ -100,6 +100,15 @@ func selectProtocol(members [][]Protocol) (name string, ok bool) {
 		}
 	}
 	return name, best >= 0
+}
+
+func listedBefore(ps []Protocol, name string) bool {
+	for _, p := range ps {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // supportsProtocols says whether a member with protocolType and protocols may join

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -154,6 +155,7 @@ func (g *groupActor) addMember(ctx actor.Context, id string, r *JoinGroup) {
 		g.protocolType = r.ProtocolType
 	}
 	g.members[id] = m
+	g.order = append(g.order, m)
 	for _, p := range m.protocols {
 		g.supported[p.Name]++
 	}
@@ -221,6 +223,8 @@ func (g *groupActor) unpark(m *member) *JoinGroup {
 func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string, r *JoinGroup) {
 	m := g.members[oldID]
 	oldLeader := g.leader
+	prev := memberSettings{protocols: m.protocols, sessionTimeout: m.sessionTimeout,
+		rebalanceTimeout: m.rebalanceTimeout, clientID: m.clientID, clientHost: m.clientHost}
 	if j := g.unpark(m); j != nil {
 		j.Reply.Resolve(joinError(kerr.FencedInstanceID.Code, oldID))
 	}
@@ -228,30 +232,14 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 		m.sync.fail(kerr.FencedInstanceID.Code)
 		m.sync = nil
 	}
-	delete(g.members, oldID)
-	m.id = newID
-	g.members[newID] = m
-	g.instances[r.InstanceID] = newID
-	if g.leader == oldID {
-		g.leader = newID
-	}
-	if g.pendingSync[oldID] {
-		delete(g.pendingSync, oldID)
-		g.pendingSync[newID] = true
-	}
-	// The session timer was armed under the old id; re-arm it under the new one. The
-	// deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
-	if m.cancel != nil {
-		m.cancel()
-	}
-	m.timerArmed = false
-	g.touch(ctx, m)
+	// The deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
+	g.renameMember(ctx, m, newID)
 	g.updateMember(m, r)
 	g.log.Info().Str("member", newID).Str("instance", r.InstanceID).Str("replaced", oldID).Msg("static member replaced")
 
 	switch g.state {
 	case stateStable:
-		if sel, _ := selectProtocol(g.protocolLists()); sel == g.protocol {
+		if sel, _ := selectProtocol(protocolLists(g.sortedMembers())); sel == g.protocol {
 			res := g.joinResult(m, false)
 			if r.SupportsSkipAssignment {
 				if newID == g.leader {
@@ -261,8 +249,20 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 			} else {
 				res.Leader = oldLeader
 			}
-			g.saveMeta(ctx, false)
-			g.replyJoin(r, res)
+			// The new member id is saved before the member hears of it; if the write fails
+			// the replacement is undone and the member gets the write's error with no id
+			// (Apache updateStaticMemberAndRebalance's storeGroup callback).
+			meta := g.generationMeta(func(o *member) []byte { return o.assignment })
+			g.saveMeta(ctx, r, meta, func(code int16) {
+				if code != 0 {
+					g.log.Warn().Int16("error_code", code).Str("instance", r.InstanceID).
+						Msg("static member replacement not saved; undone")
+					g.undoReplacement(ctx, m, newID, oldID, prev)
+					g.replyJoin(r, joinError(code, ""))
+					return
+				}
+				g.replyJoin(r, res)
+			})
 			return
 		}
 		g.park(m, r)
@@ -278,8 +278,58 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 	}
 }
 
-func (g *groupActor) protocolLists() [][]Protocol {
-	ms := g.sortedMembers()
+// memberSettings is what a JoinGroup may change on a member (updateMember).
+type memberSettings struct {
+	protocols                        []Protocol
+	sessionTimeout, rebalanceTimeout time.Duration
+	clientID, clientHost             string
+}
+
+// renameMember moves m to a new id (static replacement, or its undoing): the member
+// table, the instance, the leader and pending-sync follow, and the session timer, armed
+// under the old id, is re-armed under the new one from now.
+func (g *groupActor) renameMember(ctx actor.Context, m *member, id string) {
+	old := m.id
+	delete(g.members, old)
+	m.id = id
+	g.members[id] = m
+	if m.instanceID != "" {
+		g.instances[m.instanceID] = id
+	}
+	if g.leader == old {
+		g.leader = id
+	}
+	if g.pendingSync[old] {
+		delete(g.pendingSync, old)
+		g.pendingSync[id] = true
+	}
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.timerArmed = false
+	g.touch(ctx, m)
+}
+
+// undoReplacement puts a static member back under its old id with its old settings,
+// unless it was replaced again or removed while the write was in flight.
+func (g *groupActor) undoReplacement(ctx actor.Context, m *member, newID, oldID string, prev memberSettings) {
+	if g.members[newID] != m || g.instances[m.instanceID] != newID {
+		return
+	}
+	g.renameMember(ctx, m, oldID)
+	for _, p := range m.protocols {
+		g.supported[p.Name]--
+	}
+	m.protocols = prev.protocols
+	for _, p := range m.protocols {
+		g.supported[p.Name]++
+	}
+	m.sessionTimeout, m.rebalanceTimeout = prev.sessionTimeout, prev.rebalanceTimeout
+	m.clientID, m.clientHost = prev.clientID, prev.clientHost
+}
+
+// protocolLists is every member's protocols, ms in joining order.
+func protocolLists(ms []*member) [][]Protocol {
 	out := make([][]Protocol, len(ms))
 	for i, m := range ms {
 		out[i] = m.protocols
@@ -288,20 +338,26 @@ func (g *groupActor) protocolLists() [][]Protocol {
 }
 
 // joinResult is the JoinGroup answer for m from the current generation; the leader also
-// gets every member with its metadata for the selected protocol.
+// gets every member with its metadata for the selected protocol (followers get none, as
+// in Apache, so a round's answers cost O(members) in all).
 func (g *groupActor) joinResult(m *member, withMembers bool) *JoinResult {
 	res := &JoinResult{
 		Generation: g.generation, ProtocolType: g.protocolType, ProtocolName: g.protocol,
 		Leader: g.leader, MemberID: m.id,
 	}
 	if withMembers {
-		ms := g.sortedMembers()
-		res.Members = make([]JoinMember, len(ms))
-		for i, o := range ms {
-			res.Members[i] = JoinMember{MemberID: o.id, InstanceID: o.instanceID, Metadata: o.metadataFor(g.protocol)}
-		}
+		res.Members = g.leaderView(g.sortedMembers())
 	}
 	return res
+}
+
+// leaderView is the member list the leader's JoinGroup answer carries, ms in joining order.
+func (g *groupActor) leaderView(ms []*member) []JoinMember {
+	out := make([]JoinMember, len(ms))
+	for i, o := range ms {
+		out[i] = JoinMember{MemberID: o.id, InstanceID: o.instanceID, Metadata: o.metadataFor(g.protocol)}
+	}
+	return out
 }
 
 // prepareRebalance starts a join phase: parked SyncGroups of CompletingRebalance get
@@ -395,21 +451,26 @@ func (g *groupActor) onJoinDeadline(ctx actor.Context, m *joinDeadline) {
 func (g *groupActor) completeJoin(ctx actor.Context) {
 	g.cancelJoin()
 	g.initialDelay = false
-	for _, m := range g.sortedMembers() {
+	// One pass in joining order: drop the dynamic members that did not rejoin, note the
+	// first member that did (the new leader if the old one did not rejoin). A round is
+	// O(members), whatever its size.
+	ms := g.sortedMembers()
+	kept := ms[:0]
+	joined := ""
+	for _, m := range ms {
 		if m.join == nil && m.instanceID == "" {
 			g.log.Info().Str("member", m.id).Msg("member removed: did not rejoin in time")
 			g.removeMember(m, 0)
+			continue
 		}
+		if joined == "" && m.join != nil {
+			joined = m.id
+		}
+		kept = append(kept, m)
 	}
+	ms = kept
 	if lm := g.members[g.leader]; lm == nil || lm.join == nil {
-		joined := ""
-		for _, m := range g.sortedMembers() {
-			if m.join != nil {
-				joined = m.id
-				break
-			}
-		}
-		if joined == "" && len(g.members) > 0 {
+		if joined == "" && len(ms) > 0 {
 			// Only static members that have not rejoined are left: wait another round
 			// (Apache groupStuckInRebalanceTimeoutDueToNonjoinedStaticMember).
 			g.armJoin(ctx, g.rebalanceTimeout())
@@ -418,22 +479,22 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		g.leader = joined
 	}
 	g.generation++
-	if len(g.members) == 0 {
+	if len(ms) == 0 {
 		g.protocol, g.leader = "", ""
 		g.topics, g.topicsKnown = nil, false
 		g.setState(stateEmpty)
 		g.log.Info().Int32("generation", g.generation).Msg("group is empty")
-		g.saveMeta(ctx, true)
+		g.saveEmpty(ctx)
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
 		return
 	}
-	g.protocol, _ = selectProtocol(g.protocolLists())
+	g.protocol, _ = selectProtocol(protocolLists(ms))
 	g.computeTopics()
 	g.setState(stateCompletingRebalance)
 	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
-		Int("members", len(g.members)).Msg("join phase complete")
+		Int("members", len(ms)).Msg("join phase complete")
 	now := time.Now()
-	for _, m := range g.members {
+	for _, m := range ms {
 		g.pendingSync[m.id] = true
 		// Every member's session restarts here, a static member kept without rejoining
 		// included (Apache onCompleteJoin reschedules each member's heartbeat; GCT::
@@ -442,7 +503,11 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		m.deadline = now.Add(m.sessionTimeout)
 		g.armSession(ctx, m)
 		if j := g.unpark(m); j != nil {
-			j.Reply.Resolve(g.joinResult(m, m.id == g.leader))
+			res := g.joinResult(m, false)
+			if m.id == g.leader {
+				res.Members = g.leaderView(ms)
+			}
+			j.Reply.Resolve(res)
 		}
 	}
 	g.syncSeqGuard++
@@ -509,8 +574,8 @@ func (g *groupActor) removeMember(m *member, syncCode int16) {
 	}
 	if g.leader == m.id {
 		g.leader = ""
-		if ms := g.sortedMembers(); len(ms) > 0 {
-			g.leader = ms[0].id
+		if o := g.oldest(); o != nil {
+			g.leader = o.id
 		}
 	}
 }
@@ -644,27 +709,51 @@ func (g *groupActor) synced(m *member) {
 	}
 }
 
-// completeSync applies the leader's assignment (members it left out get an empty one),
-// answers every parked SyncGroup and makes the group Stable. Assignments from followers
-// are ignored.
+// completeSync takes the leader's assignment (members it left out get an empty one;
+// assignments from followers are ignored). As in Apache (§4.4), the generation with its
+// assignment is saved first, and only once it is on disk, and if the group is still
+// CompletingRebalance in the same generation, is every parked SyncGroup answered and the
+// group Stable. A failed write answers the parked SyncGroups with the write's error and
+// rebalances. While the write is in flight the group stays CompletingRebalance: late
+// followers park, heartbeats answer 0.
 func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]byte) {
-	for _, m := range g.members {
-		m.assignment = assignments[m.id]
-		if m.assignment == nil {
-			m.assignment = []byte{}
+	gen := g.generation
+	assign := func(m *member) []byte {
+		if a := assignments[m.id]; a != nil {
+			return a
 		}
+		return []byte{}
 	}
-	g.setState(stateStable)
-	g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group stable")
-	for _, m := range g.members {
-		if m.sync != nil {
-			s := m.sync
-			m.sync = nil
-			s.Reply.Resolve(&SyncResult{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: m.assignment})
-			g.touch(ctx, m)
+	g.saveMeta(ctx, nil, g.generationMeta(assign), func(code int16) {
+		if g.state != stateCompletingRebalance || g.generation != gen {
+			return // the group moved on meanwhile; its parked syncs were answered then
 		}
-	}
-	g.saveMeta(ctx, false)
+		if code != 0 {
+			g.log.Warn().Int16("error_code", code).Int32("generation", gen).Msg("generation not saved; rebalancing")
+			for _, m := range g.members {
+				if m.sync != nil {
+					m.sync.fail(code)
+					m.sync = nil
+				}
+				m.assignment = nil
+			}
+			g.prepareRebalance(ctx, "generation "+strconv.Itoa(int(gen))+" not saved")
+			return
+		}
+		for _, m := range g.members {
+			m.assignment = assign(m)
+		}
+		g.setState(stateStable)
+		g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group stable")
+		for _, m := range g.members {
+			if m.sync != nil {
+				s := m.sync
+				m.sync = nil
+				s.Reply.Resolve(&SyncResult{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: m.assignment})
+				g.touch(ctx, m)
+			}
+		}
+	})
 }
 
 // Heartbeat (§4.5).
