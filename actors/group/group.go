@@ -163,8 +163,10 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onStarted(ctx)
 	case *actor.Stopping:
 		g.shutdown(kerr.NotCoordinator.Code)
+		g.drainOffsets(ctx)
 	case *actor.Restarting:
 		g.shutdown(notAvailable)
+		g.drainOffsets(ctx)
 	case *actor.ReceiveTimeout:
 		g.onIdle(ctx)
 	case *actor.Settled:
@@ -397,6 +399,23 @@ func (g *groupActor) shutdown(code int16) {
 			c()
 		}
 	}
+}
+
+// flushTimeout bounds how long a stopping group waits for its offsets actor's writes.
+const flushTimeout = 10 * time.Second
+
+// drainOffsets lets the offsets actor finish every write it accepted (a commit, the
+// saved generation) before the group goes: protoactor stops children with a system
+// message that drops their mailboxes. A generation saved is on disk however the group
+// stops; its waiters were already answered by shutdown.
+func (g *groupActor) drainOffsets(ctx actor.Context) {
+	if g.offsets == nil {
+		return
+	}
+	if _, ok := actor.Call(ctx, g.offsets, func(p actor.Promise) any { return &offsets.Flush{Reply: p} }, flushTimeout); !ok {
+		g.log.Error().Dur("timeout", flushTimeout).Msg("offsets actor did not finish its writes; they may be lost")
+	}
+	g.offsets = nil
 }
 
 // idle: nothing would be lost by stopping this actor: no members, no rebalance, nothing

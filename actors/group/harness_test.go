@@ -39,13 +39,18 @@ func testSettings() Settings {
 }
 
 func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
+	return newHarnessFS(t, dir, offsets.OSFS{}, mutate)
+}
+
+// newHarnessFS is newHarness with the offsets actors' files on fsys (a FaultFS to fail
+// or hold writes).
+func newHarnessFS(t *testing.T, dir string, fsys offsets.FS, mutate func(*Settings)) *harness {
 	s := testSettings()
 	if mutate != nil {
 		mutate(&s)
 	}
 	sink := &logSink{}
 	log := zerolog.New(sink).Level(zerolog.InfoLevel)
-	fsys := offsets.OSFS{}
 	h := &harness{t: t, dir: dir, logs: sink}
 	h.cfg = ManagerConfig{
 		Settings: s,

@@ -117,6 +117,14 @@ type SaveMeta struct {
 	Reply actor.Promise
 }
 
+// Flush writes every change queued so far at once, and answers after that write (or
+// at once when nothing is queued). The group actor sends it as it stops: protoactor
+// stops a child with a system message that drops its mailbox, so without it a change
+// accepted just before would be lost. Reply: *Result.
+type Flush struct {
+	Reply actor.Promise
+}
+
 // Stat reports what is on disk. Reply: *Status.
 type Stat struct {
 	Reply actor.Promise

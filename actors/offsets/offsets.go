@@ -155,6 +155,9 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.handleChange(ctx, m)
 	case *flushNow:
 		a.onFlush()
+	case *Flush:
+		a.flush()
+		m.Reply.Resolve(&Result{})
 	}
 }
 

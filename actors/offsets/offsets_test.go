@@ -684,6 +684,33 @@ func TestStopFlushesQueue(t *testing.T) {
 	}
 }
 
+// TestFlushWritesQueue: a Flush sent behind changes is answered only once they are on
+// disk; a change queued behind a write in flight is written by the Flush itself.
+func TestFlushWritesQueue(t *testing.T) {
+	h := newHarness(t, "g")
+	entered, release := blockFirst(h.fs, OpSync)
+	first := h.commitW(entry("t", 0, 1))
+	<-entered
+	second := h.commitW(entry("t", 1, 1))
+	meta := h.send(func(p actor.Promise) any { return &SaveMeta{Meta: GroupMeta{ProtocolType: "consumer"}, Reply: p} })
+	flushed := h.send(func(p actor.Promise) any { return &Flush{Reply: p} })
+	close(release)
+	if r := wait[*Result](t, flushed); r.ErrorCode != 0 {
+		t.Fatalf("flush %d", r.ErrorCode)
+	}
+	if s, _ := h.onDisk(); len(s.offsets) != 2 || s.meta.ProtocolType != "consumer" {
+		t.Fatalf("on disk after the flush: %+v", s)
+	}
+	for _, w := range []*actor.Waiter{first, second} {
+		if got := wait[*CommitResult](t, w).Codes; got[0] != 0 {
+			t.Fatalf("codes %v", got)
+		}
+	}
+	if r := wait[*Result](t, meta); r.ErrorCode != 0 {
+		t.Fatalf("meta %d", r.ErrorCode)
+	}
+}
+
 // TestEveryNameCaseThroughTheActor: each hard group id gets its own file, reloads, and is
 // listed back by ListGroupIDs.
 func TestEveryNameCaseThroughTheActor(t *testing.T) {
