@@ -99,7 +99,7 @@ type manager struct {
 
 	groups  map[string]*entry
 	byPID   map[string]*entry
-	dormant map[string]string // protocol type of on-disk groups with no actor (passivated or read)
+	dormant map[string]dormant // on-disk groups with no actor (passivated, or read for ListGroups)
 	ops     map[uint64]func(any)
 	sweep   []string   // groups on disk only, still to be woken for offset expiry
 	drops   []*dropJob // deleted topics whose offsets are still being dropped
@@ -127,7 +127,7 @@ type (
 	fileIDs  struct {
 		ids   []string
 		err   error
-		types map[string]string // protocol types read from files (ListGroups)
+		types map[string]dormant // what ListGroups shows of groups read from their files
 	}
 )
 
@@ -139,7 +139,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 	case *actor.Started:
 		mg.groups = map[string]*entry{}
 		mg.byPID = map[string]*entry{}
-		mg.dormant = map[string]string{}
+		mg.dormant = map[string]dormant{}
 		mg.ops = map[uint64]func(any){}
 		if d := mg.cfg.Settings.RetentionCheck; d > 0 {
 			mg.tick = actor.Every(ctx, d, &sweepTick{})
@@ -257,7 +257,7 @@ func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
 		return
 	}
 	if m.exists {
-		mg.dormant[e.id] = m.protocolType
+		mg.dormant[e.id] = dormant{protocolType: m.protocolType, state: stateEmpty}
 	}
 	// Nothing else was sent to it since stopIfIdle, so stopping drops no request.
 	ctx.Stop(e.pid)
@@ -337,11 +337,19 @@ func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
 // metaReaders bounds the files ListGroups reads at once.
 const metaReaders = 4
 
-// readTypes reads the protocol type of every listed group not known yet. This is the
-// first ListGroups after a restart (Apache lists an Empty former consumer group as
-// "consumer"); the manager caches the answers, so later listings read nothing. A file
-// that cannot be read is left out (its group answers COORDINATOR_NOT_AVAILABLE anyway).
-func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string, known map[string]bool) map[string]string {
+// dormant is what ListGroups shows of a group whose actor is not running.
+type dormant struct {
+	protocolType string
+	state        state
+}
+
+// readTypes reads the protocol type of every listed group not known yet, and whether its
+// file keeps a generation with members. This is the first ListGroups after a restart:
+// Apache lists an Empty former consumer group as "consumer", and a group saved with
+// members as Stable (it loads them, §5.2; here the group loads them on its first
+// touch). The manager caches the answers, so later listings read nothing. A file that
+// cannot be read is left out (its group answers COORDINATOR_NOT_AVAILABLE anyway).
+func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string, known map[string]bool) map[string]dormant {
 	var todo []string
 	for _, id := range ids {
 		if !known[id] {
@@ -351,7 +359,7 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 	if len(todo) == 0 {
 		return nil
 	}
-	types := make([]string, len(todo))
+	types := make([]dormant, len(todo))
 	ok := make([]bool, len(todo))
 	var wg sync.WaitGroup
 	for w := range metaReaders {
@@ -360,13 +368,16 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 			defer wg.Done()
 			for i := w; i < len(todo); i += metaReaders {
 				if m, exists, err := read(todo[i]); err == nil && exists {
-					types[i], ok[i] = m.ProtocolType, true
+					types[i], ok[i] = dormant{protocolType: m.ProtocolType, state: stateEmpty}, true
+					if len(m.Members) > 0 {
+						types[i].state = stateStable
+					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	out := make(map[string]string, len(todo))
+	out := make(map[string]dormant, len(todo))
 	for i, id := range todo {
 		if ok[i] {
 			out[id] = types[i]
@@ -411,21 +422,21 @@ func (mg *manager) listed(r *ListGroups, v any) {
 		if files.err != nil {
 			mg.log.Error().Err(files.err).Msg("offsets directory not listed")
 		}
-		for id, pt := range files.types {
+		for id, d := range files.types {
 			// Cache what was read, unless the group started (or passivated, with a newer
 			// meta) meanwhile.
 			if _, live := mg.groups[id]; !live {
 				if _, cached := mg.dormant[id]; !cached {
-					mg.dormant[id] = pt
+					mg.dormant[id] = d
 				}
 			}
 		}
 		for _, id := range files.ids {
-			pt, ok := mg.dormant[id]
+			d, ok := mg.dormant[id]
 			if !ok {
-				pt = files.types[id]
+				d = files.types[id] // unread: Empty, no protocol type
 			}
-			add(ListedGroup{Group: id, ProtocolType: pt, State: stateEmpty.String()})
+			add(ListedGroup{Group: id, ProtocolType: d.protocolType, State: d.state.String()})
 		}
 	}
 	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Group < out.Groups[j].Group })

@@ -200,7 +200,8 @@ func TestDeleteGroups(t *testing.T) {
 }
 
 // A group that exists only as its file after a restart is listed with the protocol type
-// it had: Apache loads an Empty former consumer group as "consumer", a simple group as "".
+// it had: Apache loads an Empty former consumer group as "consumer", a simple group as "",
+// and a group saved with members as Stable (§5.2).
 func TestListGroupsProtocolTypeAfterRestart(t *testing.T) {
 	w := startWire(t, ptProfile)
 	w.createTopics(1, "t")
@@ -221,7 +222,7 @@ func TestListGroupsProtocolTypeAfterRestart(t *testing.T) {
 		}
 		return out
 	}
-	want := map[string]string{"left": "Empty/consumer", "stable": "Empty/consumer", "simple": "Empty/"}
+	want := map[string]string{"left": "Empty/consumer", "stable": "Stable/consumer", "simple": "Empty/"}
 	w.restart()
 	// Twice: the first listing reads the files, the second answers from what it learnt.
 	for i := range 2 {
