@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 log() { echo "e2e/setup: $*" >&2; }
 
 # Debian packages: kcat and python3-confluent-kafka bring librdkafka1 with them; librdkafka-dev
-# lets node-rdkafka build against the system librdkafka instead of downloading its own.
+# lets node-rdkafka build against the system librdkafka instead of the copy it bundles.
 debs=(kcat librdkafka1 librdkafka-dev python3-confluent-kafka)
 missing=()
 for p in "${debs[@]}"; do
@@ -27,14 +27,45 @@ if ((${#missing[@]})); then
 	fi
 fi
 
-# npm packages from the committed lockfile. `npm ci` wipes node_modules, so only run it when
-# the lockfile changed since the last install (npm records it in node_modules/.package-lock.json).
+# npm packages from the committed lockfile. node-rdkafka is an optional dependency built from
+# the registry's source against Debian's librdkafka (BUILD_LIBRDKAFKA=0: not the copy it
+# bundles) with the headers of the node that runs it (npm_config_nodedir: node-gyp would
+# otherwise download them from outside the npm registry). npm drops an optional dependency
+# whose build fails and installs the rest, so kafkajs never depends on it; the reason is
+# kept in node_modules/.rdkafka-skip for run.sh's SKIP line. `npm ci` wipes node_modules, so
+# it runs only when the lockfile or node-rdkafka's prerequisites changed since the last
+# install (recorded in node_modules/.e2e-lock).
 if command -v npm >/dev/null; then
-	if ! cmp -s js/package-lock.json js/node_modules/.e2e-lock 2>/dev/null; then
-		log "npm ci in e2e/js"
-		(cd js && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>"${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log") &&
-			cp js/package-lock.json js/node_modules/.e2e-lock ||
-			log "npm ci failed (see ${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log): the node clients will be skipped"
+	nodedir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
+	rdkafka=build
+	if [ ! -f /usr/include/librdkafka/rdkafka.h ]; then
+		rdkafka="node-rdkafka was not built: Debian's librdkafka-dev is not installed (e2e/setup.sh installs it as root)"
+	elif [ ! -f "$nodedir/include/node/common.gypi" ]; then
+		rdkafka="node-rdkafka was not built: no node headers in $nodedir/include/node (node-gyp would download them from outside the npm registry)"
+	fi
+	stamp="$(cat js/package-lock.json)
+rdkafka: $rdkafka"
+	if [ "$stamp" != "$(cat js/node_modules/.e2e-lock 2>/dev/null)" ]; then
+		npmlog=${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log
+		omit=()
+		[ "$rdkafka" = build ] || omit=(--omit=optional)
+		log "npm ci in e2e/js${omit:+ (without node-rdkafka: ${rdkafka#node-rdkafka was not built: })}"
+		if (cd js && BUILD_LIBRDKAFKA=0 npm_config_nodedir=$nodedir \
+			npm ci --no-audit --no-fund --foreground-scripts "${omit[@]}" >"$npmlog" 2>&1); then
+			if [ "$rdkafka" = build ]; then
+				rm -f js/node_modules/.rdkafka-skip
+				if ! (cd js && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
+					first=$(grep -m1 -E 'error|ERR!' "$npmlog")
+					echo "node-rdkafka 2.15.0 did not build against Debian's librdkafka (first error: ${first:-none logged}; see $npmlog)" >js/node_modules/.rdkafka-skip
+					log "$(cat js/node_modules/.rdkafka-skip)"
+				fi
+			else
+				echo "$rdkafka" >js/node_modules/.rdkafka-skip
+			fi
+			printf '%s' "$stamp" >js/node_modules/.e2e-lock
+		else
+			log "npm ci failed (see $npmlog): the node clients will be skipped"
+		fi
 	fi
 else
 	log "no npm: the node clients will be skipped"
