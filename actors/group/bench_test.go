@@ -2,6 +2,10 @@ package group_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,44 +131,78 @@ func BenchmarkJoinStorm(b *testing.B) {
 		fmt.Printf("%-44s kaas %10.1f hb/s   kfake %10.1f hb/s   kaas/kfake %.2f\n", "(c) 10,000 members, 256 conns x 1 in flight", serial[0], serial[1], serial[0]/serial[1])
 	})
 	// (c') One group of 10,000 consumer-like members (heartbeat every 100 ms, rejoin on
-	// REBALANCE_IN_PROGRESS), from a standing start to one generation that every member
-	// synced. Members share 160 connections (at most 63 each, below the 64 requests a kaas
-	// connection takes in flight). kfake answers one request per connection at a time,
-	// so a parked JoinGroup would hold every other member of its connection: it needs a
-	// socket per member, and 10,000 of them on both ends exceed this process's file limit.
+	// REBALANCE_IN_PROGRESS, a Java consumer's 45 s session and 300 s rebalance timeout),
+	// from a standing start to one generation that every member synced. Each member has
+	// its own connection, as every Kafka consumer has its own to the coordinator: a
+	// connection answers in order, so members sharing one would wait behind each other's
+	// parked JoinGroup (on kaas, Apache and kfake alike). 10,000 sockets on both ends
+	// exceed one process's file limit, so the members run in a child process
+	// (TestStormChild) and the broker stays in this one, where -cpuprofile sees it.
 	b.Run("c2_10000_members_one_group", func(b *testing.B) {
-		kb := brokertest.Start(b, func(c *config.Config) {
-			c.GroupInitialRebalanceDelay = 0
-			c.LogLevel = "warn"
+		compare(b, "(c') 10,000 members, one group: to one generation", "ms", func(t target) float64 {
+			return stormInChild(b, t, 10000)
 		})
-		var conns []*muxConn
-		for range 160 {
-			mc, err := dialMux(kb.Addr())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer mc.close()
-			conns = append(conns, mc)
-		}
-		var next atomic.Int64
-		cfg := simDefaults(100 * time.Millisecond)
-		cfg.session, cfg.rebalance = 30*time.Second, 30*time.Second
-		cfg.conn = func() *muxConn { return conns[int(next.Add(1))%len(conns)] }
-		start := time.Now()
-		ms, stop := runSimsWith(b, kb.Addr(), "big", 10000, cfg)
-		ok := waitConverged(b, [][]*simMember{ms}, 60*time.Second)
-		el := time.Since(start)
-		stop()
-		if !ok {
-			gens := map[int32]int{}
-			for _, m := range ms {
-				gens[m.gen.Load()]++
-			}
-			b.Logf("kaas: no convergence in 60s; members by last synced generation: %v", gens)
-		}
-		b.ReportMetric(float64(el.Milliseconds()), "kaas_ms")
-		fmt.Printf("%-44s kaas %10.1f ms    kfake n/a (a socket per member)\n", "(c') 10,000 members, one group: to one generation", float64(el.Milliseconds()))
 	})
+}
+
+// The child process of (c'): stormInChild runs this test binary again with only
+// TestStormChild and the storm's settings in its environment; the child prints one line
+// with the time to convergence.
+const (
+	stormAddrEnv    = "KAAS_STORM_ADDR"
+	stormMembersEnv = "KAAS_STORM_MEMBERS"
+	stormGroupEnv   = "KAAS_STORM_GROUP"
+	stormLimit      = 60 * time.Second
+)
+
+// stormInChild runs n members of one group against t in a child process and returns the
+// milliseconds until they converged (the limit when they did not).
+func stormInChild(b *testing.B, t target, n int) float64 {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStormChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), stormAddrEnv+"="+t.addr, stormMembersEnv+"="+strconv.Itoa(n),
+		stormGroupEnv+"=big-"+t.name)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%s: storm child: %v\n%s", t.name, err, out)
+	}
+	var ok bool
+	var ms float64
+	var gens string
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, err := fmt.Sscanf(line, "storm converged=%t ms=%f generations=%s", &ok, &ms, &gens); err == nil {
+			if !ok {
+				b.Logf("%s: no convergence in %v; members by last synced generation: %s", t.name, stormLimit, gens)
+			}
+			return ms
+		}
+	}
+	b.Fatalf("%s: storm child said nothing:\n%s", t.name, out)
+	return 0
+}
+
+// TestStormChild is the member side of (c'); it runs only in the benchmark's child process.
+func TestStormChild(t *testing.T) {
+	addr := os.Getenv(stormAddrEnv)
+	if addr == "" {
+		t.Skip("the member side of BenchmarkJoinStorm (c'), run in a child process")
+	}
+	n, err := strconv.Atoi(os.Getenv(stormMembersEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := simDefaults(100 * time.Millisecond)
+	cfg.session, cfg.rebalance = 45*time.Second, 300*time.Second
+	start := time.Now()
+	ms, stop := runSimsWith(t, addr, os.Getenv(stormGroupEnv), n, cfg)
+	ok := waitConverged(t, [][]*simMember{ms}, stormLimit)
+	el := time.Since(start)
+	gens := map[int32]int{}
+	for _, m := range ms {
+		gens[m.gen.Load()]++
+	}
+	stop()
+	fmt.Printf("storm converged=%t ms=%d generations=%s\n", ok, el.Milliseconds(), strings.ReplaceAll(fmt.Sprint(gens), " ", ","))
 }
 
 // hbMember is one member that heartbeats in benchmark (c).

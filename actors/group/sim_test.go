@@ -28,31 +28,23 @@ type simMember struct {
 	joins  atomic.Int64
 }
 
-// simConfig is how simulated members behave and connect.
+// simConfig is how simulated members behave. Each member has its own connection, as a
+// consumer has its own to the coordinator.
 type simConfig struct {
 	hb, session, rebalance time.Duration
-	// conn hands out the connection a member uses (members may share one: requests are
-	// pipelined and matched by correlation id). nil: each member dials its own and
-	// closes it when it stops.
-	conn func() *muxConn
 }
 
-// simDefaults: heartbeat every hb, 10 s session and rebalance timeouts, own connections.
+// simDefaults: heartbeat every hb, 10 s session and rebalance timeouts.
 func simDefaults(hb time.Duration) simConfig {
 	return simConfig{hb: hb, session: 10 * time.Second, rebalance: 10 * time.Second}
 }
 
 func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, m *simMember) {
-	var mc *muxConn
-	if cfg.conn != nil {
-		mc = cfg.conn()
-	} else {
-		var err error
-		if mc, err = dialMux(addr); err != nil {
-			return
-		}
-		defer mc.close() // a storm of thousands: do not wait for the test's cleanup
+	mc, err := dialMux(addr)
+	if err != nil {
+		return
 	}
+	defer mc.close() // a storm of thousands: do not wait for the test's cleanup
 	rt := mc.roundTrip
 	hb := cfg.hb
 	stopped := func() bool {
@@ -188,10 +180,10 @@ func TestTwentyMembersConverge(t *testing.T) {
 	}
 }
 
-// muxConn is a client connection that many simulated members share: each request gets
-// its own correlation id and its answer is handed to whoever sent it, so requests are
-// pipelined as a real client's are. A broker that answers one request at a time per
-// connection (Apache, kfake) makes sharers wait for each other.
+// muxConn is a client connection: each request gets its own correlation id and its
+// answer is handed to whoever sent it, so requests may be pipelined as a real client's
+// are. Responses come back in request order (Apache and kfake even read one request at a
+// time), so a parked JoinGroup holds back everything sent after it on its connection.
 type muxConn struct {
 	c   net.Conn
 	fmt *kmsg.RequestFormatter
