@@ -108,6 +108,7 @@ type offsetsActor struct {
 	dirReady bool
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
+	metaJSON metaCache
 
 	queue       []queued
 	flushQueued bool
@@ -370,7 +371,11 @@ func (a *offsetsActor) persist(s state, exists bool) error {
 		}
 		a.dirReady = true
 	}
-	data, err := encodeFile(a.cfg.Group, s)
+	meta, err := a.metaJSON.encode(s.meta)
+	if err != nil {
+		return fmt.Errorf("encode meta of group %q: %w", a.cfg.Group, err)
+	}
+	data, err := encodeFileWith(a.cfg.Group, s, meta)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -78,6 +79,14 @@ type fileV1 struct {
 	Group   *jsonString  `json:"group"`
 	Meta    fileMeta     `json:"meta"`
 	Offsets []fileOffset `json:"offsets"`
+}
+
+// fileOut is what the writer marshals: fileV1 with the meta already encoded.
+type fileOut struct {
+	Version int             `json:"version"`
+	Group   jsonString      `json:"group"`
+	Meta    json.RawMessage `json:"meta"`
+	Offsets []fileOffset    `json:"offsets"`
 }
 
 type fileMeta struct {
@@ -154,32 +163,50 @@ func (s *jsonString) UnmarshalJSON(b []byte) error {
 
 // encodeFile is the file content of group's state.
 func encodeFile(group string, s state) ([]byte, error) {
-	v := fileVersion
-	g := jsonString(group)
-	f := fileV1{
-		Version: &v,
-		Group:   &g,
-		Meta: fileMeta{
-			ProtocolType: jsonString(s.meta.ProtocolType),
-			Generation:   s.meta.Generation,
-			EmptySince:   s.meta.EmptySince,
-		},
-		Offsets: make([]fileOffset, 0, len(s.offsets)),
+	meta, err := encodeMeta(s.meta)
+	if err != nil {
+		return nil, fmt.Errorf("encode meta of group %q: %w", group, err)
 	}
-	if len(s.meta.Members) > 0 {
-		v = fileVersionMembers
-		f.Meta.Protocol = jsonString(s.meta.Protocol)
-		f.Meta.Leader = jsonString(s.meta.Leader)
-		f.Meta.Members = make([]fileMember, len(s.meta.Members))
-		for i, m := range s.meta.Members {
-			f.Meta.Members[i] = fileMember{
-				MemberID: jsonString(m.MemberID), InstanceID: jsonString(m.InstanceID),
-				ClientID: jsonString(m.ClientID), ClientHost: jsonString(m.ClientHost),
-				SessionTimeoutMs:   m.SessionTimeout.Milliseconds(),
-				RebalanceTimeoutMs: m.RebalanceTimeout.Milliseconds(),
-				Subscription:       nonNil(m.Subscription), Assignment: nonNil(m.Assignment),
+	return encodeFileWith(group, s, meta)
+}
+
+// encodeMeta is the "meta" object of the file. A group saved with 10,000 members has a
+// meta of megabytes that changes once per generation while commits rewrite the file many
+// times a second, so the offsets actor keeps what this returns (metaCache).
+func encodeMeta(m GroupMeta) (json.RawMessage, error) {
+	f := fileMeta{
+		ProtocolType: jsonString(m.ProtocolType),
+		Generation:   m.Generation,
+		EmptySince:   m.EmptySince,
+	}
+	if len(m.Members) > 0 {
+		f.Protocol = jsonString(m.Protocol)
+		f.Leader = jsonString(m.Leader)
+		f.Members = make([]fileMember, len(m.Members))
+		for i, mm := range m.Members {
+			f.Members[i] = fileMember{
+				MemberID: jsonString(mm.MemberID), InstanceID: jsonString(mm.InstanceID),
+				ClientID: jsonString(mm.ClientID), ClientHost: jsonString(mm.ClientHost),
+				SessionTimeoutMs:   mm.SessionTimeout.Milliseconds(),
+				RebalanceTimeoutMs: mm.RebalanceTimeout.Milliseconds(),
+				Subscription:       nonNil(mm.Subscription), Assignment: nonNil(mm.Assignment),
 			}
 		}
+	}
+	return json.Marshal(f)
+}
+
+// encodeFileWith is the file content of group's state whose meta encodes as meta.
+func encodeFileWith(group string, s state, meta json.RawMessage) ([]byte, error) {
+	v := fileVersion
+	if len(s.meta.Members) > 0 {
+		v = fileVersionMembers
+	}
+	f := fileOut{
+		Version: v,
+		Group:   jsonString(group),
+		Meta:    meta,
+		Offsets: make([]fileOffset, 0, len(s.offsets)),
 	}
 	for tp, o := range s.offsets {
 		f.Offsets = append(f.Offsets, fileOffset{
@@ -195,11 +222,51 @@ func encodeFile(group string, s state) ([]byte, error) {
 		}
 		return a.Partition < b.Partition
 	})
-	b, err := json.Marshal(f)
+	// What json.Marshal(f) makes, without its scan of the (cached, valid) meta.
+	gid, err := json.Marshal(f.Group)
+	if err != nil {
+		return nil, fmt.Errorf("encode group id %q: %w", group, err)
+	}
+	offsets, err := json.Marshal(f.Offsets)
 	if err != nil {
 		return nil, fmt.Errorf("encode offsets of group %q: %w", group, err)
 	}
-	return append(b, '\n'), nil
+	b := make([]byte, 0, len(meta)+len(offsets)+len(gid)+48)
+	b = append(b, `{"version":`...)
+	b = strconv.AppendInt(b, int64(f.Version), 10)
+	b = append(b, `,"group":`...)
+	b = append(b, gid...)
+	b = append(b, `,"meta":`...)
+	b = append(b, meta...)
+	b = append(b, `,"offsets":`...)
+	b = append(b, offsets...)
+	return append(b, "}\n"...), nil
+}
+
+// metaCache keeps the encoding of the last meta written. A GroupMeta is never changed
+// once sent, and every SaveMeta brings its own Members slice, so the scalar fields and
+// the identity of the Members array tell whether the meta is the same.
+type metaCache struct {
+	meta GroupMeta
+	json json.RawMessage
+}
+
+func (c *metaCache) encode(m GroupMeta) (json.RawMessage, error) {
+	if c.json != nil && sameMeta(c.meta, m) {
+		return c.json, nil
+	}
+	b, err := encodeMeta(m)
+	if err != nil {
+		return nil, err
+	}
+	c.meta, c.json = m, b
+	return b, nil
+}
+
+func sameMeta(a, b GroupMeta) bool {
+	return a.ProtocolType == b.ProtocolType && a.Generation == b.Generation && a.EmptySince == b.EmptySince &&
+		a.Protocol == b.Protocol && a.Leader == b.Leader && len(a.Members) == len(b.Members) &&
+		(len(a.Members) == 0 || &a.Members[0] == &b.Members[0])
 }
 
 // decodeFile parses a file's content into its group id and state.

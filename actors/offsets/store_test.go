@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -91,6 +92,33 @@ func TestFileRoundTripMembers(t *testing.T) {
 	plain, _ := encodeFile("g", sampleState())
 	if !bytes.HasPrefix(plain, []byte(`{"version":1,`)) || bytes.Contains(plain, []byte("members")) {
 		t.Fatalf("without members: %s", plain)
+	}
+}
+
+// The writer assembles the file around the cached meta; the bytes are what json.Marshal
+// makes of the whole object.
+func TestEncodeFileIsMarshal(t *testing.T) {
+	for _, s := range []state{sampleState(), sampleStateMembers(), newState()} {
+		for _, group := range []string{"g", "bad \xff", "<a&b>"} {
+			got, err := encodeFile(group, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, _ := encodeMeta(s.meta)
+			want, err := encodeFileWith(group, s, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f fileOut
+			if err := json.Unmarshal(got, &f); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			f.Offsets = append([]fileOffset{}, f.Offsets...)
+			m, _ := json.Marshal(f)
+			if !bytes.Equal(got, want) || !bytes.Equal(got, append(m, '\n')) {
+				t.Fatalf("assembled:\n%s\nmarshalled:\n%s", got, m)
+			}
+		}
 	}
 }
 
