@@ -17,10 +17,10 @@ import (
 	"kaas/broker/brokertest"
 )
 
-// simMember behaves like a real consumer: JoinGroup (with the KIP-394 step), SyncGroup
-// (the leader assigns), Heartbeat every hb, rejoin on REBALANCE_IN_PROGRESS or
-// ILLEGAL_GENERATION, start over on UNKNOWN_MEMBER_ID. It records the generation it
-// last synced at and whether it led it.
+// simMember behaves like a real consumer (Java AbstractCoordinator): JoinGroup (with the
+// KIP-394 step), SyncGroup (the leader assigns), Heartbeat every hb, rejoin at once on
+// REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION, start over with no member id on
+// UNKNOWN_MEMBER_ID. It records the generation it last synced at and whether it led it.
 type simMember struct {
 	id     atomic.Pointer[string]
 	gen    atomic.Int32
@@ -90,6 +90,9 @@ func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, 
 			return
 		}
 		if s := r.(*kmsg.SyncGroupResponse); s.ErrorCode != 0 {
+			if s.ErrorCode == kerr.UnknownMemberID.Code {
+				member = "" // the consumer resets its member id and joins as new
+			}
 			continue
 		}
 		id := member
