@@ -292,6 +292,8 @@ func decodeFile(b []byte) (string, state, error) {
 		return "", state{}, errors.New("decode: version 1 with members")
 	case *f.Version == fileVersionMembers && len(f.Meta.Members) == 0:
 		return "", state{}, errors.New("decode: version 2 without members")
+	case *f.Version == fileVersionMembers && f.Meta.Protocol == "":
+		return "", state{}, errors.New("decode: members without a protocol")
 	}
 	s := state{
 		meta: GroupMeta{
