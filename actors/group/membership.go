@@ -316,7 +316,6 @@ func (g *groupActor) undoReplacement(ctx actor.Context, m *member, newID, oldID 
 	if g.members[newID] != m || g.instances[m.instanceID] != newID {
 		return
 	}
-	g.renameMember(ctx, m, oldID)
 	for _, p := range m.protocols {
 		g.supported[p.Name]--
 	}
@@ -326,6 +325,9 @@ func (g *groupActor) undoReplacement(ctx actor.Context, m *member, newID, oldID 
 	}
 	m.sessionTimeout, m.rebalanceTimeout = prev.sessionTimeout, prev.rebalanceTimeout
 	m.clientID, m.clientHost = prev.clientID, prev.clientHost
+	// Its session restarts on the old timeout (Apache reverts the member, then
+	// reschedules its heartbeat).
+	g.renameMember(ctx, m, oldID)
 }
 
 // protocolLists is every member's protocols, ms in joining order.
