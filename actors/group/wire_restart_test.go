@@ -77,7 +77,7 @@ func (w *wire) heartbeat(g string, m joined) int16 {
 func TestGroupKeepsMembersAcrossRestart(t *testing.T) {
 	w := startWire(t, restartProfile)
 	w.createTopics(1, "t")
-	const session = 500
+	const session = 1000
 	ms := w.stableN("g", 3, session)
 	quiet := w.stableN("quiet", 2, session)
 	for _, m := range ms {
@@ -86,7 +86,7 @@ func TestGroupKeepsMembersAcrossRestart(t *testing.T) {
 
 	w.restart()
 	start := time.Now()
-	for i := 0; time.Since(start) < 3*session*time.Millisecond; i++ {
+	for i := 0; time.Since(start) < 3*session*time.Millisecond/2; i++ {
 		for _, m := range ms {
 			wantCode(t, "heartbeat after restart", w.heartbeat("g", m), 0)
 		}
@@ -126,7 +126,7 @@ func TestGroupKeepsMembersAcrossRestart(t *testing.T) {
 // the next generation without it.
 func TestSilentMemberEvictedAfterRestart(t *testing.T) {
 	w := startWire(t, restartProfile)
-	const session = 400 * time.Millisecond
+	const session = time.Second
 	ms := w.stableN("g", 3, int32(session.Milliseconds()))
 	w.restart()
 
