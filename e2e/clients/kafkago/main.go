@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	scenario.Main("kafka-go", func(env scenario.Env) (scenario.Client, error) {
-		return &client{env: env, cl: &kafka.Client{Addr: kafka.TCP(env.Brokers...), Timeout: 10 * time.Second}}, nil
+		return &client{env: env, cl: &kafka.Client{Addr: kafka.TCP(env.Brokers...), Timeout: 10 * time.Second}, committed: map[int32]int64{}}, nil
 	})
 }
 
@@ -26,6 +27,9 @@ type client struct {
 	env        scenario.Env
 	cl         *kafka.Client
 	partitions []int
+
+	mu        sync.Mutex
+	committed map[int32]int64 // highest acknowledged commit per partition, by any member
 }
 
 // codeErr turns a kafka-go error code into franz-go's error of the same code, which the
@@ -108,11 +112,12 @@ type member struct {
 func (c *client) NewMember(_ context.Context, id int, t *scenario.Tracker) (scenario.Member, error) {
 	name := fmt.Sprintf("kafka-go-%d", id)
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           c.env.Brokers,
-		GroupID:           c.env.Group,
-		Topic:             c.env.Topic,
-		StartOffset:       kafka.FirstOffset,
-		CommitInterval:    300 * time.Millisecond,
+		Brokers:     c.env.Brokers,
+		GroupID:     c.env.Group,
+		Topic:       c.env.Topic,
+		StartOffset: kafka.FirstOffset,
+		// Synchronous commits: CommitMessages says whether the broker took the commit.
+		CommitInterval:    0,
 		SessionTimeout:    10 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
 		RebalanceTimeout:  10 * time.Second,
@@ -126,9 +131,6 @@ func (c *client) NewMember(_ context.Context, id int, t *scenario.Tracker) (scen
 	m := &member{r: r, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		// Stats counts the generations this reader joined (and resets on each call).
-		var joins int64
-		generation := func() int64 { joins += r.Stats().Rebalances; return joins }
 		for {
 			msg, err := r.FetchMessage(ctx)
 			if ctx.Err() != nil {
@@ -139,29 +141,47 @@ func (c *client) NewMember(_ context.Context, id int, t *scenario.Tracker) (scen
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			fetched := generation()
 			if t.Admit(ctx) != nil {
 				return
 			}
 			_ = t.Consumed(name, int32(msg.Partition), msg.Offset, msg.Key, msg.Value)
-			// kafka-go commits whatever it is given, also for a partition it lost in a
-			// rebalance, which moves that partition's commit back under its new owner. A
-			// record held at the gate across a rebalance is consumed but not committed:
-			// its new owner commits past it.
-			if generation() != fetched {
+			// kafka-go commits whatever it is given, also records of a partition it lost in
+			// a rebalance (still buffered, or held at the gate), which moves that partition's
+			// commit back under its new owner. So a member commits a record only past the
+			// highest commit any member had acknowledged for its partition; a commit the
+			// broker refused (an old generation) leaves the record to its new owner.
+			if !c.commitAdvances(int32(msg.Partition), msg.Offset+1) {
 				continue
 			}
-			// With a CommitInterval the commit is queued and flushed on the interval, at a
-			// rebalance and at Close.
-			if err := r.CommitMessages(ctx, msg); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "%s: commit: %v\n", name, err)
+			if err := r.CommitMessages(ctx, msg); err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "%s: commit: %v\n", name, err)
+				}
+				continue
 			}
+			c.acked(int32(msg.Partition), msg.Offset+1)
 		}
 	}()
 	return m, nil
 }
 
-// Close flushes the queued commits and leaves the group.
+// commitAdvances reports whether committing next for partition would move its commit on.
+func (c *client) commitAdvances(partition int32, next int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return next > c.committed[partition]
+}
+
+// acked records an acknowledged commit.
+func (c *client) acked(partition int32, next int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if next > c.committed[partition] {
+		c.committed[partition] = next
+	}
+}
+
+// Close leaves the group.
 func (m *member) Close(context.Context) error {
 	m.cancel()
 	<-m.done
