@@ -490,7 +490,13 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
 		return
 	}
-	g.protocol, _ = selectProtocol(protocolLists(ms))
+	var voted bool
+	if g.protocol, voted = selectProtocol(protocolLists(ms)); !voted {
+		// Every join checks that its protocols are shared by all members (§4.3 step 7b/8b),
+		// so an empty vote is a broken invariant: say so rather than answer silently.
+		g.log.Error().Int32("generation", g.generation).Int("members", len(ms)).
+			Msg("no protocol is supported by every member; the generation has no protocol")
+	}
 	g.computeTopics()
 	g.setState(stateCompletingRebalance)
 	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
