@@ -142,6 +142,7 @@ need_rdkafka() {
 
 run_scenario kgo need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky
 run_scenario kgo-static-range need_nothing "$E2E_BIN/kgo" -balancer=range -static
+run_scenario kgo-mixed need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky -mixed
 run_scenario sarama need_nothing "$E2E_BIN/sarama"
 run_scenario kafka-go need_nothing "$E2E_BIN/kafkago"
 run_scenario kafkajs need_kafkajs node "$e2e/js/kafkajs.js"

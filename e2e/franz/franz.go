@@ -18,6 +18,7 @@ import (
 type Options struct {
 	Balancer kgo.GroupBalancer // nil: kgo's default (cooperative-sticky)
 	Static   bool              // give every member a group.instance.id (KIP-345)
+	Mixed    bool              // give even-numbered members a group.instance.id, the rest none
 }
 
 // Client is the franz-go scenario client. Its admin half also serves the other clients.
@@ -127,7 +128,7 @@ func (c *Client) NewMember(_ context.Context, id int, t *scenario.Tracker) (scen
 	if c.opts.Balancer != nil {
 		opts = append(opts, kgo.Balancers(c.opts.Balancer))
 	}
-	if c.opts.Static {
+	if c.opts.Static || c.opts.Mixed && id%2 == 0 {
 		m.instance = m.name
 		opts = append(opts, kgo.InstanceID(m.instance))
 	}

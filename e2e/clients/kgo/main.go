@@ -1,5 +1,6 @@
 // Command kgo runs the e2e scenario with franz-go's kgo: classic consumer groups with
-// dynamic or static (-static) members and the cooperative-sticky or range balancer.
+// dynamic, static (-static) or both in one group (-mixed) members and the cooperative-sticky
+// or range balancer.
 package main
 
 import (
@@ -16,8 +17,9 @@ import (
 func main() {
 	balancer := flag.String("balancer", "cooperative-sticky", "cooperative-sticky or range")
 	static := flag.Bool("static", false, "give each member a group.instance.id (KIP-345)")
+	mixed := flag.Bool("mixed", false, "give every other member a group.instance.id: static and dynamic members in one group")
 	flag.Parse()
-	opts := franz.Options{Static: *static}
+	opts := franz.Options{Static: *static, Mixed: *mixed}
 	switch *balancer {
 	case "cooperative-sticky":
 		opts.Balancer = kgo.CooperativeStickyBalancer()
@@ -28,8 +30,11 @@ func main() {
 		os.Exit(2)
 	}
 	membership := "dynamic"
-	if *static {
+	switch {
+	case *static:
 		membership = "static"
+	case *mixed:
+		membership = "static and dynamic"
 	}
 	name := fmt.Sprintf("kgo (%s, %s members)", *balancer, membership)
 	scenario.Main(name, func(env scenario.Env) (scenario.Client, error) { return franz.New(env, opts) })
