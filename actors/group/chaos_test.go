@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 )
 
 // crash makes a group actor panic while it handles it (fault injection for these tests).
@@ -21,7 +22,7 @@ func (c *crash) inject(*groupActor)              { panic("injected fault") }
 // A group actor that panics mid-rebalance is restarted: its parked members get an error
 // and can rejoin; other groups are untouched; no goroutine is left behind.
 func TestChaosPanicMidRebalance(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, actortest.LeakOptions(goleak.IgnoreCurrent())...)
 	dir := t.TempDir()
 	h := newHarness(t, dir, func(s *Settings) { s.InitialRebalanceDelay = 0 })
 	defer h.stop()

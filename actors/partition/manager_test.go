@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 	"kaas/actors/offsets"
 	"kaas/config"
 )
@@ -78,7 +79,7 @@ func (h *harness) fetch(topic string, part int32, offset int64, wait time.Durati
 }
 
 func TestManagerProduceFetchRestart(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, actortest.LeakOptions(goleak.IgnoreCurrent())...)
 	dir := t.TempDir()
 	h := newHarness(t, dir, nil)
 	if ti := h.create("orders", 3); ti.ErrorCode != 0 || len(ti.Partitions) != 3 {
