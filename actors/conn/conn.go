@@ -30,7 +30,9 @@ type Config struct {
 	Idle time.Duration
 	// MaxInflight bounds the requests read but not yet answered; past it reading pauses.
 	MaxInflight int
-	// OnStop is called once when the actor has stopped (the server counts live connections).
+	// OnStop is called once when the connection is done: the actor stopped and its last
+	// responses were written (the server counts live connections, and a graceful stop
+	// waits for them before the process exits).
 	OnStop func()
 }
 
@@ -105,10 +107,6 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *actor.Stopping:
 		a.onStopping()
-	case *actor.Stopped:
-		if a.cfg.OnStop != nil {
-			a.cfg.OnStop()
-		}
 	case *frame:
 		a.onFrame(ctx, m)
 	case *actor.Settled:
@@ -272,6 +270,9 @@ func (a *connActor) writeLoop(send func(any)) {
 		}
 	}
 	_ = nc.Close()
+	if a.cfg.OnStop != nil {
+		a.cfg.OnStop()
+	}
 }
 
 func (a *connActor) onReaderDone(ctx actor.Context, m *readerDone) {

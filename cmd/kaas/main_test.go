@@ -65,7 +65,18 @@ func TestSigtermAnswersParkedRequestsAndExitsZero(t *testing.T) {
 		}
 		joined <- resp
 	}()
-	time.Sleep(300 * time.Millisecond) // the join reaches the group and parks
+	// Wait until the join has reached the group and parked behind the initial delay.
+	adm := kadm.NewClient(cl)
+	for {
+		described, err := adm.DescribeGroups(ctx, "parked")
+		if err == nil && described["parked"].State == "PreparingRebalance" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the join never parked: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	start := time.Now()
 	code, err := b.Term(10 * time.Second)
