@@ -91,6 +91,7 @@ type connActor struct {
 	rbuf       []byte
 	rpos, rend int
 	tokens     chan struct{} // one per request read and not yet written: the in-flight bound
+	done       chan struct{} // closed when the actor stops
 	stopped    atomic.Bool   // read by the reader and writer goroutines
 
 	slots    []*slot // in request order
@@ -128,6 +129,7 @@ func (a *connActor) onStarted(ctx actor.Context) {
 	a.log = a.env.Log.With().Str("remote", a.cfg.Conn.RemoteAddr().String()).Str("listener", a.cfg.Listener).Logger()
 	a.out = make(chan []byte, a.cfg.MaxInflight)
 	a.tokens = make(chan struct{}, a.cfg.MaxInflight)
+	a.done = make(chan struct{})
 	a.awaiting = map[uint64]pending{}
 	if a.met != nil {
 		a.met.OpenConnections.Inc()
@@ -151,6 +153,7 @@ func (a *connActor) onStopping() {
 	if !a.closed {
 		a.closed = true
 		close(a.out)
+		close(a.done)
 	}
 	if a.met != nil {
 		a.met.OpenConnections.Dec()
@@ -164,7 +167,13 @@ func (a *connActor) readLoop(send func(any)) {
 	a.rbuf = make([]byte, readBuffer)
 	var size [4]byte
 	for {
-		a.tokens <- struct{}{}
+		select {
+		case a.tokens <- struct{}{}:
+		case <-a.done:
+			// Stopped with the bound reached: the unanswered requests never give their
+			// tokens back, so do not wait for one.
+			return
+		}
 		if a.stopped.Load() {
 			send(&readerDone{err: errDraining})
 			return
