@@ -350,24 +350,24 @@ type dormant struct {
 // touch). The manager caches the answers, so later listings read nothing. A file that
 // cannot be read is left out (its group answers COORDINATOR_NOT_AVAILABLE anyway).
 func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string, known map[string]bool) map[string]dormant {
-	var todo []string
+	var unread []string
 	for _, id := range ids {
 		if !known[id] {
-			todo = append(todo, id)
+			unread = append(unread, id)
 		}
 	}
-	if len(todo) == 0 {
+	if len(unread) == 0 {
 		return nil
 	}
-	types := make([]dormant, len(todo))
-	ok := make([]bool, len(todo))
+	types := make([]dormant, len(unread))
+	ok := make([]bool, len(unread))
 	var wg sync.WaitGroup
 	for w := range metaReaders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(todo); i += metaReaders {
-				if m, exists, err := read(todo[i]); err == nil && exists {
+			for i := w; i < len(unread); i += metaReaders {
+				if m, exists, err := read(unread[i]); err == nil && exists {
 					types[i], ok[i] = dormant{protocolType: m.ProtocolType, state: stateEmpty}, true
 					if len(m.Members) > 0 {
 						types[i].state = stateStable
@@ -377,8 +377,8 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 		}()
 	}
 	wg.Wait()
-	out := make(map[string]dormant, len(todo))
-	for i, id := range todo {
+	out := make(map[string]dormant, len(unread))
+	for i, id := range unread {
 		if ok[i] {
 			out[id] = types[i]
 		}
