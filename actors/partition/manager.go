@@ -40,6 +40,9 @@ type Config struct {
 	Now            func() time.Time
 	// Metrics are shared by every partition; nil records nothing.
 	Metrics *Metrics
+	// SyncFile makes an appended segment durable; nil is (*os.File).Sync. Tests inject
+	// failures here.
+	SyncFile func(*os.File) error
 }
 
 type topicState struct {
@@ -155,6 +158,7 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		Now:             m.cfg.Now,
 		Log:             m.cfg.Log,
 		Metrics:         m.cfg.Metrics,
+		SyncFile:        m.cfg.SyncFile,
 	}
 }
 

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +40,8 @@ type PartitionConfig struct {
 	Now            func() time.Time
 	Log            zerolog.Logger
 	Metrics        *Metrics
+	// SyncFile makes an append durable; nil is (*os.File).Sync.
+	SyncFile func(*os.File) error
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -255,9 +258,13 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 	batches := p.unsynced
 	p.unsynced = 0
 	met := p.cfg.Metrics
+	sync := p.cfg.SyncFile
+	if sync == nil {
+		sync = (*os.File).Sync
+	}
 	actor.Background(ctx, func() any {
 		start := time.Now()
-		err := f.Sync()
+		err := sync(f)
 		met.synced(time.Since(start), batches)
 		return &syncDone{end: end, err: err}
 	})
