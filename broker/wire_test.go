@@ -356,3 +356,42 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	}
 	servedOK(t, b.Addr())
 }
+
+// TestEveryAdvertisedVersionIsServed sends a default request of every API at every version
+// ApiVersions advertises: each must be answered on the same connection (with whatever
+// error code fits an empty request), never refused with a closed connection.
+func TestEveryAdvertisedVersionIsServed(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	c := brokertest.Dial(t, b.Addr())
+	table := c.Roundtrip(apiVersions(3), 1).(*kmsg.ApiVersionsResponse)
+	corr := int32(2)
+	served := 0
+	for _, k := range table.ApiKeys {
+		for v := k.MinVersion; v <= k.MaxVersion; v++ {
+			req := kmsg.RequestForKey(k.ApiKey)
+			if req == nil {
+				t.Fatalf("advertised key %d has no request type", k.ApiKey)
+			}
+			req.SetVersion(v)
+			switch r := req.(type) {
+			case *kmsg.ProduceRequest:
+				r.Acks = 1 // acks=0 has no response to wait for
+			case *kmsg.FetchRequest:
+				r.MaxWaitMillis = 0
+			case *kmsg.ApiVersionsRequest:
+				r.ClientSoftwareName, r.ClientSoftwareVersion = "kaas-test", "1"
+			}
+			c.Send(req, corr)
+			resp := req.ResponseKind()
+			resp.SetVersion(v)
+			if got := c.Recv(resp); got != corr {
+				t.Fatalf("%s v%d: correlation %d, want %d", kmsg.NameForKey(k.ApiKey), v, got, corr)
+			}
+			corr++
+			served++
+		}
+	}
+	if served < 100 {
+		t.Fatalf("only %d API versions advertised", served)
+	}
+}
