@@ -489,7 +489,7 @@ func (mg *manager) sweepSome(ctx actor.Context) {
 type dropJob struct {
 	topics []string
 	done   map[string]bool // groups already told
-	todo   []string        // on-disk groups still to wake, once listed
+	toWake []string        // on-disk groups still to wake, once listed
 }
 
 // onTopicsDeleted: a DeleteTopics removed topics (sent by the broker's topics manager).
@@ -513,7 +513,7 @@ func (mg *manager) onTopicsDeleted(ctx actor.Context, m *partition.TopicsDeleted
 			mg.log.Error().Err(f.err).Strs("topics", job.topics).
 				Msg("offsets directory not listed; groups on disk keep the deleted topics' offsets")
 		}
-		job.todo = f.ids
+		job.toWake = f.ids
 		mg.dropSome(ctx, job)
 	})
 	go func() {
@@ -527,9 +527,9 @@ func (mg *manager) onTopicsDeleted(ctx actor.Context, m *partition.TopicsDeleted
 // offsets and passivates again.
 func (mg *manager) dropSome(ctx actor.Context, job *dropJob) {
 	n := 0
-	for len(job.todo) > 0 && n < sweepBatch {
-		id := job.todo[0]
-		job.todo = job.todo[1:]
+	for len(job.toWake) > 0 && n < sweepBatch {
+		id := job.toWake[0]
+		job.toWake = job.toWake[1:]
 		if job.done[id] {
 			continue
 		}
@@ -537,7 +537,7 @@ func (mg *manager) dropSome(ctx actor.Context, job *dropJob) {
 		mg.route(ctx, &dropTopics{group: id, topics: job.topics, woken: true})
 		n++
 	}
-	if len(job.todo) > 0 {
+	if len(job.toWake) > 0 {
 		ctx.Send(ctx.Self(), &dropMore{job: job})
 		return
 	}
