@@ -14,6 +14,9 @@ type Metrics struct {
 	batchRequests prometheus.Histogram
 	loadFailures  *prometheus.CounterVec // by reason
 	expired       prometheus.Counter
+	journalWrites *prometheus.CounterVec // by result
+	journalSecs   prometheus.Histogram
+	journalBatch  prometheus.Histogram
 }
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered, which
@@ -42,9 +45,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_offsets_expired_total",
 			Help: "Committed offsets removed by retention (offsets.retention.minutes).",
 		}),
+		journalWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_offsets_journal_writes_total",
+			Help: "Appends of a batch of offset changes to the broker's journal (write + fsync), by result (ok, error).",
+		}, []string{"result"}),
+		journalSecs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kaas_offsets_journal_write_duration_seconds",
+			Help:    "Time of one journal append, write and fsync.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1},
+		}),
+		journalBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kaas_offsets_journal_batch_records",
+			Help:    "Group records (each a batch of one group's requests) made durable by one journal fsync.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired)
+		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired,
+			m.journalWrites, m.journalSecs, m.journalBatch)
 	}
 	return m
 }
@@ -59,7 +77,9 @@ func (m *Metrics) wrote(err error, d time.Duration, requests int) {
 	}
 	m.writes.WithLabelValues("ok").Inc()
 	m.writeSeconds.Observe(d.Seconds())
-	m.batchRequests.Observe(float64(requests))
+	if requests > 0 { // 0: a checkpoint behind the journal
+		m.batchRequests.Observe(float64(requests))
+	}
 }
 
 func (m *Metrics) loadFailed(reason string) {
@@ -74,4 +94,17 @@ func (m *Metrics) expiredOffsets(n int) {
 		return
 	}
 	m.expired.Add(float64(n))
+}
+
+func (m *Metrics) journalWrote(err error, d time.Duration, records int) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.journalWrites.WithLabelValues("error").Inc()
+		return
+	}
+	m.journalWrites.WithLabelValues("ok").Inc()
+	m.journalSecs.Observe(d.Seconds())
+	m.journalBatch.Observe(float64(records))
 }

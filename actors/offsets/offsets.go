@@ -58,7 +58,17 @@ type Config struct {
 	// RetryLoadAfter is how long a group whose file failed to load waits before it reads
 	// the file again (so an operator's repair is picked up without a restart); 0 is 5 s.
 	RetryLoadAfter time.Duration
+	// Journal is the broker's journal actor (JournalProps). With it, a batch is durable
+	// once appended there and the group file is rewritten behind it, CheckpointInterval
+	// after a change; without it (nil), every batch rewrites the group file.
+	Journal *actor.PID
+	// CheckpointInterval: how long journaled changes wait before the group file is
+	// rewritten with them; 0 is DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
 }
+
+// DefaultCheckpointInterval is how long a group's journaled changes wait for its file.
+const DefaultCheckpointInterval = 2 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.FS == nil {
@@ -72,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryLoadAfter == 0 {
 		c.RetryLoadAfter = 5 * time.Second
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
 	}
 	return c
 }
@@ -112,7 +125,44 @@ type offsetsActor struct {
 
 	queue       []queued
 	flushQueued bool
+
+	// With a journal (journal.go): the batch appended and not yet answered, the
+	// sequence number of the last record applied to st and of the last one the file
+	// holds, and the checkpoint being written or scheduled.
+	inflight      *batch
+	lastSeq       uint64
+	fileSeq       uint64
+	ckpt          *ckptJob
+	ckptScheduled bool
+	ckptCancel    actor.Cancel
 }
+
+// batch is one write's requests: what they make of the state and what each waiter gets
+// once the write holds them.
+type batch struct {
+	reqs    []queued
+	results []any
+	next    state
+	exists  bool
+	dirty   bool
+	expired int
+	rec     *recorder
+
+	id    uint64 // the promise the journal resolves
+	done  chan Appended
+	start time.Time
+}
+
+// ckptJob is a checkpoint written off Receive: the file as of journal record seq.
+type ckptJob struct {
+	seq  uint64
+	done chan struct{} // closed when err and took are set
+	err  error
+	took time.Duration
+}
+
+// checkpointTick tells the actor to write its file.
+type checkpointTick struct{}
 
 // queued is a request waiting for the next write.
 type queued struct {
@@ -139,9 +189,15 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 	case *actor.Stopping:
-		a.onStopping()
+		a.onStopping(ctx)
 	case *actor.Restarting:
-		a.onRestarting()
+		a.onRestarting(ctx)
+	case *actor.Settled:
+		a.onAppended(ctx, m)
+	case *checkpointTick:
+		a.onCheckpointTick(ctx)
+	case *ckptJob:
+		a.onCheckpointDone(ctx, m)
 	case *Commit:
 		defer a.answerOnPanic(m)
 		a.handleCommit(ctx, m)
@@ -155,9 +211,10 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		defer a.answerOnPanic(m)
 		a.handleChange(ctx, m)
 	case *flushNow:
-		a.onFlush()
+		a.flushQueued = false
+		a.flush(ctx)
 	case *Flush:
-		a.flush()
+		a.flushSync(ctx)
 		m.Reply.Resolve(&Result{})
 	}
 }
@@ -285,7 +342,9 @@ func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
 	}
 	// A SaveMeta without a reply waits for no write: it takes effect at once, unless
 	// changes queued before it (a DeleteAll) must be applied first.
-	if sm, ok := m.(*SaveMeta); ok && !sm.Reply.Valid() && len(a.queue) == 0 {
+	// With a journal it is journaled like any change: the file must never hold what the
+	// journal does not (replay would set older records over it).
+	if sm, ok := m.(*SaveMeta); ok && !sm.Reply.Valid() && len(a.queue) == 0 && a.cfg.Journal == nil {
 		a.st.meta = sm.Meta
 		return
 	}
@@ -300,60 +359,259 @@ func (a *offsetsActor) enqueue(ctx actor.Context, q queued) {
 	}
 }
 
-func (a *offsetsActor) onFlush() {
-	a.flushQueued = false
-	a.flush()
+// flush makes the queue durable: with a journal, by appending it there (answered in
+// onAppended); without, by rewriting the file.
+func (a *offsetsActor) flush(ctx actor.Context) {
+	if a.cfg.Journal == nil {
+		a.flushDirect()
+		return
+	}
+	if a.inflight != nil || len(a.queue) == 0 {
+		// One append in flight per group: what queues meanwhile goes with the next.
+		return
+	}
+	b := a.applyQueue(true)
+	if !b.dirty {
+		a.queue = nil
+		a.commitBatch(b)
+		return
+	}
+	data, err := encodeRecord(a.cfg.Group, b.rec.ops)
+	if err == nil {
+		err = b.rec.err
+	}
+	if err != nil {
+		a.queue = nil
+		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failBatch(b, codeWriteFailed)
+		return
+	}
+	p := actor.NewPromise(ctx, ctx.Self())
+	b.id, b.done, b.start = p.ID(), make(chan Appended, 1), time.Now()
+	a.inflight, a.queue = b, nil
+	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
 }
 
-// flush applies the queue to a copy of the state, makes the copy durable with one write,
-// then answers every request of the batch. On a failed write the state stays as it was
-// and every request gets codeWriteFailed: never a false success.
-func (a *offsetsActor) flush() {
+// flushDirect applies the queue to a copy of the state, makes the copy durable with one
+// file write, then answers every request of the batch. On a failed write the state stays
+// as it was and every request gets codeWriteFailed: never a false success.
+func (a *offsetsActor) flushDirect() {
 	if len(a.queue) == 0 {
 		return
 	}
-	batch := a.queue
-	next := a.st.clone()
-	exists := a.exists
-	now := a.cfg.Now()
-	results := make([]any, len(batch))
-	dirty := false
-	expired := 0
-	for i, q := range batch {
-		var changed bool
-		var n int
-		results[i], changed, n = apply(&next, &exists, q, now)
-		dirty = dirty || changed
-		expired += n
-	}
+	b := a.applyQueue(false)
 	var err error
-	if dirty {
+	if b.dirty {
 		start := time.Now()
-		err = a.persist(next, exists)
-		a.cfg.Metrics.wrote(err, time.Since(start), len(batch))
-	}
-	if err != nil {
-		a.log.Error().Err(err).Int("requests", len(batch)).Msg("offsets_write_failed")
-		for _, q := range batch {
-			fail(q, codeWriteFailed)
-			// A SaveMeta without a reply has no one to tell: keep its meta in memory for
-			// the next write, as if it had arrived after this batch.
-			if sm, ok := q.msg.(*SaveMeta); ok && !sm.Reply.Valid() {
-				a.st.meta = sm.Meta
-			}
-		}
-		a.queue = nil
-		return
-	}
-	a.st, a.exists = next, exists
-	a.cfg.Metrics.expiredOffsets(expired)
-	if expired > 0 {
-		a.log.Info().Int("expired", expired).Bool("file_removed", !exists).Msg("offsets_expired")
-	}
-	for i, q := range batch {
-		resolve(q.msg, results[i])
+		err = a.persist(b.next, b.exists)
+		a.cfg.Metrics.wrote(err, time.Since(start), len(b.reqs))
 	}
 	a.queue = nil
+	if err != nil {
+		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failBatch(b, codeWriteFailed)
+		return
+	}
+	a.commitBatch(b)
+}
+
+// applyQueue applies the queue to a copy of the state.
+func (a *offsetsActor) applyQueue(journaled bool) *batch {
+	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
+	// it to onRestarting.
+	b := &batch{reqs: a.queue, next: a.st.clone(), exists: a.exists, results: make([]any, len(a.queue))}
+	if journaled {
+		b.rec = &recorder{metas: &a.metaJSON}
+	}
+	now := a.cfg.Now()
+	for i, q := range b.reqs {
+		var changed bool
+		var n int
+		b.results[i], changed, n = apply(&b.next, &b.exists, q, now, b.rec)
+		b.dirty = b.dirty || changed
+		b.expired += n
+	}
+	return b
+}
+
+// commitBatch makes a durable batch the actor's state and answers its waiters.
+func (a *offsetsActor) commitBatch(b *batch) {
+	a.st, a.exists = b.next, b.exists
+	a.cfg.Metrics.expiredOffsets(b.expired)
+	if b.expired > 0 {
+		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
+	}
+	for i, q := range b.reqs {
+		resolve(q.msg, b.results[i])
+	}
+}
+
+// failBatch answers every request of a batch that did not become durable with code; the
+// state stays as it was.
+func (a *offsetsActor) failBatch(b *batch, code int16) {
+	for _, q := range b.reqs {
+		fail(q, code)
+		// A SaveMeta without a reply has no one to tell: keep its meta in memory for
+		// the next write, as if it had arrived after this batch.
+		if sm, ok := q.msg.(*SaveMeta); ok && !sm.Reply.Valid() {
+			a.st.meta = sm.Meta
+		}
+	}
+}
+
+// onAppended takes the journal's answer to the batch in flight, then sends the next.
+func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
+	if a.inflight == nil || m.ID != a.inflight.id {
+		return // answered already, while stopping
+	}
+	a.finishInflight(ctx, <-a.inflight.done, true)
+	a.flush(ctx)
+}
+
+// finishInflight answers the batch in flight with the journal's outcome.
+func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule bool) {
+	b := a.inflight
+	a.inflight = nil
+	if res.Err != nil {
+		a.log.Error().Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failBatch(b, codeWriteFailed)
+		return
+	}
+	a.commitBatch(b)
+	a.lastSeq = res.Seq
+	if schedule {
+		a.scheduleCheckpoint(ctx)
+	}
+}
+
+// waitInflight waits for the journal's answer to the batch in flight, for a stopping or
+// restarting actor that can no longer take it from its mailbox.
+func (a *offsetsActor) waitInflight(ctx actor.Context) {
+	if a.inflight == nil {
+		return
+	}
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	select {
+	case res := <-a.inflight.done:
+		a.finishInflight(ctx, res, false)
+	case <-t.C:
+		b := a.inflight
+		a.inflight = nil
+		a.log.Error().Dur("waited", flushWait).Int("requests", len(b.reqs)).Msg("offsets_journal_did_not_answer")
+		a.failBatch(b, codeWriteFailed)
+	}
+}
+
+// flushWait bounds how long a stopping actor waits for the journal.
+const flushWait = 30 * time.Second
+
+func (a *offsetsActor) scheduleCheckpoint(ctx actor.Context) {
+	if a.ckptScheduled {
+		return
+	}
+	a.ckptScheduled = true
+	a.ckptCancel = actor.After(ctx, a.cfg.CheckpointInterval, &checkpointTick{})
+}
+
+// onCheckpointTick rewrites the group file with everything journaled so far, on its own
+// goroutine: commits go on meanwhile. One checkpoint runs at a time.
+func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
+	a.ckptScheduled = false
+	if a.lastSeq <= a.fileSeq {
+		return
+	}
+	if a.ckpt != nil {
+		a.scheduleCheckpoint(ctx)
+		return
+	}
+	data, err := a.fileData(a.st, a.exists)
+	if err != nil {
+		a.log.Error().Err(err).Msg("offsets_checkpoint_failed")
+		a.scheduleCheckpoint(ctx)
+		return
+	}
+	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{})}
+	a.ckpt = job
+	fsys, dir, name, exists := a.cfg.FS, a.cfg.Dir, a.name, a.exists
+	actor.Background(ctx, func() any {
+		start := time.Now()
+		if exists {
+			job.err = writeFileAtomic(fsys, dir, name, data)
+		} else {
+			job.err = removeFileDurably(fsys, dir, name)
+		}
+		job.took = time.Since(start)
+		close(job.done)
+		return job
+	})
+}
+
+func (a *offsetsActor) onCheckpointDone(ctx actor.Context, job *ckptJob) {
+	if a.ckpt != job {
+		return // taken by waitCheckpoint
+	}
+	a.ckpt = nil
+	a.checkpointDone(ctx, job)
+	if a.lastSeq > a.fileSeq {
+		a.scheduleCheckpoint(ctx)
+	}
+}
+
+// checkpointDone records a finished checkpoint and tells the journal.
+func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
+	a.cfg.Metrics.wrote(job.err, job.took, 0)
+	if job.err != nil {
+		// Memory and the journal still hold everything; the next checkpoint retries.
+		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed")
+		return
+	}
+	a.fileSeq = max(a.fileSeq, job.seq)
+	ctx.Send(a.cfg.Journal, &Checkpointed{Group: a.cfg.Group, Seq: job.seq})
+}
+
+// waitCheckpoint waits for the checkpoint being written, if any.
+func (a *offsetsActor) waitCheckpoint(ctx actor.Context) {
+	if job := a.ckpt; job != nil {
+		<-job.done
+		a.ckpt = nil
+		a.checkpointDone(ctx, job)
+	}
+}
+
+// checkpointNow writes the file at once with everything journaled (a stopping or
+// restarting actor).
+func (a *offsetsActor) checkpointNow(ctx actor.Context) {
+	a.waitCheckpoint(ctx)
+	if a.lastSeq <= a.fileSeq {
+		return
+	}
+	job := &ckptJob{seq: a.lastSeq}
+	start := time.Now()
+	job.err = a.persist(a.st, a.exists)
+	job.took = time.Since(start)
+	a.checkpointDone(ctx, job)
+	if job.err != nil {
+		// The records stay in the journal, so a restart replays them; until then the
+		// group's next actor reads the older file.
+		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_group_file_behind_journal")
+	}
+}
+
+// flushSync makes everything accepted durable before Flush is answered or the actor
+// stops: the queue goes to the journal (waited for), then the file is rewritten. The
+// file is never written with a change the journal does not hold before it.
+func (a *offsetsActor) flushSync(ctx actor.Context) {
+	if a.cfg.Journal == nil {
+		a.flushDirect()
+		return
+	}
+	a.waitInflight(ctx)
+	if len(a.queue) > 0 {
+		a.flush(ctx)
+		a.waitInflight(ctx)
+	}
+	a.checkpointNow(ctx)
 }
 
 // persist writes the state, or removes the file of a group that no longer has one.
@@ -361,30 +619,39 @@ func (a *offsetsActor) persist(s state, exists bool) error {
 	if !exists {
 		return removeFileDurably(a.cfg.FS, a.cfg.Dir, a.name)
 	}
-	if !a.dirReady {
-		if err := a.cfg.FS.MkdirAll(a.cfg.Dir); err != nil {
-			return fmt.Errorf("create %s: %w", a.cfg.Dir, err)
-		}
-		// The directory's own entry in its parent must be durable too, once.
-		if err := a.cfg.FS.SyncDir(filepath.Dir(a.cfg.Dir)); err != nil {
-			return fmt.Errorf("fsync directory %s: %w", filepath.Dir(a.cfg.Dir), err)
-		}
-		a.dirReady = true
-	}
-	meta, err := a.metaJSON.encode(s.meta)
-	if err != nil {
-		return fmt.Errorf("encode meta of group %q: %w", a.cfg.Group, err)
-	}
-	data, err := encodeFileWith(a.cfg.Group, s, meta)
+	data, err := a.fileData(s, exists)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(a.cfg.FS, a.cfg.Dir, a.name, data)
 }
 
+// fileData is the file content of s; it also makes sure the directory exists, once.
+func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
+	if !exists {
+		return nil, nil
+	}
+	if !a.dirReady {
+		if err := a.cfg.FS.MkdirAll(a.cfg.Dir); err != nil {
+			return nil, fmt.Errorf("create %s: %w", a.cfg.Dir, err)
+		}
+		// The directory's own entry in its parent must be durable too, once.
+		if err := a.cfg.FS.SyncDir(filepath.Dir(a.cfg.Dir)); err != nil {
+			return nil, fmt.Errorf("fsync directory %s: %w", filepath.Dir(a.cfg.Dir), err)
+		}
+		a.dirReady = true
+	}
+	meta, err := a.metaJSON.encode(s.meta)
+	if err != nil {
+		return nil, fmt.Errorf("encode meta of group %q: %w", a.cfg.Group, err)
+	}
+	return encodeFileWith(a.cfg.Group, s, meta)
+}
+
 // apply makes one queued request's change to s and returns what its waiter gets if the
 // write succeeds, whether it changed anything on disk, and how many offsets it expired.
-func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed bool, expired int) {
+// rec, when not nil, records the change for the journal.
+func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (result any, changed bool, expired int) {
 	switch m := q.msg.(type) {
 	case *Commit:
 		nowMs := now.UnixMilli()
@@ -397,6 +664,7 @@ func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed
 				c.CommitTime = nowMs
 			}
 			s.offsets[e.TopicPartition] = c
+			rec.set(e.TopicPartition, c)
 		}
 		*exists = true
 		return &CommitResult{Codes: q.codes}, true, 0
@@ -404,6 +672,7 @@ func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed
 		for _, tp := range m.Partitions {
 			if _, ok := s.offsets[tp]; ok {
 				delete(s.offsets, tp)
+				rec.del(tp)
 				changed = true
 			}
 		}
@@ -416,6 +685,7 @@ func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed
 		for tp := range s.offsets {
 			if drop[tp.Topic] {
 				delete(s.offsets, tp)
+				rec.del(tp)
 				changed = true
 			}
 		}
@@ -423,12 +693,16 @@ func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed
 	case *DeleteAll:
 		changed = *exists
 		*s, *exists = newState(), false
+		if changed {
+			rec.clear()
+		}
 		return &Result{}, changed, 0
 	case *SaveMeta:
 		s.meta = m.Meta
+		rec.meta(m.Meta, m.Reply.Valid())
 		if !m.Reply.Valid() {
-			// Written with the next rewrite, if any.
-			return nil, false, 0
+			// Written with the next write, if any (journaled at once: see handleChange).
+			return nil, rec != nil, 0
 		}
 		*exists = true
 		return &Result{}, true, 0
@@ -442,12 +716,14 @@ func apply(s *state, exists *bool, q queued, now time.Time) (result any, changed
 		gone := expiredOffsets(s.offsets, s.meta, m.Rule, m.Now, skip)
 		for _, tp := range gone {
 			delete(s.offsets, tp)
+			rec.del(tp)
 		}
 		changed = len(gone) > 0
 		// An Empty group left with no offsets is dead and removed (Apache 4.0 writes its
 		// group tombstone: GroupCoordinatorShard.cleanupGroupMetadata).
 		if m.Rule.Empty && len(s.offsets) == 0 && len(s.pending) == 0 && *exists {
 			*s, *exists = newState(), false
+			rec.clear()
 			changed = true
 		}
 		return &Status{Exists: *exists, Meta: s.meta, Count: len(s.offsets)}, changed, len(gone)
@@ -505,19 +781,33 @@ func fail(q queued, code int16) {
 	}
 }
 
-// onStopping writes what has queued, so that a passivated or stopped group answers
-// every request it accepted (with success or the write's error code).
-func (a *offsetsActor) onStopping() {
-	a.flush()
+// onStopping makes everything accepted durable, so that a passivated or stopped group
+// answers every request it accepted (with success or the write's error code) and leaves
+// its file complete for the group's next actor.
+func (a *offsetsActor) onStopping(ctx actor.Context) {
+	a.flushSync(ctx)
+	if a.ckptCancel != nil {
+		a.ckptCancel()
+	}
 }
 
-// onRestarting answers the queue of the failed incarnation without writing: its state
-// may be what made it panic. The next incarnation reloads the file.
-func (a *offsetsActor) onRestarting() {
+// onRestarting answers the queue of the failed incarnation without writing it: its state
+// may be what made it panic. What the journal already holds is durable: its waiters are
+// answered and the file is brought up to it, since the next incarnation reloads the file.
+func (a *offsetsActor) onRestarting(ctx actor.Context) {
+	if a.cfg.Journal != nil {
+		a.waitInflight(ctx)
+	}
 	for _, q := range a.queue {
 		fail(q, codeCrashed)
 	}
 	a.queue = nil
+	if a.cfg.Journal != nil {
+		a.checkpointNow(ctx)
+	}
+	if a.ckptCancel != nil {
+		a.ckptCancel()
+	}
 }
 
 // answerOnPanic answers the request being handled when the handler panics, then lets

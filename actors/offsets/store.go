@@ -295,46 +295,11 @@ func decodeFile(b []byte) (string, state, error) {
 	case *f.Version == fileVersionMembers && f.Meta.Protocol == "":
 		return "", state{}, errors.New("decode: members without a protocol")
 	}
-	s := state{
-		meta: GroupMeta{
-			ProtocolType: string(f.Meta.ProtocolType),
-			Generation:   f.Meta.Generation,
-			EmptySince:   f.Meta.EmptySince,
-			Protocol:     string(f.Meta.Protocol),
-			Leader:       string(f.Meta.Leader),
-		},
-		offsets: make(map[TopicPartition]Committed, len(f.Offsets)),
+	meta, err := f.Meta.toMeta()
+	if err != nil {
+		return "", state{}, fmt.Errorf("decode: %w", err)
 	}
-	if n := len(f.Meta.Members); n > 0 {
-		s.meta.Members = make([]MemberMeta, n)
-		seen := make(map[jsonString]bool, n)
-		instances := map[jsonString]bool{}
-		for i, m := range f.Meta.Members {
-			if seen[m.MemberID] {
-				return "", state{}, fmt.Errorf("decode: member %q twice", m.MemberID)
-			}
-			seen[m.MemberID] = true
-			if m.InstanceID != "" {
-				if instances[m.InstanceID] {
-					return "", state{}, fmt.Errorf("decode: instance %q twice", m.InstanceID)
-				}
-				instances[m.InstanceID] = true
-			}
-			if m.SessionTimeoutMs <= 0 || m.RebalanceTimeoutMs <= 0 {
-				return "", state{}, fmt.Errorf("decode: member %q without timeouts", m.MemberID)
-			}
-			s.meta.Members[i] = MemberMeta{
-				MemberID: string(m.MemberID), InstanceID: string(m.InstanceID),
-				ClientID: string(m.ClientID), ClientHost: string(m.ClientHost),
-				SessionTimeout:   time.Duration(m.SessionTimeoutMs) * time.Millisecond,
-				RebalanceTimeout: time.Duration(m.RebalanceTimeoutMs) * time.Millisecond,
-				Subscription:     nonNil(m.Subscription), Assignment: nonNil(m.Assignment),
-			}
-		}
-		if !seen[f.Meta.Leader] {
-			return "", state{}, fmt.Errorf("decode: leader %q is not a member", f.Meta.Leader)
-		}
-	}
+	s := state{meta: meta, offsets: make(map[TopicPartition]Committed, len(f.Offsets))}
 	for _, o := range f.Offsets {
 		tp := TopicPartition{Topic: string(o.Topic), Partition: o.Partition}
 		if o.Partition < 0 {
@@ -349,6 +314,68 @@ func decodeFile(b []byte) (string, state, error) {
 		}
 	}
 	return string(*f.Group), s, nil
+}
+
+// toMeta checks a file's meta and makes it a GroupMeta.
+func (f fileMeta) toMeta() (GroupMeta, error) {
+	m := GroupMeta{
+		ProtocolType: string(f.ProtocolType),
+		Generation:   f.Generation,
+		EmptySince:   f.EmptySince,
+		Protocol:     string(f.Protocol),
+		Leader:       string(f.Leader),
+	}
+	n := len(f.Members)
+	if n == 0 {
+		return m, nil
+	}
+	m.Members = make([]MemberMeta, n)
+	seen := make(map[jsonString]bool, n)
+	instances := map[jsonString]bool{}
+	for i, mm := range f.Members {
+		if seen[mm.MemberID] {
+			return GroupMeta{}, fmt.Errorf("member %q twice", mm.MemberID)
+		}
+		seen[mm.MemberID] = true
+		if mm.InstanceID != "" {
+			if instances[mm.InstanceID] {
+				return GroupMeta{}, fmt.Errorf("instance %q twice", mm.InstanceID)
+			}
+			instances[mm.InstanceID] = true
+		}
+		if mm.SessionTimeoutMs <= 0 || mm.RebalanceTimeoutMs <= 0 {
+			return GroupMeta{}, fmt.Errorf("member %q without timeouts", mm.MemberID)
+		}
+		m.Members[i] = MemberMeta{
+			MemberID: string(mm.MemberID), InstanceID: string(mm.InstanceID),
+			ClientID: string(mm.ClientID), ClientHost: string(mm.ClientHost),
+			SessionTimeout:   time.Duration(mm.SessionTimeoutMs) * time.Millisecond,
+			RebalanceTimeout: time.Duration(mm.RebalanceTimeoutMs) * time.Millisecond,
+			Subscription:     nonNil(mm.Subscription), Assignment: nonNil(mm.Assignment),
+		}
+	}
+	if !seen[f.Leader] {
+		return GroupMeta{}, fmt.Errorf("leader %q is not a member", f.Leader)
+	}
+	if f.Protocol == "" {
+		return GroupMeta{}, errors.New("members without a protocol")
+	}
+	return m, nil
+}
+
+// decodeMeta parses a meta as encodeMeta makes it (a journal record's meta op).
+func decodeMeta(b []byte) (GroupMeta, error) {
+	var f fileMeta
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return GroupMeta{}, fmt.Errorf("decode meta: %w", err)
+	}
+	m, err := f.toMeta()
+	if err != nil {
+		return GroupMeta{}, fmt.Errorf("decode meta: %w", err)
+	}
+	return m, nil
 }
 
 // nonNil makes a missing byte string empty: JSON null and "" both read as no bytes, and

@@ -1,0 +1,366 @@
+package offsets
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+)
+
+// The journal is the broker's one append-only log of offset changes, shared by every
+// group it coordinates. A group file rewrite (tmp, fsync, rename, directory fsync) costs
+// two journal commits of the filesystem, and the filesystem does about 1,600 of those a
+// second however many groups write at once; an append to one file costs one fsync, and
+// one fsync makes a whole batch durable. So a group's offsets actor makes a batch durable
+// by appending it here, answers its waiters when the fsync that holds it returns, and
+// rewrites its own file later (a checkpoint, Config.CheckpointInterval), off its Receive.
+// A segment is deleted once every group with a record in it has checkpointed past it;
+// at start the broker replays what is left (ReplayJournal) before it serves.
+//
+// Segments are files named after the sequence number of their first record
+// (00000000000000000001.log). A record is framed as
+//
+//	length uint32 | crc32c(payload) uint32 | payload (length bytes, encodeRecord)
+//
+// big-endian. Replay reads a segment up to its first frame that is short or fails its
+// checksum: the tail of a write a crash cut short, or of a write that failed (the
+// journal then goes on in a new segment, so nothing valid follows a bad frame).
+
+// JournalDir is the journal directory of node under the broker's data.dir. Each broker
+// has its own, so brokers sharing a volume never write the same file.
+func JournalDir(dataDir string, node int32) string {
+	return filepath.Join(dataDir, "__cluster", "__offsets_journal", "node-"+strconv.Itoa(int(node)))
+}
+
+// DefaultSegmentBytes is the size after which the journal starts a new segment.
+const DefaultSegmentBytes = 16 << 20
+
+const (
+	segmentSuffix = ".log"
+	frameHeader   = 8
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// JournalConfig is everything the journal actor needs.
+type JournalConfig struct {
+	// Dir is JournalDir(data.dir, node.id).
+	Dir string
+	// FS does the file access; nil is OSFS.
+	FS FS
+	// Log is the broker logger.
+	Log zerolog.Logger
+	// Metrics is the offsets metrics; nil records nothing.
+	Metrics *Metrics
+	// FirstSeq is the sequence number of the first record, what ReplayJournal returned
+	// (at least 1).
+	FirstSeq uint64
+	// SegmentBytes: a segment that reaches it is closed and a new one started; 0 is
+	// DefaultSegmentBytes.
+	SegmentBytes int64
+}
+
+// Append asks the journal to make one group's record durable. When the fsync that holds
+// it returns (or the write fails), the journal puts the outcome on Done (buffered, one
+// slot) and then resolves Reply with nil: the sender wakes on the Settled message and
+// reads Done, and a sender that is stopping can wait on Done without its mailbox.
+type Append struct {
+	Group string
+	Data  []byte // encodeRecord
+	Done  chan Appended
+	Reply actor.Promise
+}
+
+// Appended is the outcome of an Append: its sequence number once durable, or the error.
+type Appended struct {
+	Seq uint64
+	Err error
+}
+
+// Checkpointed tells the journal that group's file now holds every record of the group
+// up to Seq, so segments holding only such records can go.
+type Checkpointed struct {
+	Group string
+	Seq   uint64
+}
+
+// JournalStat asks the journal for its segments (tests and diagnostics). Reply: *JournalStatus.
+type JournalStat struct{ Reply actor.Promise }
+
+// JournalStatus lists the journal's segment files, oldest first, and the groups that
+// still pin them (whose records there are not checkpointed yet).
+type JournalStatus struct {
+	Segments []string
+	Pinned   map[string][]string // segment → groups
+}
+
+// JournalProps makes the journal actor. Stop it with Poison after every offsets actor
+// has stopped: it answers what it has accepted, then closes its segment.
+func JournalProps(cfg JournalConfig) *actor.Props {
+	if cfg.FS == nil {
+		cfg.FS = OSFS{}
+	}
+	if cfg.SegmentBytes <= 0 {
+		cfg.SegmentBytes = DefaultSegmentBytes
+	}
+	if cfg.FirstSeq == 0 {
+		cfg.FirstSeq = 1
+	}
+	return actor.PropsOf(func() actor.Actor {
+		return &journal{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger()}
+	})
+}
+
+// segment is one journal file and the last record each group has in it.
+type segment struct {
+	name   string
+	groups map[string]uint64
+}
+
+// journal is the actor that owns the journal directory. Its Receive blocks on the write
+// and fsync of a batch (the offsets actors' planned exception to non-blocking Receives):
+// meanwhile new appends pile up in its mailbox and all go into the next write.
+type journal struct {
+	cfg JournalConfig
+	log zerolog.Logger
+
+	f        File // the active segment, nil until the first write or after a roll
+	active   *segment
+	size     int64
+	closed   []*segment // full segments, oldest first
+	next     uint64
+	dirReady bool
+
+	queue       []*Append
+	flushQueued bool
+	buf         []byte
+}
+
+type journalFlush struct{}
+
+func (j *journal) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Append:
+		j.queue = append(j.queue, m)
+		if !j.flushQueued {
+			j.flushQueued = true
+			ctx.Send(ctx.Self(), &journalFlush{})
+		}
+	case *journalFlush:
+		j.flushQueued = false
+		j.flush()
+	case *Checkpointed:
+		j.checkpointed(m.Group, m.Seq)
+	case *JournalStat:
+		m.Reply.Resolve(j.status())
+	case *actor.Stopping:
+		j.flush()
+		j.closeActive()
+		j.checkpointed("", 0)
+	case *actor.Restarting:
+		// A panic in flush: nothing of this batch is known durable.
+		j.fail(j.queue, errors.New("journal restarted"))
+		j.queue = nil
+		j.closeActive()
+	}
+}
+
+// flush writes every queued record with one write and one fsync, then answers each.
+func (j *journal) flush() {
+	batch := j.queue
+	j.queue = nil
+	if len(batch) == 0 {
+		return
+	}
+	start := time.Now()
+	if err := j.open(); err != nil {
+		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.cfg.Metrics.journalWrote(err, 0, len(batch))
+		j.fail(batch, err)
+		return
+	}
+	j.buf = j.buf[:0]
+	for _, a := range batch {
+		var h [frameHeader]byte
+		binary.BigEndian.PutUint32(h[0:4], uint32(len(a.Data)))
+		binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(a.Data, crcTable))
+		j.buf = append(j.buf, h[:]...)
+		j.buf = append(j.buf, a.Data...)
+	}
+	first := j.next
+	j.next += uint64(len(batch))
+	_, err := j.f.Write(j.buf)
+	if err != nil {
+		err = fmt.Errorf("write %s: %w", j.active.name, err)
+	} else if err = j.f.Sync(); err != nil {
+		err = fmt.Errorf("fsync %s: %w", j.active.name, err)
+	}
+	j.cfg.Metrics.journalWrote(err, time.Since(start), len(batch))
+	if err != nil {
+		// What was written may be cut short or not durable: the segment ends here and
+		// the next write starts a new one (a retried fsync can report success for
+		// pages a failed one dropped).
+		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.closeActive()
+		j.fail(batch, err)
+		return
+	}
+	j.size += int64(len(j.buf))
+	if cap(j.buf) > 4<<20 {
+		j.buf = nil // a huge meta went through: do not keep its buffer
+	}
+	for i, a := range batch {
+		seq := first + uint64(i)
+		j.active.groups[a.Group] = seq
+		a.Done <- Appended{Seq: seq}
+		a.Reply.Resolve(nil)
+	}
+	if j.size >= j.cfg.SegmentBytes {
+		j.closeActive()
+	}
+}
+
+// open starts a new segment when there is none: created, then made durable in the
+// directory before any record is acknowledged from it.
+func (j *journal) open() error {
+	if j.f != nil {
+		return nil
+	}
+	if !j.dirReady {
+		if err := j.cfg.FS.MkdirAll(j.cfg.Dir); err != nil {
+			return fmt.Errorf("create %s: %w", j.cfg.Dir, err)
+		}
+		for d := filepath.Dir(j.cfg.Dir); ; d = filepath.Dir(d) {
+			// The new directories' entries in their parents, up to __cluster.
+			if err := j.cfg.FS.SyncDir(d); err != nil {
+				return fmt.Errorf("fsync directory %s: %w", d, err)
+			}
+			if filepath.Base(d) == "__cluster" || filepath.Dir(d) == d {
+				break
+			}
+		}
+		j.dirReady = true
+	}
+	name := segmentName(j.next)
+	f, err := j.cfg.FS.Create(filepath.Join(j.cfg.Dir, name))
+	if err != nil {
+		return fmt.Errorf("create journal segment: %w", err)
+	}
+	if err := j.cfg.FS.SyncDir(j.cfg.Dir); err != nil {
+		_ = f.Close()
+		_ = j.cfg.FS.Remove(filepath.Join(j.cfg.Dir, name))
+		return fmt.Errorf("fsync directory %s: %w", j.cfg.Dir, err)
+	}
+	j.f, j.size = f, 0
+	j.active = &segment{name: name, groups: map[string]uint64{}}
+	return nil
+}
+
+// closeActive ends the active segment: it joins the closed ones, to be deleted once
+// its groups have checkpointed.
+func (j *journal) closeActive() {
+	if j.f == nil {
+		return
+	}
+	if err := j.f.Close(); err != nil {
+		j.log.Warn().Err(err).Str("segment", j.active.name).Msg("offsets_journal_close_failed")
+	}
+	j.closed = append(j.closed, j.active)
+	j.f, j.active = nil, nil
+	j.checkpointed("", 0)
+}
+
+// checkpointed unpins group's records up to seq and deletes the oldest closed segments
+// that pin nothing. Segments go oldest first only: what is left is always every record
+// since some point, which is what makes replay right.
+func (j *journal) checkpointed(group string, seq uint64) {
+	if group != "" {
+		for _, s := range j.closed {
+			if last, ok := s.groups[group]; ok && last <= seq {
+				delete(s.groups, group)
+			}
+		}
+		if j.active != nil {
+			if last, ok := j.active.groups[group]; ok && last <= seq {
+				delete(j.active.groups, group)
+			}
+		}
+	}
+	for len(j.closed) > 0 && len(j.closed[0].groups) == 0 {
+		s := j.closed[0]
+		if err := j.cfg.FS.Remove(filepath.Join(j.cfg.Dir, s.name)); err != nil {
+			// Kept: replayed at the next start, which is harmless.
+			j.log.Warn().Err(err).Str("segment", s.name).Msg("offsets_journal_segment_remove_failed")
+			return
+		}
+		j.closed = j.closed[1:]
+		j.log.Debug().Str("segment", s.name).Msg("offsets_journal_segment_removed")
+	}
+}
+
+func (j *journal) fail(batch []*Append, err error) {
+	for _, a := range batch {
+		a.Done <- Appended{Err: err}
+		a.Reply.Resolve(nil)
+	}
+}
+
+func (j *journal) status() *JournalStatus {
+	st := &JournalStatus{Pinned: map[string][]string{}}
+	segs := j.closed
+	if j.active != nil {
+		segs = append(segs[:len(segs):len(segs)], j.active)
+	}
+	for _, s := range segs {
+		st.Segments = append(st.Segments, s.name)
+		for g := range s.groups {
+			st.Pinned[s.name] = append(st.Pinned[s.name], g)
+		}
+	}
+	return st
+}
+
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%020d%s", first, segmentSuffix)
+}
+
+// parseSegmentName is the first sequence number of a segment file name.
+func parseSegmentName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// readFrames returns the payloads of a segment's valid frames, and where the valid part
+// ends (len(b) when the segment is whole).
+func readFrames(b []byte) (payloads [][]byte, end int) {
+	for end < len(b) {
+		if len(b)-end < frameHeader {
+			return payloads, end
+		}
+		n := int(binary.BigEndian.Uint32(b[end : end+4]))
+		sum := binary.BigEndian.Uint32(b[end+4 : end+8])
+		if n == 0 || n > len(b)-end-frameHeader {
+			// No record is empty: zeros are a tail the filesystem extended but never wrote.
+			return payloads, end
+		}
+		p := b[end+frameHeader : end+frameHeader+n]
+		if crc32.Checksum(p, crcTable) != sum {
+			return payloads, end
+		}
+		payloads = append(payloads, p)
+		end += frameHeader + n
+	}
+	return payloads, end
+}

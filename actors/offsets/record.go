@@ -1,0 +1,173 @@
+package offsets
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// A journal record is one batch of one group's changes, as the offsets actor made them
+// durable. Its ops are absolute — set these offsets, remove those, replace the meta,
+// forget the group — so replaying a group's records in order over its file gives the
+// state the live actor had, whatever point of that sequence the file was last written
+// at: a record the file already holds is set again to the same value, and every later
+// record follows it.
+//
+//	{"group":"my-group","ops":[{"set":[{"topic":"t","partition":0,"offset":42,...}]},
+//	                           {"del":[{"topic":"t","partition":1}]},
+//	                           {"meta":{...},"no_create":true},{"clear":true}]}
+type record struct {
+	Group *jsonString `json:"group"`
+	Ops   []op        `json:"ops"`
+}
+
+// op is one change. Exactly one of its fields is set.
+type op struct {
+	// Set stores these offsets (a Commit); the group then has a file.
+	Set []fileOffset `json:"set,omitempty"`
+	// Del removes these partitions' offsets (OffsetDelete, DropTopics, expiry).
+	Del []fileTP `json:"del,omitempty"`
+	// Meta replaces the group's meta (SaveMeta), encoded as in the file; the group then
+	// has a file unless NoCreate (a SaveMeta without a reply rides along with a write).
+	Meta     json.RawMessage `json:"meta,omitempty"`
+	NoCreate bool            `json:"no_create,omitempty"`
+	// Clear forgets the group: no offsets, no meta, no file (DeleteGroups, or expiry
+	// emptying an Empty group).
+	Clear bool `json:"clear,omitempty"`
+}
+
+type fileTP struct {
+	Topic     jsonString `json:"topic"`
+	Partition int32      `json:"partition"`
+}
+
+// recorder collects the ops of one batch while apply makes them; a nil *recorder (the
+// direct-write path, no journal) records nothing.
+type recorder struct {
+	ops   []op
+	metas *metaCache
+	err   error
+}
+
+func (r *recorder) set(tp TopicPartition, c Committed) {
+	if r == nil {
+		return
+	}
+	o := fileOffset{
+		Topic: jsonString(tp.Topic), Partition: tp.Partition, Offset: c.Offset,
+		LeaderEpoch: c.LeaderEpoch, Metadata: jsonString(c.Metadata),
+		CommitTime: c.CommitTime, ExpireTime: c.ExpireTime,
+	}
+	if n := len(r.ops); n > 0 && r.ops[n-1].Set != nil {
+		r.ops[n-1].Set = append(r.ops[n-1].Set, o)
+		return
+	}
+	r.ops = append(r.ops, op{Set: []fileOffset{o}})
+}
+
+func (r *recorder) del(tp TopicPartition) {
+	if r == nil {
+		return
+	}
+	d := fileTP{Topic: jsonString(tp.Topic), Partition: tp.Partition}
+	if n := len(r.ops); n > 0 && r.ops[n-1].Del != nil {
+		r.ops[n-1].Del = append(r.ops[n-1].Del, d)
+		return
+	}
+	r.ops = append(r.ops, op{Del: []fileTP{d}})
+}
+
+func (r *recorder) meta(m GroupMeta, create bool) {
+	if r == nil {
+		return
+	}
+	b, err := r.metas.encode(m)
+	if err != nil {
+		r.err = errors.Join(r.err, err)
+		return
+	}
+	r.ops = append(r.ops, op{Meta: b, NoCreate: !create})
+}
+
+func (r *recorder) clear() {
+	if r == nil {
+		return
+	}
+	r.ops = append(r.ops, op{Clear: true})
+}
+
+// encodeRecord is the journal payload of group's ops.
+func encodeRecord(group string, ops []op) ([]byte, error) {
+	g := jsonString(group)
+	b, err := json.Marshal(record{Group: &g, Ops: ops})
+	if err != nil {
+		return nil, fmt.Errorf("encode journal record of group %q: %w", group, err)
+	}
+	return b, nil
+}
+
+// decodeRecord parses a journal payload. Like the file reader it refuses what it does not
+// fully understand.
+func decodeRecord(b []byte) (string, []op, error) {
+	var r record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return "", nil, fmt.Errorf("decode journal record: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", nil, errors.New("decode journal record: data after the object")
+	}
+	if r.Group == nil {
+		return "", nil, errors.New("decode journal record: no group")
+	}
+	for i, o := range r.Ops {
+		n := 0
+		for _, set := range []bool{o.Set != nil, o.Del != nil, o.Meta != nil, o.Clear} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return "", nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", *r.Group, i, n)
+		}
+	}
+	return string(*r.Group), r.Ops, nil
+}
+
+// replayOps applies a record's ops to a group's state as it is on disk.
+func replayOps(s *state, exists *bool, ops []op) error {
+	for _, o := range ops {
+		switch {
+		case o.Clear:
+			*s, *exists = newState(), false
+		case o.Set != nil:
+			for _, f := range o.Set {
+				if f.Partition < 0 {
+					return fmt.Errorf("topic %q partition %d is negative", f.Topic, f.Partition)
+				}
+				s.offsets[TopicPartition{Topic: string(f.Topic), Partition: f.Partition}] = Committed{
+					Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: string(f.Metadata),
+					CommitTime: f.CommitTime, ExpireTime: f.ExpireTime,
+				}
+			}
+			*exists = true
+		case o.Del != nil:
+			for _, d := range o.Del {
+				delete(s.offsets, TopicPartition{Topic: string(d.Topic), Partition: d.Partition})
+			}
+		case o.Meta != nil:
+			m, err := decodeMeta(o.Meta)
+			if err != nil {
+				return err
+			}
+			s.meta = m
+			if !o.NoCreate {
+				*exists = true
+			}
+		}
+	}
+	return nil
+}
