@@ -37,6 +37,8 @@ type Broker struct {
 	sys *actor.System
 	env *conn.Env
 	met *metrics.Metrics
+	// journal is the offsets journal actor; it stops after the groups.
+	journal *actor.PID
 
 	listeners []*listener
 	httpSrv   *http.Server

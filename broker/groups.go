@@ -4,11 +4,26 @@ import (
 	"fmt"
 
 	"kaas/actors/group"
+	"kaas/actors/offsets"
 )
 
-// startGroups starts the groups manager (actors/group) and sets Env.Groups.
+// startGroups replays the offsets journal into the group files, starts the journal actor
+// and the groups manager (actors/group), and sets Env.Groups. Replay runs before anything
+// serves: a group must never be read from a file the journal is ahead of.
 func (b *Broker) startGroups() error {
-	pid, err := group.NewManager(b.sys, &b.cfg, b.log, b.met.Registry)
+	om := offsets.NewMetrics(b.met.Registry)
+	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
+	next, err := offsets.ReplayJournal(offsets.OSFS{}, offsets.Dir(b.cfg.DataDir), jdir, b.log)
+	if err != nil {
+		return fmt.Errorf("replay offsets journal: %w", err)
+	}
+	b.journal, err = b.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
+		Dir: jdir, Log: b.log, Metrics: om, FirstSeq: next,
+	}), "offsets-journal")
+	if err != nil {
+		return fmt.Errorf("start offsets journal: %w", err)
+	}
+	pid, err := group.NewManager(b.sys, &b.cfg, b.log, om, b.journal)
 	if err != nil {
 		return fmt.Errorf("start groups manager: %w", err)
 	}

@@ -12,11 +12,16 @@ func (b *Broker) startManagers() error {
 }
 
 // stopManagers stops the managers gracefully: groups first (parked joins are answered,
-// offsets actors flush), then topics.
+// offsets actors flush and write their files), then the offsets journal, then topics.
 func (b *Broker) stopManagers(timeout time.Duration) {
 	if b.env.Groups != nil {
 		if err := b.sys.Poison(b.env.Groups, timeout); err != nil {
 			b.log.Error().Err(err).Msg("groups manager did not stop in time")
+		}
+	}
+	if b.journal != nil {
+		if err := b.sys.Poison(b.journal, timeout); err != nil {
+			b.log.Error().Err(err).Msg("offsets journal did not stop in time")
 		}
 	}
 	if b.env.Topics != nil {

@@ -43,6 +43,7 @@ type Config struct {
 	OffsetsRetention           time.Duration
 	OffsetsRetentionCheck      time.Duration
 	OffsetMetadataMaxBytes     int
+	OffsetsCheckpointInterval  time.Duration
 
 	// Topics and logs.
 	AutoCreateTopics         bool
@@ -90,6 +91,7 @@ func Default() Config {
 		OffsetsRetention:           10080 * time.Minute,
 		OffsetsRetentionCheck:      600000 * time.Millisecond,
 		OffsetMetadataMaxBytes:     4096,
+		OffsetsCheckpointInterval:  2000 * time.Millisecond,
 
 		AutoCreateTopics:         true,
 		NumPartitions:            1,
@@ -179,6 +181,7 @@ func settings(c *Config) []setting {
 			},
 			func(c *Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) }},
 		msSetting("offsets.retention.check.interval.ms", "how often expired offsets are removed", &c.OffsetsRetentionCheck),
+		msSetting("offsets.checkpoint.interval.ms", "how long a group's commits wait in the offsets journal before its file is rewritten with them", &c.OffsetsCheckpointInterval),
 		{"offset.metadata.max.bytes", "largest metadata string of a committed offset",
 			func(c *Config, v string) (err error) { c.OffsetMetadataMaxBytes, err = strconv.Atoi(v); return err },
 			func(c *Config) string { return strconv.Itoa(c.OffsetMetadataMaxBytes) }},
@@ -276,6 +279,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("group.max.size must be at least 1")
 	case c.OffsetsRetention < time.Minute:
 		return fmt.Errorf("offsets.retention.minutes must be at least 1")
+	case c.OffsetsCheckpointInterval <= 0:
+		return fmt.Errorf("offsets.checkpoint.interval.ms must be positive")
 	case c.NumPartitions < 1:
 		return fmt.Errorf("num.partitions must be at least 1")
 	case c.LogFlushIntervalMessages < 1:

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -37,13 +36,10 @@ type ManagerConfig struct {
 }
 
 // ManagerConfigFor is the manager of a broker: real offsets actors under
-// Dir(cfg.DataDir), their metrics registered on reg (nil: none).
-func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, reg prometheus.Registerer) ManagerConfig {
+// Dir(cfg.DataDir), sharing the metrics om (nil: none) and the broker's offsets journal
+// (nil: every batch rewrites its group file).
+func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
-	var om *offsets.Metrics
-	if reg != nil {
-		om = offsets.NewMetrics(reg)
-	}
 	fsys := offsets.OSFS{}
 	return ManagerConfig{
 		Settings: SettingsFrom(cfg),
@@ -51,6 +47,7 @@ func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, reg prometheus.Reg
 			return offsets.Props(offsets.Config{
 				Group: group, Dir: dir, FS: fsys, Log: log, Metrics: om,
 				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
+				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
 			})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
@@ -63,8 +60,8 @@ func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, reg prometheus.Reg
 
 // NewManager starts the groups manager of a broker under sys, named "groups". The broker
 // puts its PID in conn.Env.Groups.
-func NewManager(sys *actor.System, cfg *config.Config, log zerolog.Logger, reg prometheus.Registerer) (*actor.PID, error) {
-	return sys.SpawnNamed(ManagerProps(ManagerConfigFor(cfg, log, reg)), "groups")
+func NewManager(sys *actor.System, cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) (*actor.PID, error) {
+	return sys.SpawnNamed(ManagerProps(ManagerConfigFor(cfg, log, om, journal)), "groups")
 }
 
 // ManagerProps makes the groups manager: it routes every group request to the group's
