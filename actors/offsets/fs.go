@@ -20,6 +20,9 @@ type FS interface {
 	ReadDirNames(dir string) ([]string, error)
 	// Create opens path for writing, truncating it.
 	Create(path string) (File, error)
+	// OpenWrite opens an existing file for writing from its start, without truncating it
+	// (a preallocated journal segment).
+	OpenWrite(path string) (File, error)
 	// Rename replaces newpath with oldpath atomically.
 	Rename(oldpath, newpath string) error
 	// Remove deletes path; a missing path is an error satisfying fs.ErrNotExist.
@@ -34,6 +37,9 @@ type FS interface {
 type File interface {
 	Write(p []byte) (int, error)
 	Sync() error
+	// Datasync is fdatasync: the data, and the metadata needed to read it back, without
+	// the rest (on a preallocated file, no filesystem journal commit at all).
+	Datasync() error
 	Close() error
 }
 
@@ -56,8 +62,25 @@ func (OSFS) ReadDirNames(dir string) ([]string, error) {
 }
 
 func (OSFS) Create(path string) (File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
 }
+
+func (OSFS) OpenWrite(path string) (File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+// osFile is an *os.File with Datasync (datasync_linux.go, datasync_other.go).
+type osFile struct{ *os.File }
+
+func (f osFile) Datasync() error { return datasync(f.File) }
 
 func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 
@@ -85,6 +108,7 @@ const (
 	OpRead    Op = "read"
 	OpReadDir Op = "readdir"
 	OpCreate  Op = "create"
+	OpOpen    Op = "open"
 	OpWrite   Op = "write"
 	OpSync    Op = "sync"
 	OpClose   Op = "close"
@@ -183,6 +207,17 @@ func (f *FaultFS) Create(path string) (File, error) {
 	return &faultFile{fs: f, path: path, inner: file}, nil
 }
 
+func (f *FaultFS) OpenWrite(path string) (File, error) {
+	if err := f.check(OpOpen, path); err != nil {
+		return nil, err
+	}
+	file, err := f.Inner.OpenWrite(path)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{fs: f, path: path, inner: file}, nil
+}
+
 func (f *FaultFS) Rename(oldpath, newpath string) error {
 	if err := f.check(OpRename, newpath); err != nil {
 		return err
@@ -230,6 +265,14 @@ func (f *faultFile) Sync() error {
 		return err
 	}
 	return f.inner.Sync()
+}
+
+// Datasync fails as OpSync does: both are the fsync step of a write.
+func (f *faultFile) Datasync() error {
+	if err := f.fs.check(OpSync, f.path); err != nil {
+		return err
+	}
+	return f.inner.Datasync()
 }
 
 func (f *faultFile) Close() error {

@@ -30,9 +30,10 @@ import (
 //
 //	length uint32 | crc32c(payload) uint32 | payload (length bytes, encodeRecord)
 //
-// big-endian. Replay reads a segment up to its first frame that is short or fails its
-// checksum: the tail of a write a crash cut short, or of a write that failed (the
-// journal then goes on in a new segment, so nothing valid follows a bad frame).
+// big-endian. Segments are zero-filled ahead of use (see journal.spare). Replay reads a
+// segment up to its first frame that is empty, short or fails its checksum: the unused,
+// zeroed end of the segment, the tail of a write a crash cut short, or of a write that
+// failed (the journal then goes on in a new segment, so nothing valid follows a bad frame).
 
 // JournalDir is the journal directory of node under the broker's data.dir. Each broker
 // has its own, so brokers sharing a volume never write the same file.
@@ -135,6 +136,7 @@ type journal struct {
 	f        File // the active segment, nil until the first write or after a roll
 	active   *segment
 	size     int64
+	prealloc bool       // f is a zero-filled spare: records overwrite, the size never changes
 	closed   []*segment // full segments, oldest first
 	next     uint64
 	dirReady bool
@@ -142,9 +144,26 @@ type journal struct {
 	queue       []*Append
 	flushQueued bool
 	buf         []byte
+
+	// The next segment, zero-filled ahead of use on a goroutine of its own: appending to
+	// a preallocated file changes no size, so its fdatasync needs no commit of the
+	// filesystem's journal (on ext4 those queue behind every group file rewrite).
+	spare     string // a ready spare's path, "" when none
+	preparing bool
+	spares    int
+	stopped   bool
 }
 
 type journalFlush struct{}
+
+// spareReady is a spare segment's preparation finishing.
+type spareReady struct {
+	path string
+	err  error
+}
+
+// spareMarker names spare segment files: spare-<n>.tmp. ReplayJournal removes leftovers.
+const spareMarker = "spare-"
 
 func (j *journal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -156,15 +175,21 @@ func (j *journal) Receive(ctx actor.Context) {
 		}
 	case *journalFlush:
 		j.flushQueued = false
-		j.flush()
+		j.flush(ctx)
+	case *spareReady:
+		j.onSpare(m)
 	case *Checkpointed:
 		j.checkpointed(m.Group, m.Seq)
 	case *JournalStat:
 		m.Reply.Resolve(j.status())
 	case *actor.Stopping:
-		j.flush()
+		j.flush(ctx)
 		j.closeActive()
 		j.checkpointed("", 0)
+		j.stopped = true
+		if j.spare != "" {
+			_ = j.cfg.FS.Remove(j.spare)
+		}
 	case *actor.Restarting:
 		// A panic in flush: nothing of this batch is known durable.
 		j.fail(j.queue, errors.New("journal restarted"))
@@ -174,19 +199,13 @@ func (j *journal) Receive(ctx actor.Context) {
 }
 
 // flush writes every queued record with one write and one fsync, then answers each.
-func (j *journal) flush() {
+func (j *journal) flush(ctx actor.Context) {
 	batch := j.queue
 	j.queue = nil
 	if len(batch) == 0 {
 		return
 	}
 	start := time.Now()
-	if err := j.open(); err != nil {
-		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
-		j.cfg.Metrics.journalWrote(err, 0, len(batch))
-		j.fail(batch, err)
-		return
-	}
 	j.buf = j.buf[:0]
 	for _, a := range batch {
 		var h [frameHeader]byte
@@ -195,13 +214,22 @@ func (j *journal) flush() {
 		j.buf = append(j.buf, h[:]...)
 		j.buf = append(j.buf, a.Data...)
 	}
+	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
+		j.closeActive() // full: the batch goes to the next segment
+	}
+	if err := j.open(ctx); err != nil {
+		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.cfg.Metrics.journalWrote(err, 0, len(batch))
+		j.fail(batch, err)
+		return
+	}
 	first := j.next
 	j.next += uint64(len(batch))
 	_, err := j.f.Write(j.buf)
 	if err != nil {
 		err = fmt.Errorf("write %s: %w", j.active.name, err)
-	} else if err = j.f.Sync(); err != nil {
-		err = fmt.Errorf("fsync %s: %w", j.active.name, err)
+	} else if err = j.f.Datasync(); err != nil {
+		err = fmt.Errorf("fdatasync %s: %w", j.active.name, err)
 	}
 	j.cfg.Metrics.journalWrote(err, time.Since(start), len(batch))
 	if err != nil {
@@ -223,14 +251,15 @@ func (j *journal) flush() {
 		a.Done <- Appended{Seq: seq}
 		a.Reply.Resolve(nil)
 	}
-	if j.size >= j.cfg.SegmentBytes {
+	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()
 	}
 }
 
-// open starts a new segment when there is none: created, then made durable in the
-// directory before any record is acknowledged from it.
-func (j *journal) open() error {
+// open starts a new segment when there is none: the spare renamed to the segment's name
+// (or, without a spare, a new empty file), made durable in the directory before any
+// record is acknowledged from it. Then the next spare is prepared.
+func (j *journal) open(ctx actor.Context) error {
 	if j.f != nil {
 		return nil
 	}
@@ -250,17 +279,84 @@ func (j *journal) open() error {
 		j.dirReady = true
 	}
 	name := segmentName(j.next)
-	f, err := j.cfg.FS.Create(filepath.Join(j.cfg.Dir, name))
+	path := filepath.Join(j.cfg.Dir, name)
+	prealloc := false
+	if spare := j.spare; spare != "" {
+		j.spare = ""
+		if err := j.cfg.FS.Rename(spare, path); err != nil {
+			j.log.Warn().Err(err).Str("spare", spare).Msg("offsets_journal_spare_unusable")
+			_ = j.cfg.FS.Remove(spare)
+		} else {
+			prealloc = true
+		}
+	}
+	var f File
+	var err error
+	if prealloc {
+		f, err = j.cfg.FS.OpenWrite(path)
+	} else {
+		f, err = j.cfg.FS.Create(path)
+	}
 	if err != nil {
-		return fmt.Errorf("create journal segment: %w", err)
+		_ = j.cfg.FS.Remove(path)
+		return fmt.Errorf("open journal segment: %w", err)
 	}
 	if err := j.cfg.FS.SyncDir(j.cfg.Dir); err != nil {
 		_ = f.Close()
-		_ = j.cfg.FS.Remove(filepath.Join(j.cfg.Dir, name))
+		_ = j.cfg.FS.Remove(path)
 		return fmt.Errorf("fsync directory %s: %w", j.cfg.Dir, err)
 	}
-	j.f, j.size = f, 0
+	j.f, j.size, j.prealloc = f, 0, prealloc
 	j.active = &segment{name: name, groups: map[string]uint64{}}
+	j.prepareSpare(ctx)
+	return nil
+}
+
+// prepareSpare zero-fills the next segment on a goroutine of its own.
+func (j *journal) prepareSpare(ctx actor.Context) {
+	if j.preparing || j.spare != "" || j.stopped {
+		return
+	}
+	j.preparing = true
+	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
+	j.spares++
+	fsys, size := j.cfg.FS, j.cfg.SegmentBytes
+	actor.Background(ctx, func() any { return &spareReady{path: path, err: zeroFill(fsys, path, size)} })
+}
+
+func (j *journal) onSpare(m *spareReady) {
+	j.preparing = false
+	switch {
+	case m.err != nil:
+		// The next segment starts empty instead; its appends cost a filesystem commit.
+		j.log.Warn().Err(m.err).Msg("offsets_journal_spare_failed")
+		_ = j.cfg.FS.Remove(m.path)
+	case j.stopped:
+		_ = j.cfg.FS.Remove(m.path)
+	default:
+		j.spare = m.path
+	}
+}
+
+// zeroFill writes size zero bytes to a new file at path and fsyncs it.
+func zeroFill(fsys FS, path string, size int64) error {
+	f, err := fsys.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	zeros := make([]byte, min(size, 1<<20))
+	for left := size; left > 0 && err == nil; left -= int64(len(zeros)) {
+		_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("preallocate %s: %w", path, err)
+	}
 	return nil
 }
 

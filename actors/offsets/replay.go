@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,6 +48,11 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 	for _, n := range names {
 		if first, ok := parseSegmentName(n); ok {
 			segs = append(segs, seg{n, first})
+		} else if strings.HasPrefix(n, spareMarker) && strings.HasSuffix(n, ".tmp") {
+			// A spare segment being zero-filled when the broker stopped.
+			if err := fsys.Remove(filepath.Join(journalDir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				log.Warn().Err(err).Str("spare", n).Msg("offsets_journal_spare_cleanup_failed")
+			}
 		}
 	}
 	if len(segs) == 0 {
@@ -66,7 +72,7 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 			return 0, fmt.Errorf("read journal segment %s: %w", path, err)
 		}
 		payloads, end := readFrames(b)
-		if end < len(b) {
+		if end < len(b) && !allZero(b[end:]) {
 			log.Warn().Str("segment", s.name).Int("valid_bytes", end).Int("size", len(b)).
 				Msg("offsets_journal_tail_ignored")
 		}
@@ -175,4 +181,14 @@ func saveUnapplied(fsys FS, journalDir, group string, recs [][]byte) (string, er
 		return "", fmt.Errorf("save unapplied journal records of group %q: %w", group, err)
 	}
 	return filepath.Join(dir, name), nil
+}
+
+// allZero reports whether b is the unused, zero-filled end of a preallocated segment.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
