@@ -1,0 +1,919 @@
+package offsets
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
+
+// Checkpoint intervals of the journal tests: short, so a test polls for the background
+// checkpoint instead of sleeping; long, so the group file is written only by a stop, a
+// restart or a Flush.
+const (
+	ckptSoon  = 20 * time.Millisecond
+	ckptNever = time.Hour
+)
+
+// journalHarness is a harness whose offsets actors share one journal actor on the same
+// FaultFS and actor system. h.pid is the group's actor; spawn adds more groups.
+type journalHarness struct {
+	*harness
+	root string // data.dir
+	jdir string
+	jcfg JournalConfig
+	jpid *actor.PID
+
+	mu     sync.Mutex
+	groups []*actor.PID // actors spawned by spawn, stopped before the journal
+}
+
+func newJournalHarness(t *testing.T, group string, interval time.Duration, tune ...func(*JournalConfig)) *journalHarness {
+	t.Helper()
+	root := t.TempDir()
+	h := &harness{t: t, dir: Dir(root), logs: &syncBuffer{}}
+	h.fs = NewFaultFS(nil)
+	h.reg = prometheus.NewRegistry()
+	h.metrics = NewMetrics(h.reg)
+	h.nowMs.Store(1_700_000_000_000)
+	log := zerolog.New(h.logs)
+	h.sys = actor.NewSystem(log)
+	j := &journalHarness{harness: h, root: root, jdir: JournalDir(root, 1)}
+	// Segments small enough to make (and preallocate) quickly; no test but the rolling
+	// one fills one.
+	j.jcfg = JournalConfig{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics, SegmentBytes: 64 << 10}
+	for _, f := range tune {
+		f(&j.jcfg)
+	}
+	j.jpid = h.sys.Spawn(JournalProps(j.jcfg))
+	h.cfg = Config{
+		Group: group, Dir: h.dir, FS: h.fs, Log: log, Metrics: h.metrics,
+		Now:     func() time.Time { return time.UnixMilli(h.nowMs.Load()) },
+		Journal: j.jpid, CheckpointInterval: interval,
+	}
+	h.pid = h.sys.Spawn(Props(h.cfg))
+	t.Cleanup(func() {
+		setBefore(h.fs, nil)
+		// The offsets actors first: they journal and checkpoint what they hold.
+		_ = h.sys.Poison(h.pid, waitFor)
+		j.mu.Lock()
+		groups := j.groups
+		j.mu.Unlock()
+		for _, pid := range groups {
+			_ = h.sys.Poison(pid, waitFor)
+		}
+		_ = h.sys.Poison(j.jpid, waitFor)
+		h.sys.Shutdown()
+	})
+	return j
+}
+
+// spawn starts the offsets actor of another group on the same journal.
+func (j *journalHarness) spawn(group string) *actor.PID {
+	cfg := j.cfg
+	cfg.Group = group
+	pid := j.sys.Spawn(Props(cfg))
+	j.mu.Lock()
+	j.groups = append(j.groups, pid)
+	j.mu.Unlock()
+	return pid
+}
+
+func (j *journalHarness) sendTo(pid *actor.PID, mk func(actor.Promise) any) *actor.Waiter {
+	w := j.sys.NewWaiter()
+	j.sys.Send(pid, mk(w.Promise))
+	return w
+}
+
+func (j *journalHarness) commitToW(pid *actor.PID, entries ...Entry) *actor.Waiter {
+	return j.sendTo(pid, func(p actor.Promise) any { return &Commit{Entries: entries, Reply: p} })
+}
+
+func (j *journalHarness) commitTo(pid *actor.PID, entries ...Entry) []int16 {
+	j.t.Helper()
+	return wait[*CommitResult](j.t, j.commitToW(pid, entries...)).Codes
+}
+
+func (j *journalHarness) fetchFrom(pid *actor.PID) *FetchResult {
+	j.t.Helper()
+	return wait[*FetchResult](j.t, j.sendTo(pid, func(p actor.Promise) any { return &Fetch{Reply: p} }))
+}
+
+// flushTo sends Flush: the group's file holds everything journaled when it is answered,
+// and the journal has its Checkpointed (sent before the answer).
+func (j *journalHarness) flushTo(pid *actor.PID) {
+	j.t.Helper()
+	if r := wait[*Result](j.t, j.sendTo(pid, func(p actor.Promise) any { return &Flush{Reply: p} })); r.ErrorCode != 0 {
+		j.t.Fatalf("flush answered %d", r.ErrorCode)
+	}
+}
+
+// jstat asks the journal actor for its segments.
+func (j *journalHarness) jstat() *JournalStatus {
+	j.t.Helper()
+	w := j.sys.NewWaiter()
+	j.sys.Send(j.jpid, &JournalStat{Reply: w.Promise})
+	st := wait[*JournalStatus](j.t, w)
+	for _, groups := range st.Pinned {
+		slices.Sort(groups)
+	}
+	return st
+}
+
+// segmentFiles lists the journal directory's segment files, sorted.
+func (j *journalHarness) segmentFiles() []string {
+	j.t.Helper()
+	return segmentFilesIn(j.t, j.jdir)
+}
+
+func segmentFilesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := OSFS{}.ReadDirNames(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, n := range names {
+		if _, ok := parseSegmentName(n); ok {
+			segs = append(segs, n)
+		}
+	}
+	slices.Sort(segs)
+	return segs
+}
+
+// groupFile decodes group's file under dir as a fresh load would; false when missing.
+func groupFile(t *testing.T, dir, group string) (state, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, FileName(group)))
+	if os.IsNotExist(err) {
+		return state{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, s, err := decodeFile(b)
+	if err != nil {
+		t.Fatalf("file of group %q does not decode: %v\n%s", group, err, b)
+	}
+	if id != group {
+		t.Fatalf("file of group %q holds group %q", group, id)
+	}
+	return s, true
+}
+
+// crashImage copies the data dir as it is now, actors still running: what a power cut
+// would leave (every acknowledged record is fsynced). It returns the copy's data dir.
+func (j *journalHarness) crashImage() string {
+	j.t.Helper()
+	dst := j.t.TempDir()
+	copyTree(j.t, j.root, dst)
+	return dst
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setBefore sets f.Before under f's lock: actors (and background checkpoints) call the
+// FS concurrently with the test.
+func setBefore(f *FaultFS, before func(Op, string) error) {
+	f.mu.Lock()
+	f.Before = before
+	f.mu.Unlock()
+}
+
+// gate holds one FS step until opened.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+// segmentHook is a FaultFS.Before for journal tests: it counts the fsyncs of journal
+// segment files and holds the nth of them (1-based) until hold[n] opens; it fails the
+// next steps armed with failNext on a segment file (FaultFS.FailNext would also hit the
+// group files and any other file the journal writes); other, when set, runs before every
+// step.
+type segmentHook struct {
+	syncs atomic.Int32
+	hold  map[int32]*gate
+	other func(op Op, path string) error
+
+	mu    sync.Mutex
+	fails map[Op]int
+}
+
+// failNext makes the next op on a journal segment fail with ErrInjected (a failed write
+// writes half its buffer first, as FaultFS does).
+func (s *segmentHook) failNext(op Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails == nil {
+		s.fails = map[Op]int{}
+	}
+	s.fails[op]++
+}
+
+// hookSegments installs a segmentHook holding the segment fsyncs numbered in holds. Every
+// gate is opened at cleanup, before the harness stops its actors.
+func (j *journalHarness) hookSegments(other func(Op, string) error, holds ...int32) (*segmentHook, []*gate) {
+	hk := &segmentHook{hold: map[int32]*gate{}, other: other}
+	var gates []*gate
+	for _, n := range holds {
+		g := newGate()
+		hk.hold[n] = g
+		gates = append(gates, g)
+	}
+	setBefore(j.fs, hk.before)
+	j.t.Cleanup(func() {
+		for _, g := range gates {
+			g.open()
+		}
+	})
+	return hk, gates
+}
+
+func (s *segmentHook) before(op Op, path string) error {
+	segment := strings.HasSuffix(path, segmentSuffix)
+	armed := false
+	if segment {
+		// Armed before a hold, as FaultFS checks FailNext before Before: a step held
+		// while a failure is armed is not the one that fails.
+		s.mu.Lock()
+		if armed = s.fails[op] > 0; armed {
+			s.fails[op]--
+		}
+		s.mu.Unlock()
+	}
+	if op == OpSync && segment {
+		if g := s.hold[s.syncs.Add(1)]; g != nil {
+			close(g.entered)
+			<-g.release
+		}
+	}
+	if armed {
+		return ErrInjected
+	}
+	if s.other != nil {
+		return s.other(op, path)
+	}
+	return nil
+}
+
+// eventually polls cond until it holds or waitFor passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, waitFor)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// answered reports whether w has its answer already (without waiting for it).
+func answered(w *actor.Waiter) (any, bool) {
+	select {
+	case v := <-w.C:
+		return v, true
+	default:
+		return nil, false
+	}
+}
+
+func codesOK(codes []int16) bool {
+	return len(codes) > 0 && slices.Equal(codes, make([]int16, len(codes)))
+}
+
+// TestJournalCommitDurableBeforeAnswer: in journal mode a commit is answered once the
+// journal's fsync holding it returns, not before, and not visible to Fetch before; the
+// group file is written only by the checkpoint, after which the group no longer pins the
+// segment.
+func TestJournalCommitDurableBeforeAnswer(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	hk, gates := j.hookSegments(nil, 1)
+	w := j.commitW(Entry{TopicPartition{"t", 0}, Committed{Offset: 5, LeaderEpoch: 2, Metadata: "m"}})
+	<-gates[0].entered
+	// Two Fetches: the second is behind the commit's flushNow, so by its answer the
+	// batch has gone to the journal; neither may see the commit.
+	for range 2 {
+		if f := j.fetch(); f.ErrorCode != 0 || len(f.Offsets) != 0 {
+			t.Fatalf("fetch while the journal fsync is held: %+v", f)
+		}
+	}
+	if v, done := answered(w); done {
+		t.Fatalf("commit answered %+v before the journal fsync returned", v)
+	}
+	gates[0].open()
+	if got := wait[*CommitResult](t, w).Codes; !codesOK(got) {
+		t.Fatalf("commit codes %v", got)
+	}
+	if _, exists := j.onDisk(); exists {
+		t.Fatal("group file written before its checkpoint (CheckpointInterval 1h)")
+	}
+	got := j.fetch().Offsets[TopicPartition{"t", 0}]
+	if got.Offset != 5 || got.LeaderEpoch != 2 || got.Metadata != "m" || got.CommitTime != j.nowMs.Load() {
+		t.Fatalf("fetch after the commit: %+v", got)
+	}
+	if s := j.stat(); !s.Exists || s.Count != 1 {
+		t.Fatalf("stat %+v", s)
+	}
+	st := j.jstat()
+	if len(st.Segments) != 1 || !slices.Equal(st.Pinned[st.Segments[0]], []string{"g"}) {
+		t.Fatalf("journal status %+v, want one segment pinned by g", st)
+	}
+	if got := j.segmentFiles(); !slices.Equal(got, st.Segments) {
+		t.Fatalf("journal directory %q, status %q", got, st.Segments)
+	}
+	if n := hk.syncs.Load(); n != 1 {
+		t.Fatalf("%d segment fsyncs, want 1", n)
+	}
+	if _, err := os.Stat(j.dir); !os.IsNotExist(err) {
+		t.Fatalf("offsets directory made on the commit path (err %v): the group file is the checkpoint's", err)
+	}
+
+	// With a short interval the checkpoint writes the file behind the journal, and the
+	// group stops pinning the segment.
+	j2 := newJournalHarness(t, "g", ckptSoon)
+	if got := j2.commit(entry("t", 0, 7), entry("u", 3, 8)); !codesOK(got) {
+		t.Fatalf("commit codes %v", got)
+	}
+	eventually(t, "checkpoint of the group file", func() bool {
+		s, exists := j2.onDisk()
+		return exists && s.offsets[TopicPartition{"t", 0}].Offset == 7 && s.offsets[TopicPartition{"u", 3}].Offset == 8
+	})
+	eventually(t, "segment unpinned after the checkpoint", func() bool {
+		st := j2.jstat()
+		return len(st.Segments) == 1 && len(st.Pinned[st.Segments[0]]) == 0
+	})
+	if got := counterValue(j2.metrics.writes.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("file writes ok = %v, want 1 (the checkpoint)", got)
+	}
+	if got := counterValue(j2.metrics.journalWrites.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("journal writes ok = %v, want 1", got)
+	}
+}
+
+// TestJournalGroupCommitAcrossGroups: the journal makes the records of many groups
+// durable with one fsync: 20 groups' commits that arrive while an fsync is in flight all
+// share the next one.
+func TestJournalGroupCommitAcrossGroups(t *testing.T) {
+	j := newJournalHarness(t, "g00", ckptNever)
+	hk, gates := j.hookSegments(nil, 1)
+	pids := []*actor.PID{j.pid}
+	for i := 1; i < 20; i++ {
+		pids = append(pids, j.spawn(groupName(i)))
+	}
+	first := j.commitToW(pids[0], entry("t", 0, 100))
+	<-gates[0].entered
+	waiters := []*actor.Waiter{first}
+	for i, pid := range pids[1:] {
+		waiters = append(waiters, j.commitToW(pid, entry("t", 0, int64(101+i))))
+	}
+	// Two Fetches per group: by the second answer its Append is in the journal's
+	// mailbox (see TestJournalCommitDurableBeforeAnswer).
+	for _, pid := range pids[1:] {
+		j.fetchFrom(pid)
+		j.fetchFrom(pid)
+	}
+	for i, w := range waiters {
+		if v, done := answered(w); done {
+			t.Fatalf("commit of group %d answered %+v before its fsync", i, v)
+		}
+	}
+	gates[0].open()
+	for i, w := range waiters {
+		if got := wait[*CommitResult](t, w).Codes; !codesOK(got) {
+			t.Fatalf("commit of group %d: %v", i, got)
+		}
+	}
+	if n := hk.syncs.Load(); n != 2 {
+		t.Fatalf("%d segment fsyncs for 20 groups' commits, want 2 (one in flight, one for the other 19)", n)
+	}
+	if got := counterValue(j.metrics.journalWrites.WithLabelValues("ok")); got != 2 {
+		t.Fatalf("journal writes ok = %v, want 2", got)
+	}
+	for i, pid := range pids {
+		if f := j.fetchFrom(pid); f.Offsets[TopicPartition{"t", 0}].Offset != int64(100+i) {
+			t.Fatalf("group %d fetch %+v", i, f)
+		}
+	}
+	st := j.jstat()
+	if len(st.Segments) != 1 || len(st.Pinned[st.Segments[0]]) != 20 {
+		t.Fatalf("journal status %+v, want one segment pinned by the 20 groups", st)
+	}
+}
+
+func groupName(i int) string { return "g" + string(rune('0'+i/10)) + string(rune('0'+i%10)) }
+
+// TestJournalWriteFailure: a journal write or fsync that fails answers every waiter of
+// the batch NOT_COORDINATOR and changes nothing visible; the segment is closed and the
+// next commit goes to a new one.
+func TestJournalWriteFailure(t *testing.T) {
+	for _, op := range []Op{OpWrite, OpSync} {
+		t.Run(string(op), func(t *testing.T) {
+			j := newJournalHarness(t, "g", ckptNever)
+			hk, gates := j.hookSegments(nil, 1)
+			first := j.commitW(entry("t", 0, 1))
+			<-gates[0].entered
+			// These queue in the actor behind the append in flight: one batch, one record.
+			var batch []*actor.Waiter
+			for i := range 5 {
+				batch = append(batch, j.commitW(entry("t", int32(i), 50), entry("u", int32(i), 50)))
+			}
+			j.fetch() // the commits are queued behind the one in flight
+			hk.failNext(op)
+			gates[0].open()
+			if got := wait[*CommitResult](t, first).Codes; !codesOK(got) {
+				t.Fatalf("first commit %v", got)
+			}
+			for i, w := range batch {
+				if got := wait[*CommitResult](t, w).Codes; !slices.Equal(got, codes(2, kerr.NotCoordinator.Code)) {
+					t.Fatalf("commit %d of the failed batch answered %v, want NOT_COORDINATOR", i, got)
+				}
+			}
+			if f := j.fetch(); len(f.Offsets) != 1 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
+				t.Fatalf("fetch after the failed batch %+v", f.Offsets)
+			}
+			if got := counterValue(j.metrics.journalWrites.WithLabelValues("error")); got != 1 {
+				t.Fatalf("journal writes error = %v, want 1", got)
+			}
+			if !strings.Contains(j.logs.String(), "offsets_journal_write_failed") {
+				t.Fatalf("journal failure not logged:\n%s", j.logs)
+			}
+			before := j.jstat()
+			if len(before.Segments) != 1 {
+				t.Fatalf("journal status after the failure %+v", before)
+			}
+			failed := before.Segments[0]
+
+			if got := j.commit(entry("t", 0, 2)); !codesOK(got) {
+				t.Fatalf("commit after the failure %v", got)
+			}
+			after := j.jstat()
+			if len(after.Segments) != 2 || after.Segments[0] != failed || after.Segments[1] == failed {
+				t.Fatalf("segments %q after the failure in %s: want it closed and a new one", after.Segments, failed)
+			}
+			if !slices.Equal(after.Pinned[after.Segments[1]], []string{"g"}) {
+				t.Fatalf("new segment's pins %+v", after.Pinned)
+			}
+			if got := j.segmentFiles(); !slices.Equal(got, after.Segments) {
+				t.Fatalf("journal directory %q, status %q", got, after.Segments)
+			}
+			if f := j.fetch(); len(f.Offsets) != 1 || f.Offsets[TopicPartition{"t", 0}].Offset != 2 {
+				t.Fatalf("fetch after recovery %+v", f.Offsets)
+			}
+			if got := counterValue(j.metrics.journalWrites.WithLabelValues("ok")); got != 2 {
+				t.Fatalf("journal writes ok = %v, want 2", got)
+			}
+			if op == OpWrite {
+				// The failed write left half a frame: a crash now replays the records on
+				// both sides of it and not the torn one.
+				img := j.crashImage()
+				if _, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop()); err != nil {
+					t.Fatal(err)
+				}
+				s, _ := groupFile(t, Dir(img), "g")
+				if len(s.offsets) != 1 || s.offsets[TopicPartition{"t", 0}].Offset != 2 {
+					t.Fatalf("replayed %+v", s.offsets)
+				}
+			}
+		})
+	}
+}
+
+// TestJournalStopWritesFile: stopping an actor with a long CheckpointInterval journals
+// what is queued, waits for the journal and writes the file with everything; the queued
+// commits are answered success.
+func TestJournalStopWritesFile(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	_, gates := j.hookSegments(nil, 1) // counts from here: the next commit's fsync
+	inflight := j.commitW(entry("t", 1, 1))
+	<-gates[0].entered
+	queued := j.commitW(entry("t", 2, 1), entry("t", 0, 9))
+	// The poison is in the mailbox behind the queued commit and ahead of the journal's
+	// answer to the one in flight: Stopping finds one append in flight and one queued.
+	stopped := j.sys.Raw().Root.PoisonFuture(j.pid)
+	if _, exists := j.onDisk(); exists {
+		t.Fatal("file written before the stop")
+	}
+	gates[0].open()
+	for _, w := range []*actor.Waiter{inflight, queued} {
+		if got := wait[*CommitResult](t, w).Codes; !codesOK(got) {
+			t.Fatalf("commit answered %v at stop", got)
+		}
+	}
+	must(t, stopped.Wait())
+	s, exists := j.onDisk()
+	want := map[TopicPartition]int64{{"t", 0}: 9, {"t", 1}: 1, {"t", 2}: 1}
+	if !exists || len(s.offsets) != len(want) {
+		t.Fatalf("file after the stop: %+v", s.offsets)
+	}
+	for tp, o := range want {
+		if s.offsets[tp].Offset != o {
+			t.Fatalf("file after the stop: %v = %+v, want %d", tp, s.offsets[tp], o)
+		}
+	}
+	// The stop's checkpoint told the journal: nothing is pinned.
+	st := j.jstat()
+	for seg, groups := range st.Pinned {
+		if len(groups) > 0 {
+			t.Fatalf("segment %s still pinned by %q after the stop", seg, groups)
+		}
+	}
+	if got := counterValue(j.metrics.writes.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("file writes ok = %v, want 1", got)
+	}
+}
+
+// TestJournalSegmentsRollAndGo: small segments roll; a closed segment is deleted once
+// every group with a record in it has checkpointed, oldest first, and the active one
+// stays.
+func TestJournalSegmentsRollAndGo(t *testing.T) {
+	j := newJournalHarness(t, "a", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	a, b, c := j.pid, j.spawn("b"), j.spawn("c")
+	n := int64(0)
+	commit := func(pid *actor.PID) {
+		n++
+		if got := j.commitTo(pid, entry("t", 0, n)); !codesOK(got) {
+			t.Fatalf("commit %d: %v", n, got)
+		}
+	}
+	// a alone, then the three interleaved, then c alone: the oldest segments are a's,
+	// the newest c's.
+	for range 4 {
+		commit(a)
+	}
+	for range 2 {
+		commit(a)
+		commit(b)
+		commit(c)
+	}
+	for range 5 {
+		commit(c)
+	}
+	st := j.jstat()
+	if len(st.Segments) < 5 {
+		t.Fatalf("%d segments of %d records of about 140 bytes with SegmentBytes 256", len(st.Segments), n)
+	}
+	if got := j.segmentFiles(); !slices.Equal(got, st.Segments) {
+		t.Fatalf("journal directory %q, status %q", got, st.Segments)
+	}
+	for _, seg := range st.Segments {
+		if len(st.Pinned[seg]) == 0 {
+			t.Fatalf("segment %s pins nothing before any checkpoint: %+v", seg, st.Pinned)
+		}
+	}
+	last := st.Segments[len(st.Segments)-1]
+
+	// kept is what the journal must keep once the groups in done have checkpointed: the
+	// segments from the oldest one still pinned by another group. When none is, every
+	// closed segment goes and the last one stays if it is the active one (JournalStatus
+	// does not say whether a segment that just filled up was closed).
+	done := map[string]bool{}
+	kept := func(now []string) bool {
+		for i, seg := range st.Segments {
+			for _, g := range st.Pinned[seg] {
+				if !done[g] {
+					return slices.Equal(now, st.Segments[i:])
+				}
+			}
+		}
+		return len(now) == 0 || slices.Equal(now, []string{last})
+	}
+	for _, step := range []struct {
+		group string
+		pid   *actor.PID
+		check func(now []string)
+	}{
+		{"b", b, func(now []string) {
+			if len(now) != len(st.Segments) {
+				t.Fatalf("b's checkpoint deleted segments (%q left) while a pins the oldest", now)
+			}
+		}},
+		{"a", a, func(now []string) {
+			if len(now) == len(st.Segments) || len(now) < 3 {
+				t.Fatalf("after a's and b's checkpoints %q of %q kept", now, st.Segments)
+			}
+		}},
+		{"c", c, func(now []string) {
+			if len(now) > 1 {
+				t.Fatalf("after every checkpoint %q kept", now)
+			}
+		}},
+	} {
+		j.flushTo(step.pid)
+		done[step.group] = true
+		now := j.jstat()
+		if !kept(now.Segments) {
+			t.Fatalf("after %s's checkpoint the journal keeps %q (of %q pinned %v)",
+				step.group, now.Segments, st.Segments, st.Pinned)
+		}
+		if got := j.segmentFiles(); !slices.Equal(got, now.Segments) {
+			t.Fatalf("after %s's checkpoint the directory holds %q, status %q", step.group, got, now.Segments)
+		}
+		for seg, groups := range now.Pinned {
+			for _, g := range groups {
+				if done[g] {
+					t.Fatalf("segment %s still pinned by %s after its checkpoint", seg, g)
+				}
+			}
+		}
+		step.check(now.Segments)
+	}
+	for _, g := range []string{"a", "b", "c"} {
+		if _, exists := groupFile(t, j.dir, g); !exists {
+			t.Fatalf("group %s has no file after its Flush", g)
+		}
+	}
+	// The active segment stays when nothing pins it: commit and checkpoint until the
+	// journal has one (a commit that fills a segment closes it, and the next opens one).
+	for i := 0; ; i++ {
+		commit(a)
+		j.flushTo(a)
+		now := j.jstat()
+		if got := j.segmentFiles(); !slices.Equal(got, now.Segments) {
+			t.Fatalf("directory %q, status %q", got, now.Segments)
+		}
+		if len(now.Segments) > 1 {
+			t.Fatalf("after a's last checkpoint the journal keeps %q pinned %v", now.Segments, now.Pinned)
+		}
+		if len(now.Segments) == 1 {
+			if len(now.Pinned[now.Segments[0]]) != 0 {
+				t.Fatalf("active segment pinned %v after the checkpoint", now.Pinned)
+			}
+			if now.Segments[0] <= last {
+				t.Fatalf("segment %s reused a name up to %s", now.Segments[0], last)
+			}
+			break
+		}
+		if i == 3 {
+			t.Fatal("no active segment kept after 4 commits")
+		}
+	}
+}
+
+// TestJournalPanicRestart: a panic inside the offsets actor's Receive (here: the
+// checkpoint tick's directory creation) with a journaled batch in flight. The failed
+// incarnation answers that batch when the journal holds it and writes the file; the next
+// incarnation's Fetch returns every acknowledged commit.
+func TestJournalPanicRestart(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptSoon)
+	panicked := make(chan struct{})
+	var once sync.Once
+	_, gates := j.hookSegments(func(op Op, path string) error {
+		if op == OpMkdir && path == j.dir {
+			once.Do(func() {
+				close(panicked)
+				panic("mkdir bug")
+			})
+		}
+		return nil
+	}, 1, 2)
+	w1 := j.commitW(entry("t", 0, 1))
+	<-gates[0].entered
+	// Queued behind the append in flight: journaled right after it is answered, in the
+	// same Receive that schedules the checkpoint, so it is in flight when the tick comes.
+	w2 := j.commitW(entry("t", 1, 2))
+	j.fetch()
+	gates[0].open()
+	if got := wait[*CommitResult](t, w1).Codes; !codesOK(got) {
+		t.Fatalf("first commit %v", got)
+	}
+	<-gates[1].entered
+	select {
+	case <-panicked:
+	case <-time.After(waitFor):
+		t.Fatal("the checkpoint tick did not come")
+	}
+	// Sent while the failed incarnation waits for the journal: the next one takes it.
+	w3 := j.commitW(entry("t", 2, 3))
+	if v, done := answered(w2); done {
+		t.Fatalf("commit in flight answered %+v before the journal's fsync", v)
+	}
+	gates[1].open()
+	if got := wait[*CommitResult](t, w2).Codes; !codesOK(got) {
+		t.Fatalf("commit in flight during the panic answered %v, want success (the journal holds it)", got)
+	}
+	if got := wait[*CommitResult](t, w3).Codes; !codesOK(got) {
+		t.Fatalf("commit after the restart %v", got)
+	}
+	f := j.fetch()
+	want := map[TopicPartition]int64{{"t", 0}: 1, {"t", 1}: 2, {"t", 2}: 3}
+	if f.ErrorCode != 0 || len(f.Offsets) != len(want) {
+		t.Fatalf("fetch after the restart %+v", f)
+	}
+	for tp, o := range want {
+		if f.Offsets[tp].Offset != o {
+			t.Fatalf("fetch after the restart: %v = %+v, want %d", tp, f.Offsets[tp], o)
+		}
+	}
+	// The failed incarnation wrote the file before the next one read it, and the next
+	// one's checkpoint follows.
+	eventually(t, "checkpoint after the restart", func() bool {
+		s, exists := j.onDisk()
+		return exists && len(s.offsets) == 3
+	})
+	eventually(t, "segment unpinned", func() bool {
+		for _, groups := range j.jstat().Pinned {
+			if len(groups) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestJournalMetaOnCheckpoint: a SaveMeta with members goes through the journal and the
+// checkpoint writes a version-2 file; the meta reads back as sent.
+func TestJournalMetaOnCheckpoint(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptSoon)
+	meta := sampleStateMembers().meta
+	if c := j.result(func(p actor.Promise) any { return &SaveMeta{Meta: meta, Reply: p} }); c != 0 {
+		t.Fatalf("SaveMeta %d", c)
+	}
+	if s := j.stat(); !s.Exists || !reflect.DeepEqual(s.Meta, meta) {
+		t.Fatalf("stat %+v", s)
+	}
+	eventually(t, "checkpoint with the meta", func() bool {
+		b, err := os.ReadFile(filepath.Join(j.dir, "g.json"))
+		return err == nil && strings.HasPrefix(string(b), `{"version":2,`)
+	})
+	s, _ := j.onDisk()
+	if !reflect.DeepEqual(s.meta, meta) {
+		t.Fatalf("meta on disk %+v, want %+v", s.meta, meta)
+	}
+}
+
+// TestJournalPanicAnswersBatch: a panic in the journal's flush (here: in the segment
+// write) must answer the batch it was writing, and the restarted journal must go on
+// after the records it has made durable, never over them.
+func TestJournalPanicAnswersBatch(t *testing.T) {
+	t.Skip("bug: journal.go flush takes the batch out of j.queue (line 203-204) before writing it, so after a " +
+		"panic in Write/Datasync the Restarting handler (line 193-197) fails an empty queue: the batch's Appends are never " +
+		"answered and the group's append stays in flight (its commits hang); and the restarted incarnation (JournalProps " +
+		"line 119) starts again at next = cfg.FirstSeq with no closed segments, so it re-creates segment 00000000000000000001.log " +
+		"(Create truncates, line 298) over acknowledged records")
+	j := newJournalHarness(t, "g", ckptNever)
+	g2 := j.spawn("g2")
+	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	var once sync.Once
+	j.hookSegments(func(op Op, path string) error {
+		if op == OpWrite && strings.HasSuffix(path, segmentSuffix) {
+			once.Do(func() { panic("journal write bug") })
+		}
+		return nil
+	})
+	w := j.commitW(entry("t", 0, 2))
+	if v, done := w.Wait(waitFor); !done {
+		t.Error("the batch being written when the journal panicked was never answered: the group's appends stay in flight")
+	} else if r, _ := v.(*CommitResult); r == nil || r.Codes[0] != kerr.NotCoordinator.Code {
+		t.Errorf("commit during the journal's panic answered %+v, want NOT_COORDINATOR", v)
+	}
+	// Another group's commit goes to the restarted journal.
+	if got := j.commitTo(g2, entry("x", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	img := j.crashImage()
+	_, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop())
+	must(t, err)
+	if s, _ := groupFile(t, Dir(img), "g"); s.offsets[TopicPartition{"t", 0}].Offset != 1 {
+		t.Errorf("g's acknowledged commit lost after the journal restarted: replayed %+v, segments %q",
+			s.offsets, segmentFilesIn(t, JournalDir(j.root, 1)))
+	}
+	if s, _ := groupFile(t, Dir(img), "g2"); s.offsets[TopicPartition{"x", 0}].Offset != 1 {
+		t.Errorf("g2's commit not replayed: %+v", s.offsets)
+	}
+}
+
+// TestJournalFailedStopCheckpoint: a commit acknowledged through the journal whose
+// group's file could not be written when the actor stopped (a disk briefly full) must
+// still be served by the group's next actor, and must survive that actor's checkpoint.
+func TestJournalFailedStopCheckpoint(t *testing.T) {
+	t.Skip("bug: offsets.go checkpointNow (line 584-599) only logs a failed file write at Stopping/Restarting; " +
+		"the group's next actor loads the older file (Fetch misses an acknowledged commit), and its first Checkpointed " +
+		"unpins every earlier record of the group (journal.go checkpointed, last <= seq, line 383/388), so once their " +
+		"segments are deleted the commit is lost for good")
+	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	var once sync.Once
+	j.hookSegments(func(op Op, path string) error {
+		fail := false
+		if op == OpCreate && filepath.Base(path) == "g.json"+tmpSuffix {
+			once.Do(func() { fail = true })
+		}
+		if fail {
+			return ErrInjected
+		}
+		return nil
+	})
+	j.restart() // Stopping: the checkpoint fails, the commit is only in the journal
+	if !strings.Contains(j.logs.String(), "offsets_checkpoint_failed_group_file_behind_journal") {
+		t.Fatalf("failed checkpoint not logged:\n%s", j.logs)
+	}
+	if f := j.fetch(); f.Offsets[TopicPartition{"t", 1}].Offset != 5 {
+		t.Errorf("the group's next actor serves %+v: the acknowledged commit t-1=5 is missing", f.Offsets)
+	}
+	// The next actor commits and checkpoints: its Checkpointed unpins every earlier
+	// record of the group, and once their segments roll and go, a crash loses t-1.
+	for i := range 4 {
+		if got := j.commit(entry("t", 0, int64(i))); !codesOK(got) {
+			t.Fatal(got)
+		}
+	}
+	j.flushTo(j.pid)
+	img := j.crashImage()
+	_, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop())
+	must(t, err)
+	if s, _ := groupFile(t, Dir(img), "g"); s.offsets[TopicPartition{"t", 1}].Offset != 5 {
+		t.Errorf("after a crash the replayed file holds %+v: the acknowledged commit t-1=5 is lost", s.offsets)
+	}
+}
+
+// TestJournalFailedBatchMeta: a SaveMeta without a reply in a batch whose journal write
+// failed is kept in memory "for the next write" (failBatch); with a journal the next
+// records do not carry it, so the checkpoint writes a meta the journal does not hold,
+// and a replay over that file sets the older journaled meta back.
+func TestJournalFailedBatchMeta(t *testing.T) {
+	t.Skip("bug: offsets.go failBatch (line 451-459) keeps a reply-less SaveMeta of a failed journaled batch in " +
+		"a.st.meta; no later record carries it, the checkpoint writes it to the file, and ReplayJournal sets the older " +
+		"journaled meta (in a segment another group still pins) back over the file")
+	j := newJournalHarness(t, "g", ckptNever)
+	other := j.spawn("other")
+	m1 := GroupMeta{ProtocolType: "consumer", Generation: 1, EmptySince: 5}
+	if c := j.result(func(p actor.Promise) any { return &SaveMeta{Meta: m1, Reply: p} }); c != 0 {
+		t.Fatal(c)
+	}
+	// Another group's record pins the segment that holds m1 (its file is not written).
+	if got := j.commitTo(other, entry("o", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	hk, _ := j.hookSegments(nil)
+	hk.failNext(OpWrite)
+	m2 := GroupMeta{ProtocolType: "consumer", Generation: 2, EmptySince: 6}
+	j.sys.Send(j.pid, &SaveMeta{Meta: m2})
+	if got := j.commit(entry("t", 0, 1)); got[0] != kerr.NotCoordinator.Code {
+		t.Fatalf("commit in the failed batch answered %v", got)
+	}
+	if got := j.commit(entry("t", 0, 2)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	live := j.stat().Meta
+	j.flushTo(j.pid)
+	if s, _ := j.onDisk(); !reflect.DeepEqual(s.meta, live) {
+		t.Fatalf("checkpointed meta %+v, live %+v", s.meta, live)
+	}
+	img := j.crashImage()
+	_, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop())
+	must(t, err)
+	if s, _ := groupFile(t, Dir(img), "g"); !reflect.DeepEqual(s.meta, live) {
+		t.Errorf("replay turned the checkpointed meta %+v back into %+v", live, s.meta)
+	}
+}
