@@ -2,10 +2,10 @@ package offsets
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +142,7 @@ type journal struct {
 	dirReady bool
 
 	queue       []*Append
+	writing     []*Append // the batch being written, until each is answered
 	flushQueued bool
 	buf         []byte
 
@@ -166,6 +167,7 @@ type spareReady struct {
 const spareMarker = "spare-"
 
 func (j *journal) Receive(ctx actor.Context) {
+	defer j.survive()
 	switch m := ctx.Message().(type) {
 	case *Append:
 		j.queue = append(j.queue, m)
@@ -190,12 +192,32 @@ func (j *journal) Receive(ctx actor.Context) {
 		if j.spare != "" {
 			_ = j.cfg.FS.Remove(j.spare)
 		}
-	case *actor.Restarting:
-		// A panic in flush: nothing of this batch is known durable.
-		j.fail(j.queue, errors.New("journal restarted"))
-		j.queue = nil
-		j.closeActive()
 	}
+}
+
+// survive turns a panic in Receive into a failed write instead of a restart: a restarted
+// journal would lose its sequence numbers and which groups pin which segment, which is
+// what keeps acknowledged records from being deleted or overwritten. The batch being
+// written gets the error and the journal goes on in a new segment.
+func (j *journal) survive() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("offsets journal panic: %v", r)
+	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(j.writing)).Msg("offsets_journal_panic")
+	j.cfg.Metrics.journalWrote(err, 0, len(j.writing))
+	batch := j.writing
+	j.writing = nil
+	j.fail(batch, err)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				j.f, j.active = nil, nil
+			}
+		}()
+		j.closeActive()
+	}()
 }
 
 // flush writes every queued record with one write and one fsync, then answers each.
@@ -205,6 +227,8 @@ func (j *journal) flush(ctx actor.Context) {
 	if len(batch) == 0 {
 		return
 	}
+	// Until answered, the batch is j.writing: a panic answers what is left of it.
+	j.writing = batch
 	start := time.Now()
 	j.buf = j.buf[:0]
 	for _, a := range batch {
@@ -220,6 +244,7 @@ func (j *journal) flush(ctx actor.Context) {
 	if err := j.open(ctx); err != nil {
 		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
 		j.cfg.Metrics.journalWrote(err, 0, len(batch))
+		j.writing = nil
 		j.fail(batch, err)
 		return
 	}
@@ -237,6 +262,7 @@ func (j *journal) flush(ctx actor.Context) {
 		// the next write starts a new one (a retried fsync can report success for
 		// pages a failed one dropped).
 		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.writing = nil
 		j.closeActive()
 		j.fail(batch, err)
 		return
@@ -248,6 +274,7 @@ func (j *journal) flush(ctx actor.Context) {
 	for i, a := range batch {
 		seq := first + uint64(i)
 		j.active.groups[a.Group] = seq
+		j.writing = batch[i+1:]
 		a.Done <- Appended{Seq: seq}
 		a.Reply.Resolve(nil)
 	}

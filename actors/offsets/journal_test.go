@@ -792,11 +792,6 @@ func TestJournalMetaOnCheckpoint(t *testing.T) {
 // write) must answer the batch it was writing, and the restarted journal must go on
 // after the records it has made durable, never over them.
 func TestJournalPanicAnswersBatch(t *testing.T) {
-	t.Skip("bug: journal.go flush takes the batch out of j.queue (line 203-204) before writing it, so after a " +
-		"panic in Write/Datasync the Restarting handler (line 193-197) fails an empty queue: the batch's Appends are never " +
-		"answered and the group's append stays in flight (its commits hang); and the restarted incarnation (JournalProps " +
-		"line 119) starts again at next = cfg.FirstSeq with no closed segments, so it re-creates segment 00000000000000000001.log " +
-		"(Create truncates, line 298) over acknowledged records")
 	j := newJournalHarness(t, "g", ckptNever)
 	g2 := j.spawn("g2")
 	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
@@ -878,13 +873,10 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 }
 
 // TestJournalFailedBatchMeta: a SaveMeta without a reply in a batch whose journal write
-// failed is kept in memory "for the next write" (failBatch); with a journal the next
-// records do not carry it, so the checkpoint writes a meta the journal does not hold,
-// and a replay over that file sets the older journaled meta back.
+// failed must not stay in memory "for the next write" (as it does without a journal): the
+// next records would not carry it, the checkpoint would write a meta the journal does not
+// hold, and a replay over that file would set the older journaled meta back.
 func TestJournalFailedBatchMeta(t *testing.T) {
-	t.Skip("bug: offsets.go failBatch (line 451-459) keeps a reply-less SaveMeta of a failed journaled batch in " +
-		"a.st.meta; no later record carries it, the checkpoint writes it to the file, and ReplayJournal sets the older " +
-		"journaled meta (in a segment another group still pins) back over the file")
 	j := newJournalHarness(t, "g", ckptNever)
 	other := j.spawn("other")
 	m1 := GroupMeta{ProtocolType: "consumer", Generation: 1, EmptySince: 5}

@@ -214,6 +214,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.flushQueued = false
 		a.flush(ctx)
 	case *Flush:
+		defer a.answerOnPanic(m)
 		a.flushSync(ctx)
 		m.Reply.Resolve(&Result{})
 	}
@@ -451,9 +452,11 @@ func (a *offsetsActor) commitBatch(b *batch) {
 func (a *offsetsActor) failBatch(b *batch, code int16) {
 	for _, q := range b.reqs {
 		fail(q, code)
-		// A SaveMeta without a reply has no one to tell: keep its meta in memory for
-		// the next write, as if it had arrived after this batch.
-		if sm, ok := q.msg.(*SaveMeta); ok && !sm.Reply.Valid() {
+		// A SaveMeta without a reply has no one to tell. Without a journal its meta
+		// stays in memory for the next write, as if it had arrived after this batch.
+		// With one it is dropped: a checkpoint must never write what the journal does
+		// not hold, or replay would set older records over it.
+		if sm, ok := q.msg.(*SaveMeta); ok && !sm.Reply.Valid() && a.cfg.Journal == nil {
 			a.st.meta = sm.Meta
 		}
 	}
@@ -777,6 +780,8 @@ func fail(q queued, code int16) {
 	case *DeleteAll:
 		m.Reply.Resolve(&Result{ErrorCode: code})
 	case *SaveMeta:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	case *Flush:
 		m.Reply.Resolve(&Result{ErrorCode: code})
 	}
 }
