@@ -93,6 +93,30 @@ type Checkpointed struct {
 	Seq   uint64
 }
 
+// Claim asks the journal, as a group's offsets actor starts, for the state an earlier
+// actor of the group could not write to the group file. Reply: *Claimed.
+type Claim struct {
+	Group string
+	Reply actor.Promise
+}
+
+// Claimed answers a Claim: Unsaved is nil unless the group's file is behind the journal.
+type Claimed struct {
+	Unsaved *Unsaved
+}
+
+// Unsaved is a group's state that its offsets actor could not write to the group file as
+// it stopped or restarted (a full disk, say): every change in it is in the journal, whose
+// records of the group stay pinned. The journal keeps it until a Checkpointed of the
+// group covers seq, and hands it to the group's next actor (Claim), which serves it
+// instead of the older file. Its state is not changed once sent.
+type Unsaved struct {
+	Group  string
+	st     state
+	exists bool
+	seq    uint64
+}
+
 // JournalStat asks the journal for its segments (tests and diagnostics). Reply: *JournalStatus.
 type JournalStat struct{ Reply actor.Promise }
 
@@ -149,6 +173,9 @@ type journal struct {
 	// The next segment, zero-filled ahead of use on a goroutine of its own: appending to
 	// a preallocated file changes no size, so its fdatasync needs no commit of the
 	// filesystem's journal (on ext4 those queue behind every group file rewrite).
+	// unsaved holds the state of groups whose actor could not write their file.
+	unsaved map[string]*Unsaved
+
 	spare     string // a ready spare's path, "" when none
 	preparing bool
 	spares    int
@@ -182,9 +209,29 @@ func (j *journal) Receive(ctx actor.Context) {
 		j.onSpare(m)
 	case *Checkpointed:
 		j.checkpointed(m.Group, m.Seq)
+		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.seq {
+			delete(j.unsaved, m.Group)
+			j.log.Info().Str("group", m.Group).Msg("offsets_unsaved_state_written")
+		}
+	case *Unsaved:
+		if old := j.unsaved[m.Group]; old == nil || m.seq >= old.seq {
+			if j.unsaved == nil {
+				j.unsaved = map[string]*Unsaved{}
+			}
+			j.unsaved[m.Group] = m
+		}
+	case *Claim:
+		m.Reply.Resolve(&Claimed{Unsaved: j.unsaved[m.Group]})
 	case *JournalStat:
 		m.Reply.Resolve(j.status())
 	case *actor.Stopping:
+		if len(j.unsaved) > 0 {
+			groups := make([]string, 0, len(j.unsaved))
+			for g := range j.unsaved {
+				groups = append(groups, g)
+			}
+			j.log.Error().Strs("groups", groups).Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
+		}
 		j.flush(ctx)
 		j.closeActive()
 		j.checkpointed("", 0)

@@ -399,11 +399,16 @@ func TestJournalCommitDurableBeforeAnswer(t *testing.T) {
 // share the next one.
 func TestJournalGroupCommitAcrossGroups(t *testing.T) {
 	j := newJournalHarness(t, "g00", ckptNever)
-	hk, gates := j.hookSegments(nil, 1)
 	pids := []*actor.PID{j.pid}
 	for i := 1; i < 20; i++ {
 		pids = append(pids, j.spawn(groupName(i)))
 	}
+	// Each actor first claims its state from the journal (Claim), which must not wait
+	// behind the held fsync: one fetch each before the hold.
+	for _, pid := range pids {
+		j.fetchFrom(pid)
+	}
+	hk, gates := j.hookSegments(nil, 1)
 	first := j.commitToW(pids[0], entry("t", 0, 100))
 	<-gates[0].entered
 	waiters := []*actor.Waiter{first}
@@ -830,10 +835,6 @@ func TestJournalPanicAnswersBatch(t *testing.T) {
 // group's file could not be written when the actor stopped (a disk briefly full) must
 // still be served by the group's next actor, and must survive that actor's checkpoint.
 func TestJournalFailedStopCheckpoint(t *testing.T) {
-	t.Skip("bug: offsets.go checkpointNow (line 584-599) only logs a failed file write at Stopping/Restarting; " +
-		"the group's next actor loads the older file (Fetch misses an acknowledged commit), and its first Checkpointed " +
-		"unpins every earlier record of the group (journal.go checkpointed, last <= seq, line 383/388), so once their " +
-		"segments are deleted the commit is lost for good")
 	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
 	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
 		t.Fatal(got)
@@ -850,14 +851,15 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 		return nil
 	})
 	j.restart() // Stopping: the checkpoint fails, the commit is only in the journal
-	if !strings.Contains(j.logs.String(), "offsets_checkpoint_failed_group_file_behind_journal") {
+	if !strings.Contains(j.logs.String(), "offsets_checkpoint_failed_state_left_with_journal") {
 		t.Fatalf("failed checkpoint not logged:\n%s", j.logs)
 	}
 	if f := j.fetch(); f.Offsets[TopicPartition{"t", 1}].Offset != 5 {
 		t.Errorf("the group's next actor serves %+v: the acknowledged commit t-1=5 is missing", f.Offsets)
 	}
 	// The next actor commits and checkpoints: its Checkpointed unpins every earlier
-	// record of the group, and once their segments roll and go, a crash loses t-1.
+	// record of the group, so its file must hold t-1, or once their segments roll and
+	// go, a crash loses it.
 	for i := range 4 {
 		if got := j.commit(entry("t", 0, int64(i))); !codesOK(got) {
 			t.Fatal(got)

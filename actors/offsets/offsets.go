@@ -135,6 +135,13 @@ type offsetsActor struct {
 	ckpt          *ckptJob
 	ckptScheduled bool
 	ckptCancel    actor.Cancel
+
+	// claiming: the journal has not yet said whether an earlier actor of the group left
+	// state behind its file; requests wait in stash.
+	claiming    bool
+	claimID     uint64
+	claimCancel actor.Cancel
+	stash       []any
 }
 
 // batch is one write's requests: what they make of the state and what each waiter gets
@@ -188,16 +195,41 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
+		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)
 	case *actor.Restarting:
 		a.onRestarting(ctx)
 	case *actor.Settled:
+		if a.claiming && m.ID == a.claimID {
+			a.onClaimed(ctx, m.Value)
+			return
+		}
 		a.onAppended(ctx, m)
+	case *claimTimeout:
+		if a.claiming {
+			a.log.Error().Dur("waited", claimWait).Msg("offsets_journal_claim_unanswered")
+			a.onClaimed(ctx, nil)
+		}
 	case *checkpointTick:
 		a.onCheckpointTick(ctx)
 	case *ckptJob:
 		a.onCheckpointDone(ctx, m)
+	case *flushNow:
+		a.flushQueued = false
+		a.flush(ctx)
+	default:
+		if a.claiming {
+			a.stash = append(a.stash, msg)
+			return
+		}
+		a.handle(ctx, msg)
+	}
+}
+
+// handle serves one request.
+func (a *offsetsActor) handle(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
 	case *Commit:
 		defer a.answerOnPanic(m)
 		a.handleCommit(ctx, m)
@@ -210,14 +242,59 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	case *Delete, *DeleteAll, *DropTopics, *SaveMeta, *Expire:
 		defer a.answerOnPanic(m)
 		a.handleChange(ctx, m)
-	case *flushNow:
-		a.flushQueued = false
-		a.flush(ctx)
 	case *Flush:
 		defer a.answerOnPanic(m)
 		a.flushSync(ctx)
 		m.Reply.Resolve(&Result{})
 	}
+}
+
+// claim asks the journal, before the first request is served, whether an earlier actor
+// of this group left state it could not write to the file (Unsaved). Requests wait in
+// the stash until the journal answers.
+func (a *offsetsActor) claim(ctx actor.Context) {
+	if a.cfg.Journal == nil {
+		return
+	}
+	p := actor.NewPromise(ctx, ctx.Self())
+	a.claiming, a.claimID = true, p.ID()
+	ctx.Send(a.cfg.Journal, &Claim{Group: a.cfg.Group, Reply: p})
+	a.claimCancel = actor.After(ctx, claimWait, &claimTimeout{})
+}
+
+// claimWait bounds the wait for the journal's answer to a Claim.
+const claimWait = 10 * time.Second
+
+type claimTimeout struct{}
+
+// onClaimed takes what the journal kept for the group (usually nothing), then serves
+// the stashed requests in order.
+func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
+	a.claiming = false
+	if a.claimCancel != nil {
+		a.claimCancel()
+	}
+	if c, ok := v.(*Claimed); ok && c.Unsaved != nil {
+		u := c.Unsaved
+		a.loaded, a.broken = true, nil
+		a.st, a.exists = u.st.clone(), u.exists
+		a.lastSeq, a.fileSeq = u.seq, 0
+		a.log.Warn().Uint64("seq", u.seq).Msg("offsets_state_taken_from_journal_file_behind")
+		a.scheduleCheckpoint(ctx)
+	}
+	for len(a.stash) > 0 {
+		msg := a.stash[0]
+		a.stash = a.stash[1:]
+		a.handle(ctx, msg)
+	}
+}
+
+// failStash answers every stashed request with code.
+func (a *offsetsActor) failStash(code int16) {
+	for _, msg := range a.stash {
+		fail(queued{msg: msg}, code)
+	}
+	a.stash = nil
 }
 
 // ready loads the file on first use and says whether the group can be served.
@@ -595,9 +672,11 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 	job.took = time.Since(start)
 	a.checkpointDone(ctx, job)
 	if job.err != nil {
-		// The records stay in the journal, so a restart replays them; until then the
-		// group's next actor reads the older file.
-		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_group_file_behind_journal")
+		// The file is behind the journal. The journal keeps the group's records pinned
+		// (a restart replays them) and this state in memory for the group's next actor,
+		// which claims it instead of reading the older file.
+		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
+		ctx.Send(a.cfg.Journal, &Unsaved{Group: a.cfg.Group, st: a.st, exists: a.exists, seq: a.lastSeq})
 	}
 }
 
@@ -790,6 +869,14 @@ func fail(q queued, code int16) {
 // answers every request it accepted (with success or the write's error code) and leaves
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
+	if a.claiming {
+		// Stopped before the journal answered: nothing was served or changed.
+		a.failStash(codeWriteFailed)
+		if a.claimCancel != nil {
+			a.claimCancel()
+		}
+		return
+	}
 	a.flushSync(ctx)
 	if a.ckptCancel != nil {
 		a.ckptCancel()
@@ -807,7 +894,11 @@ func (a *offsetsActor) onRestarting(ctx actor.Context) {
 		fail(q, codeCrashed)
 	}
 	a.queue = nil
-	if a.cfg.Journal != nil {
+	a.failStash(codeCrashed)
+	if a.claimCancel != nil {
+		a.claimCancel()
+	}
+	if a.cfg.Journal != nil && !a.claiming {
 		a.checkpointNow(ctx)
 	}
 	if a.ckptCancel != nil {
