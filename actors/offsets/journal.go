@@ -196,6 +196,8 @@ const spareMarker = "spare-"
 func (j *journal) Receive(ctx actor.Context) {
 	defer j.survive()
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		j.firstSpare()
 	case *Append:
 		j.queue = append(j.queue, m)
 		if !j.flushQueued {
@@ -328,11 +330,17 @@ func (j *journal) flush(ctx actor.Context) {
 	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()
 	}
+	if j.size >= j.cfg.SegmentBytes/2 {
+		// Zero-filling the next segment writes as much as a whole segment of records:
+		// done once the active one is half full, not while the disk is busy with the
+		// first appends after a roll, it is ready in time and out of the way.
+		j.prepareSpare(ctx)
+	}
 }
 
 // open starts a new segment when there is none: the spare renamed to the segment's name
 // (or, without a spare, a new empty file), made durable in the directory before any
-// record is acknowledged from it. Then the next spare is prepared.
+// record is acknowledged from it.
 func (j *journal) open(ctx actor.Context) error {
 	if j.f != nil {
 		return nil
@@ -382,8 +390,23 @@ func (j *journal) open(ctx actor.Context) error {
 	}
 	j.f, j.size, j.prealloc = f, 0, prealloc
 	j.active = &segment{name: name, groups: map[string]uint64{}}
-	j.prepareSpare(ctx)
+	if !prealloc {
+		j.prepareSpare(ctx)
+	}
 	return nil
+}
+
+// firstSpare zero-fills the first segment before anything is appended (tens of
+// milliseconds for 16 MiB, once per start), so that appends go to a preallocated segment
+// from the first one.
+func (j *journal) firstSpare() {
+	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
+	j.spares++
+	err := j.cfg.FS.MkdirAll(j.cfg.Dir)
+	if err == nil {
+		err = zeroFill(j.cfg.FS, path, j.cfg.SegmentBytes)
+	}
+	j.onSpare(&spareReady{path: path, err: err})
 }
 
 // prepareSpare zero-fills the next segment on a goroutine of its own.
@@ -394,8 +417,13 @@ func (j *journal) prepareSpare(ctx actor.Context) {
 	j.preparing = true
 	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
 	j.spares++
-	fsys, size := j.cfg.FS, j.cfg.SegmentBytes
-	actor.Background(ctx, func() any { return &spareReady{path: path, err: zeroFill(fsys, path, size)} })
+	fsys, dir, size := j.cfg.FS, j.cfg.Dir, j.cfg.SegmentBytes
+	actor.Background(ctx, func() any {
+		if err := fsys.MkdirAll(dir); err != nil {
+			return &spareReady{path: path, err: fmt.Errorf("create %s: %w", dir, err)}
+		}
+		return &spareReady{path: path, err: zeroFill(fsys, path, size)}
+	})
 }
 
 func (j *journal) onSpare(m *spareReady) {
@@ -409,6 +437,11 @@ func (j *journal) onSpare(m *spareReady) {
 		_ = j.cfg.FS.Remove(m.path)
 	default:
 		j.spare = m.path
+		if j.f != nil && !j.prealloc {
+			// The active segment was started without a spare (none was ready yet): end
+			// it, so that the next append goes to the preallocated one.
+			j.closeActive()
+		}
 	}
 }
 

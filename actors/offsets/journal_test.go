@@ -889,11 +889,21 @@ func TestJournalFailedBatchMeta(t *testing.T) {
 	if got := j.commitTo(other, entry("o", 0, 1)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	hk, _ := j.hookSegments(nil)
-	hk.failNext(OpWrite)
+	// A commit held in its fsync, so that the reply-less SaveMeta and the next commit
+	// queue behind it and go to the journal as one batch, whose write fails.
+	hk, gates := j.hookSegments(nil, 1)
+	held := j.commitW(entry("t", 1, 1))
+	<-gates[0].entered
 	m2 := GroupMeta{ProtocolType: "consumer", Generation: 2, EmptySince: 6}
 	j.sys.Send(j.pid, &SaveMeta{Meta: m2})
-	if got := j.commit(entry("t", 0, 1)); got[0] != kerr.NotCoordinator.Code {
+	inBatch := j.commitW(entry("t", 0, 1))
+	j.fetch() // both are queued behind the held append
+	hk.failNext(OpWrite)
+	gates[0].open()
+	if got := wait[*CommitResult](t, held).Codes; !codesOK(got) {
+		t.Fatalf("held commit answered %v", got)
+	}
+	if got := wait[*CommitResult](t, inBatch).Codes; got[0] != kerr.NotCoordinator.Code {
 		t.Fatalf("commit in the failed batch answered %v", got)
 	}
 	if got := j.commit(entry("t", 0, 2)); !codesOK(got) {
