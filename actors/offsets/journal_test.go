@@ -921,3 +921,48 @@ func TestJournalFailedBatchMeta(t *testing.T) {
 		t.Errorf("replay turned the checkpointed meta %+v back into %+v", live, s.meta)
 	}
 }
+
+// TestJournalPanicRestartCheckpointFails: an offsets actor panics, and the file write
+// its restart makes also fails. The state it had is left with the journal (Unsaved),
+// the next incarnation claims it before serving (so Fetch has every acknowledged commit,
+// not the older file) and writes it at its own checkpoint.
+func TestJournalPanicRestartCheckpointFails(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptSoon)
+	var calls atomic.Int32
+	j.hookSegments(func(op Op, path string) error {
+		if op == OpMkdir && path == j.dir {
+			switch calls.Add(1) {
+			case 1:
+				panic("mkdir bug") // in the checkpoint tick, inside Receive
+			case 2:
+				return ErrInjected // the restart's own write
+			}
+		}
+		return nil
+	})
+	if got := j.commit(entry("t", 0, 1), entry("t", 1, 2)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	eventually(t, "the panic and the failed write", func() bool {
+		return strings.Contains(j.logs.String(), "offsets_checkpoint_failed_state_left_with_journal")
+	})
+	f := j.fetch()
+	if f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 || f.Offsets[TopicPartition{"t", 1}].Offset != 2 {
+		t.Fatalf("the next incarnation serves %+v, want the acknowledged commits", f)
+	}
+	if !strings.Contains(j.logs.String(), "offsets_state_taken_from_journal_file_behind") {
+		t.Fatalf("the next incarnation did not claim the state:\n%s", j.logs)
+	}
+	eventually(t, "the claimed state written", func() bool {
+		s, exists := j.onDisk()
+		return exists && s.offsets[TopicPartition{"t", 0}].Offset == 1 && s.offsets[TopicPartition{"t", 1}].Offset == 2
+	})
+	eventually(t, "the journal unpinned", func() bool {
+		for _, groups := range j.jstat().Pinned {
+			if len(groups) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
