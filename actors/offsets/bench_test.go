@@ -44,28 +44,41 @@ func (c *collector) Receive(ctx actor.Context) {
 	}
 }
 
+// BenchmarkDurableCommits runs each cell with the broker's journal (a batch is durable
+// with one fdatasync shared by every group, files rewritten behind it) and without it
+// (every batch rewrites its group file).
 func BenchmarkDurableCommits(b *testing.B) {
-	for _, committers := range []int{1, 16, 256} {
-		for _, groups := range []int{1, 64} {
-			b.Run(fmt.Sprintf("committers=%d/groups=%d", committers, groups), func(b *testing.B) {
-				benchCommits(b, committers, groups)
-			})
+	for _, journal := range []bool{true, false} {
+		for _, committers := range []int{1, 16, 256} {
+			for _, groups := range []int{1, 64} {
+				b.Run(fmt.Sprintf("journal=%v/committers=%d/groups=%d", journal, committers, groups), func(b *testing.B) {
+					benchCommits(b, committers, groups, journal)
+				})
+			}
 		}
 	}
 }
 
-func benchCommits(b *testing.B, committers, groups int) {
-	dir := filepath.Join(benchDir(b), "offsets")
+func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
+	root := benchDir(b)
+	dir := filepath.Join(root, "offsets")
 	sys := actor.NewSystem(zerolog.Nop())
 	defer sys.Shutdown()
 	fsys := NewFaultFS(nil) // no faults: it counts the syncs
+	var journal *actor.PID
+	if withJournal {
+		journal = sys.Spawn(JournalProps(JournalConfig{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
+	}
 	pids := make([]*actor.PID, groups)
 	for g := range pids {
-		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop()}))
+		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop(), Journal: journal}))
 	}
 	defer func() {
 		for _, pid := range pids {
 			_ = sys.Poison(pid, 10*time.Second)
+		}
+		if journal != nil {
+			_ = sys.Poison(journal, 10*time.Second)
 		}
 	}()
 	// Every group's file exists before timing starts (the directory, first loads).

@@ -1,7 +1,7 @@
 // Package commitbench measures durable OffsetCommit throughput and latency over the wire:
 // kaas (every acknowledged commit fsynced) against franz-go's kfake with SyncWrites and
 // without it, in the same run, with the ratios, for 1, 16 and 256 concurrent committers
-// spread over 1 and over 64 groups.
+// spread over 1 and over 64 groups, after the disk's own rates (the floor).
 //
 //	go test -run NONE -bench Commits -benchtime 1x ./e2e/commitbench/
 //
@@ -110,6 +110,14 @@ func run(b *testing.B, addr string, committers, groups int, d time.Duration) res
 
 func BenchmarkCommits(b *testing.B) {
 	d := cellDuration()
+	b.Run("disk", func(b *testing.B) {
+		fsyncs, datasyncs, cycles := diskFloor(b, b.TempDir(), time.Second)
+		b.ReportMetric(fsyncs, "fsyncs/s")
+		b.ReportMetric(datasyncs, "journal_datasyncs/s")
+		b.ReportMetric(cycles, "rewrites/s")
+		b.Logf("disk floor: append+fsync %.0f/s, zero-filled write+fdatasync %.0f/s (the offsets journal), file rewrite cycle %.0f/s",
+			fsyncs, datasyncs, cycles)
+	})
 	for _, committers := range []int{1, 16, 256} {
 		for _, groups := range []int{1, 64} {
 			if groups > committers {
