@@ -1,0 +1,141 @@
+package broker_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"kaas/actors/offsets"
+	"kaas/broker/brokertest"
+	"kaas/config"
+)
+
+// copyTree copies a directory as it is at this moment: the image a crash would leave.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		to := filepath.Join(dst, rel)
+		if info.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitsLiveInTheJournalUntilCheckpointed: over the wire, acknowledged commits are
+// in the broker's offsets journal before any group file is written (checkpoint interval
+// of an hour); a broker started on a copy of the data dir taken while the first one runs
+// (a crash image) replays them before it serves; a clean stop writes the group files.
+func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
+	dir := t.TempDir()
+	b := brokertest.Start(t, func(c *config.Config) {
+		c.DataDir = dir
+		c.HTTPListen = "127.0.0.1:0"
+		c.OffsetsCheckpointInterval = time.Hour
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	groups := []string{"billing", "../escape", "shipping"}
+	for i, g := range groups {
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: "orders", Partition: 0, At: int64(10 + i), LeaderEpoch: -1})
+		offs.Add(kadm.Offset{Topic: "orders", Partition: 1, At: int64(20 + i), LeaderEpoch: -1})
+		resp, err := adm.CommitOffsets(ctx, g, offs)
+		if err != nil || resp.Error() != nil {
+			t.Fatalf("commit %s: %v %v", g, err, resp.Error())
+		}
+	}
+	for _, g := range groups {
+		if _, err := os.Stat(filepath.Join(offsets.Dir(dir), offsets.FileName(g))); !os.IsNotExist(err) {
+			t.Fatalf("group file of %s written before its checkpoint (err %v)", g, err)
+		}
+	}
+	resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `kaas_offsets_journal_writes_total{result="ok"}`) {
+		t.Fatal("metrics lack kaas_offsets_journal_writes_total")
+	}
+
+	img := t.TempDir()
+	copyTree(t, dir, img)
+	b2 := brokertest.Start(t, func(c *config.Config) { c.DataDir = img })
+	check := func(addr string) {
+		t.Helper()
+		cl2, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl2.Close()
+		adm2 := kadm.NewClient(cl2)
+		for i, g := range groups {
+			got, err := adm2.FetchOffsets(ctx, g)
+			if err != nil || got.Error() != nil {
+				t.Fatalf("fetch %s: %v %v", g, err, got.Error())
+			}
+			for p, want := range map[int32]int64{0: int64(10 + i), 1: int64(20 + i)} {
+				if o, ok := got.Lookup("orders", p); !ok || o.At != want {
+					t.Fatalf("group %s orders-%d: %+v, want %d", g, p, o, want)
+				}
+			}
+		}
+	}
+	check(b2.Addr())
+	// The replay wrote the files.
+	for _, g := range groups {
+		if _, err := os.Stat(filepath.Join(offsets.Dir(img), offsets.FileName(g))); err != nil {
+			t.Fatalf("group file of %s after replay: %v", g, err)
+		}
+	}
+
+	jdir := offsets.JournalDir(dir, b.Env().NodeID)
+	if segs, _ := filepath.Glob(filepath.Join(jdir, "*.log")); len(segs) == 0 {
+		t.Fatalf("no journal segment in %s while the broker runs", jdir)
+	}
+	// A clean stop writes every group's file and leaves nothing pinned to replay.
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stopCancel()
+	if err := b.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if _, err := os.Stat(filepath.Join(offsets.Dir(dir), offsets.FileName(g))); err != nil {
+			t.Fatalf("group file of %s after a clean stop: %v", g, err)
+		}
+	}
+	segs, _ := filepath.Glob(filepath.Join(jdir, "*.log"))
+	if len(segs) != 0 {
+		t.Fatalf("journal segments left after a clean stop: %q", segs)
+	}
+}
