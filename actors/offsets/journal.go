@@ -178,6 +178,8 @@ type journal struct {
 
 	spare     string // a ready spare's path, "" when none
 	preparing bool
+	spareDone chan struct{} // closed when the spare being prepared is done
+	sparePath string        // the spare being prepared
 	spares    int
 	stopped   bool
 }
@@ -240,6 +242,12 @@ func (j *journal) Receive(ctx actor.Context) {
 		j.stopped = true
 		if j.spare != "" {
 			_ = j.cfg.FS.Remove(j.spare)
+		}
+		if j.preparing {
+			// Nothing of the journal outlives it: the spare being zero-filled is waited
+			// for and removed (its spareReady goes nowhere).
+			<-j.spareDone
+			_ = j.cfg.FS.Remove(j.sparePath)
 		}
 	}
 }
@@ -418,7 +426,10 @@ func (j *journal) prepareSpare(ctx actor.Context) {
 	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
 	j.spares++
 	fsys, dir, size := j.cfg.FS, j.cfg.Dir, j.cfg.SegmentBytes
+	done := make(chan struct{})
+	j.spareDone, j.sparePath = done, path
 	actor.Background(ctx, func() any {
+		defer close(done)
 		if err := fsys.MkdirAll(dir); err != nil {
 			return &spareReady{path: path, err: fmt.Errorf("create %s: %w", dir, err)}
 		}
