@@ -26,9 +26,10 @@ import (
 // at start the broker replays what is left (ReplayJournal) before it serves.
 //
 // Segments are files named after the sequence number of their first record
-// (00000000000000000001.log). A record is framed as
+// (00000000000000000001.log). Each write is one frame holding the batch's records:
 //
-//	length uint32 | crc32c(payload) uint32 | payload (length bytes, encodeRecord)
+//	length uint32 | crc32c(payload) uint32 | payload (length bytes)
+//	payload: { record length uint32 | record (encodeRecord) } ...
 //
 // big-endian. Segments are zero-filled ahead of use (see journal.spare). Replay reads a
 // segment up to its first frame that is empty, short or fails its checksum: the unused,
@@ -287,14 +288,15 @@ func (j *journal) flush(ctx actor.Context) {
 	// Until answered, the batch is j.writing: a panic answers what is left of it.
 	j.writing = batch
 	start := time.Now()
-	j.buf = j.buf[:0]
+	// One frame for the whole batch: a write cut short never leaves some of its records
+	// valid, so a batch answered with an error is not replayed in part.
+	j.buf = append(j.buf[:0], make([]byte, frameHeader)...)
 	for _, a := range batch {
-		var h [frameHeader]byte
-		binary.BigEndian.PutUint32(h[0:4], uint32(len(a.Data)))
-		binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(a.Data, crcTable))
-		j.buf = append(j.buf, h[:]...)
+		j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(a.Data)))
 		j.buf = append(j.buf, a.Data...)
 	}
+	binary.BigEndian.PutUint32(j.buf[0:4], uint32(len(j.buf)-frameHeader))
+	binary.BigEndian.PutUint32(j.buf[4:8], crc32.Checksum(j.buf[frameHeader:], crcTable))
 	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
 		j.closeActive() // full: the batch goes to the next segment
 	}
@@ -556,25 +558,46 @@ func parseSegmentName(name string) (uint64, bool) {
 	return n, err == nil && n > 0
 }
 
-// readFrames returns the payloads of a segment's valid frames, and where the valid part
-// ends (len(b) when the segment is whole).
-func readFrames(b []byte) (payloads [][]byte, end int) {
+// readFrames returns the records of a segment's valid frames, in order, and where the
+// valid part ends (len(b) when the segment is whole).
+func readFrames(b []byte) (records [][]byte, end int) {
 	for end < len(b) {
 		if len(b)-end < frameHeader {
-			return payloads, end
+			return records, end
 		}
 		n := int(binary.BigEndian.Uint32(b[end : end+4]))
 		sum := binary.BigEndian.Uint32(b[end+4 : end+8])
 		if n == 0 || n > len(b)-end-frameHeader {
-			// No record is empty: zeros are a tail the filesystem extended but never wrote.
-			return payloads, end
+			// No frame is empty: zeros are the unused end of a preallocated segment.
+			return records, end
 		}
 		p := b[end+frameHeader : end+frameHeader+n]
 		if crc32.Checksum(p, crcTable) != sum {
-			return payloads, end
+			return records, end
 		}
-		payloads = append(payloads, p)
+		recs, ok := splitRecords(p)
+		if !ok {
+			return records, end
+		}
+		records = append(records, recs...)
 		end += frameHeader + n
 	}
-	return payloads, end
+	return records, end
+}
+
+// splitRecords splits a frame's payload into its records.
+func splitRecords(p []byte) ([][]byte, bool) {
+	var recs [][]byte
+	for len(p) > 0 {
+		if len(p) < 4 {
+			return nil, false
+		}
+		n := int(binary.BigEndian.Uint32(p))
+		if n == 0 || n > len(p)-4 {
+			return nil, false
+		}
+		recs = append(recs, p[4:4+n])
+		p = p[4+n:]
+	}
+	return recs, len(recs) > 0
 }

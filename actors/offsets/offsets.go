@@ -129,7 +129,7 @@ type offsetsActor struct {
 	// With a journal (journal.go): the batch appended and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
 	// holds, and the checkpoint being written or scheduled.
-	inflight      *batch
+	inflight      []*batch // appended, oldest first; answered in this order
 	lastSeq       uint64
 	fileSeq       uint64
 	ckpt          *ckptJob
@@ -159,6 +159,14 @@ type batch struct {
 	done  chan Appended
 	start time.Time
 }
+
+// maxInflight is how many batches of one group may wait for the journal at once. Two
+// keep the journal busy: the next batch is in its mailbox while an fsync runs, instead
+// of being sent after the answer comes back. A batch is built on the state the batches
+// before it will make (its ops and answers), and once durable its ops are applied to
+// the actor's state: what the actor serves is always what the journal holds, also when
+// a batch before it failed.
+const maxInflight = 2
 
 // ckptJob is a checkpoint written off Receive: the file as of journal record seq.
 type ckptJob struct {
@@ -444,12 +452,16 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.flushDirect()
 		return
 	}
-	if a.inflight != nil || len(a.queue) == 0 {
-		// One append in flight per group: what queues meanwhile goes with the next.
+	if len(a.inflight) >= maxInflight || len(a.queue) == 0 {
+		// What queues meanwhile goes with the next batch.
 		return
 	}
 	b := a.applyQueue(true)
 	if !b.dirty {
+		if len(a.inflight) > 0 {
+			// Its outcome is built on batches not yet durable: it waits for them.
+			return
+		}
 		a.queue = nil
 		a.commitBatch(b)
 		return
@@ -466,7 +478,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 	}
 	p := actor.NewPromise(ctx, ctx.Self())
 	b.id, b.done, b.start = p.ID(), make(chan Appended, 1), time.Now()
-	a.inflight, a.queue = b, nil
+	a.inflight, a.queue = append(a.inflight, b), nil
 	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
 }
 
@@ -497,9 +509,13 @@ func (a *offsetsActor) flushDirect() {
 func (a *offsetsActor) applyQueue(journaled bool) *batch {
 	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
 	// it to onRestarting.
-	b := &batch{reqs: a.queue, next: a.st.clone(), exists: a.exists, results: make([]any, len(a.queue))}
+	base, exists := a.st, a.exists
+	if n := len(a.inflight); n > 0 {
+		base, exists = a.inflight[n-1].next, a.inflight[n-1].exists
+	}
+	b := &batch{reqs: a.queue, next: base.clone(), exists: exists, results: make([]any, len(a.queue))}
 	if journaled {
-		b.rec = &recorder{metas: &a.metaJSON}
+		b.rec = &recorder{cache: &a.metaJSON}
 	}
 	now := a.cfg.Now()
 	for i, q := range b.reqs {
@@ -512,9 +528,15 @@ func (a *offsetsActor) applyQueue(journaled bool) *batch {
 	return b
 }
 
-// commitBatch makes a durable batch the actor's state and answers its waiters.
+// commitBatch makes a durable batch, built on the actor's state as it is, the actor's
+// state and answers its waiters.
 func (a *offsetsActor) commitBatch(b *batch) {
 	a.st, a.exists = b.next, b.exists
+	a.answerBatch(b)
+}
+
+// answerBatch answers a durable batch's waiters.
+func (a *offsetsActor) answerBatch(b *batch) {
 	a.cfg.Metrics.expiredOffsets(b.expired)
 	if b.expired > 0 {
 		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
@@ -539,47 +561,54 @@ func (a *offsetsActor) failBatch(b *batch, code int16) {
 	}
 }
 
-// onAppended takes the journal's answer to the batch in flight, then sends the next.
+// onAppended takes the journal's answer to the oldest batch in flight, then sends the
+// next.
 func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
-	if a.inflight == nil || m.ID != a.inflight.id {
+	if len(a.inflight) == 0 || m.ID != a.inflight[0].id {
 		return // answered already, while stopping
 	}
-	a.finishInflight(ctx, <-a.inflight.done, true)
+	a.finishInflight(ctx, <-a.inflight[0].done, true)
 	a.flush(ctx)
 }
 
-// finishInflight answers the batch in flight with the journal's outcome.
+// finishInflight answers the oldest batch in flight with the journal's outcome. A
+// durable batch's ops are applied to the state; a failed one changes nothing (the
+// batches after it carry only their own ops).
 func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule bool) {
-	b := a.inflight
-	a.inflight = nil
+	b := a.inflight[0]
+	a.inflight = a.inflight[1:]
 	if res.Err != nil {
 		a.log.Error().Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
-	a.commitBatch(b)
+	applyOps(&a.st, &a.exists, b.rec.ops, b.rec.metas)
+	a.answerBatch(b)
 	a.lastSeq = res.Seq
 	if schedule {
 		a.scheduleCheckpoint(ctx)
 	}
 }
 
-// waitInflight waits for the journal's answer to the batch in flight, for a stopping or
-// restarting actor that can no longer take it from its mailbox.
+// waitInflight waits for the journal's answers to the batches in flight, for a stopping
+// or restarting actor that can no longer take them from its mailbox.
 func (a *offsetsActor) waitInflight(ctx actor.Context) {
-	if a.inflight == nil {
+	if len(a.inflight) == 0 {
 		return
 	}
 	t := time.NewTimer(flushWait)
 	defer t.Stop()
-	select {
-	case res := <-a.inflight.done:
-		a.finishInflight(ctx, res, false)
-	case <-t.C:
-		b := a.inflight
-		a.inflight = nil
-		a.log.Error().Dur("waited", flushWait).Int("requests", len(b.reqs)).Msg("offsets_journal_did_not_answer")
-		a.failBatch(b, codeWriteFailed)
+	for len(a.inflight) > 0 {
+		select {
+		case res := <-a.inflight[0].done:
+			a.finishInflight(ctx, res, false)
+		case <-t.C:
+			a.log.Error().Dur("waited", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+			for _, b := range a.inflight {
+				a.failBatch(b, codeWriteFailed)
+			}
+			a.inflight = nil
+		}
 	}
 }
 

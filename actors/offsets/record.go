@@ -46,8 +46,11 @@ type fileTP struct {
 // recorder collects the ops of one batch while apply makes them; a nil *recorder (the
 // direct-write path, no journal) records nothing.
 type recorder struct {
-	ops   []op
-	metas *metaCache
+	ops []op
+	// metas are the meta ops' GroupMetas, in order: applyOps uses them instead of
+	// decoding what encode made (megabytes for a group of 10,000 members).
+	metas []GroupMeta
+	cache *metaCache
 	err   error
 }
 
@@ -83,12 +86,13 @@ func (r *recorder) meta(m GroupMeta, create bool) {
 	if r == nil {
 		return
 	}
-	b, err := r.metas.encode(m)
+	b, err := r.cache.encode(m)
 	if err != nil {
 		r.err = errors.Join(r.err, err)
 		return
 	}
 	r.ops = append(r.ops, op{Meta: b, NoCreate: !create})
+	r.metas = append(r.metas, m)
 }
 
 func (r *recorder) clear() {
@@ -139,6 +143,20 @@ func decodeRecord(b []byte) (string, []op, error) {
 
 // replayOps applies a record's ops to a group's state as it is on disk.
 func replayOps(s *state, exists *bool, ops []op) error {
+	return applyOpsWith(s, exists, ops, nil)
+}
+
+// applyOps applies a durable batch's ops to the live state; metas are its meta ops'
+// GroupMetas, in order. The ops were made by apply, so they are valid.
+func applyOps(s *state, exists *bool, ops []op, metas []GroupMeta) {
+	if err := applyOpsWith(s, exists, ops, metas); err != nil {
+		panic(fmt.Errorf("apply own journal record: %w", err))
+	}
+}
+
+// applyOpsWith applies ops; metas, when not nil, stand for the meta ops in order
+// (otherwise each is decoded).
+func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 	for _, o := range ops {
 		switch {
 		case o.Clear:
@@ -159,9 +177,14 @@ func replayOps(s *state, exists *bool, ops []op) error {
 				delete(s.offsets, TopicPartition{Topic: string(d.Topic), Partition: d.Partition})
 			}
 		case o.Meta != nil:
-			m, err := decodeMeta(o.Meta)
-			if err != nil {
-				return err
+			var m GroupMeta
+			if metas != nil {
+				m, metas = metas[0], metas[1:]
+			} else {
+				var err error
+				if m, err = decodeMeta(o.Meta); err != nil {
+					return err
+				}
 			}
 			s.meta = m
 			if !o.NoCreate {

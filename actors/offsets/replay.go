@@ -71,7 +71,7 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 		if err != nil {
 			return 0, fmt.Errorf("read journal segment %s: %w", path, err)
 		}
-		payloads, end := readFrames(b)
+		payloads, end := readFrames(b) // the records
 		if end < len(b) && !allZero(b[end:]) {
 			log.Warn().Str("segment", s.name).Int("valid_bytes", end).Int("size", len(b)).
 				Msg("offsets_journal_tail_ignored")

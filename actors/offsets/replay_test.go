@@ -19,12 +19,15 @@ import (
 	"kaas/actors/actor"
 )
 
-// frame is a journal frame around payload, as the journal writes it.
+// frame is a journal frame holding the one record payload, as the journal writes a
+// batch of one.
 func frame(payload []byte) []byte {
+	body := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	body = append(body, payload...)
 	var h [frameHeader]byte
-	binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
-	binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(payload, crcTable))
-	return append(h[:], payload...)
+	binary.BigEndian.PutUint32(h[0:4], uint32(len(body)))
+	binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(body, crcTable))
+	return append(h[:], body...)
 }
 
 func frames(payloads ...[]byte) []byte {
@@ -578,5 +581,39 @@ func TestReplayMeta(t *testing.T) {
 	must(t, err)
 	if _, exists := groupFile(t, Dir(img), "g"); exists {
 		t.Fatal("DeleteAll not replayed: the file is still there")
+	}
+}
+
+// TestBatchFrameIsAllOrNothing: the journal writes a batch as one frame, so a write cut
+// short anywhere leaves none of its records valid (a batch answered with an error is
+// never replayed in part), and a frame whose records do not fill it exactly is not read.
+func TestBatchFrameIsAllOrNothing(t *testing.T) {
+	r1 := encRecord(t, "a", op{Clear: true})
+	r2 := encRecord(t, "b", op{Clear: true})
+	body := binary.BigEndian.AppendUint32(nil, uint32(len(r1)))
+	body = append(body, r1...)
+	body = binary.BigEndian.AppendUint32(body, uint32(len(r2)))
+	body = append(body, r2...)
+	mk := func(body []byte) []byte {
+		var h [frameHeader]byte
+		binary.BigEndian.PutUint32(h[0:4], uint32(len(body)))
+		binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(body, crcTable))
+		return append(h[:], body...)
+	}
+	whole := append(frame(r1), mk(body)...)
+	recs, end := readFrames(whole)
+	if len(recs) != 3 || end != len(whole) || string(recs[2]) != string(r2) {
+		t.Fatalf("whole: %d records, end %d of %d", len(recs), end, len(whole))
+	}
+	for cut := len(frame(r1)) + 1; cut < len(whole); cut++ {
+		if recs, end := readFrames(whole[:cut]); len(recs) != 1 || end != len(frame(r1)) {
+			t.Fatalf("cut at %d: %d records, end %d", cut, len(recs), end)
+		}
+	}
+	// Valid checksum, but the records' lengths do not add up to the frame.
+	bad := append(slices.Clone(body[:len(body)-1]), 0)
+	bad = binary.BigEndian.AppendUint32(bad, 7)
+	if recs, end := readFrames(append(frame(r1), mk(bad)...)); len(recs) != 1 || end != len(frame(r1)) {
+		t.Fatalf("malformed frame: %d records, end %d", len(recs), end)
 	}
 }
