@@ -235,7 +235,7 @@ func (b *Broker) stop(ctx context.Context) error {
 		cancel()
 	}
 	b.sys.Shutdown()
-	b.log.Info().Dur("took", time.Since(start)).Bool("drained", drained).Msg("kaas stopped")
+	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas stopped")
 	return nil
 }
 

@@ -216,7 +216,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.onAppended(ctx, m)
 	case *claimTimeout:
 		if a.claiming {
-			a.log.Error().Dur("waited", claimWait).Msg("offsets_journal_claim_unanswered")
+			a.log.Error().Dur("waited_ms", claimWait).Msg("offsets_journal_claim_unanswered")
 			a.onClaimed(ctx, nil)
 		}
 	case *checkpointTick:
@@ -603,7 +603,7 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 		case res := <-a.inflight[0].done:
 			a.finishInflight(ctx, res, false)
 		case <-t.C:
-			a.log.Error().Dur("waited", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+			a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
 			for _, b := range a.inflight {
 				a.failBatch(b, codeWriteFailed)
 			}

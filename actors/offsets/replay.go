@@ -115,7 +115,7 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 		return 0, fmt.Errorf("fsync directory %s: %w", journalDir, err)
 	}
 	log.Info().Int("segments", len(segs)).Int("records", total).Int("groups", len(order)).
-		Int("groups_not_applied", unapplied).Dur("took", time.Since(start)).Msg("offsets_journal_replayed")
+		Int("groups_not_applied", unapplied).Dur("took_ms", time.Since(start)).Msg("offsets_journal_replayed")
 	return next, nil
 }
 
