@@ -41,6 +41,7 @@ type ManagerConfig struct {
 func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := offsets.OSFS{}
+	slots := make(chan struct{}, offsets.DefaultWriteSlots)
 	return ManagerConfig{
 		Settings: SettingsFrom(cfg),
 		Offsets: func(group string) *actor.Props {
@@ -48,6 +49,7 @@ func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, om *offsets.Metric
 				Group: group, Dir: dir, FS: fsys, Log: log, Metrics: om,
 				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
 				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+				WriteSlots: slots,
 			})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },

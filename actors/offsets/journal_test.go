@@ -1006,3 +1006,49 @@ func TestJournalPanicRestartCheckpointFails(t *testing.T) {
 		return true
 	})
 }
+
+// TestCheckpointsShareWriteSlots: checkpoints of a broker's groups run at most
+// WriteSlots at once (each holds an OS thread in fsync): with one slot and the first
+// group's file write held, the second group's checkpoint does not start until it is
+// released, and then both files are written.
+func TestCheckpointsShareWriteSlots(t *testing.T) {
+	j := newJournalHarness(t, "a", ckptSoon)
+	slots := make(chan struct{}, 1)
+	j.cfg.WriteSlots = slots
+	_ = j.sys.Poison(j.pid, waitFor)
+	j.pid = j.sys.Spawn(Props(j.cfg))
+	b := j.spawn("b")
+	entered, release := make(chan string, 2), make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open) // before the harness's cleanup, which stops the actors
+	j.hookSegments(func(op Op, path string) error {
+		if op == OpCreate && strings.HasSuffix(path, ".json"+tmpSuffix) {
+			entered <- filepath.Base(path)
+			<-release
+		}
+		return nil
+	})
+	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	first := <-entered
+	if got := j.commitTo(b, entry("t", 0, 2)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	// b's checkpoint is due within ckptSoon; it must wait for the slot.
+	select {
+	case name := <-entered:
+		t.Fatalf("%s's checkpoint started while %s held the only write slot", name, first)
+	case <-time.After(5 * ckptSoon):
+	}
+	open()
+	if second := <-entered; second == first {
+		t.Fatalf("the same file twice: %s", second)
+	}
+	eventually(t, "both files written", func() bool {
+		_, okA := j.onDisk()
+		_, err := os.Stat(filepath.Join(j.dir, FileName("b")))
+		return okA && err == nil
+	})
+}

@@ -65,7 +65,16 @@ type Config struct {
 	// CheckpointInterval: how long journaled changes wait before the group file is
 	// rewritten with them; 0 is DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
+	// WriteSlots, shared by every group's actor of a broker, bounds how many checkpoints
+	// (group file rewrites) run at once: each holds an OS thread in fsync, and 100,000
+	// groups checkpointing together would otherwise need as many threads (Go stops the
+	// process at 10,000). Nil is no bound.
+	WriteSlots chan struct{}
 }
+
+// DefaultWriteSlots is how many group file rewrites a broker runs at once: more do not
+// go faster (ext4 serializes their journal commits).
+const DefaultWriteSlots = 16
 
 // DefaultCheckpointInterval is how long a group's journaled changes wait for its file.
 const DefaultCheckpointInterval = 2 * time.Second
@@ -642,8 +651,12 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 	}
 	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{})}
 	a.ckpt = job
-	fsys, dir, name, exists := a.cfg.FS, a.cfg.Dir, a.name, a.exists
+	fsys, dir, name, exists, slots := a.cfg.FS, a.cfg.Dir, a.name, a.exists, a.cfg.WriteSlots
 	actor.Background(ctx, func() any {
+		if slots != nil {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+		}
 		start := time.Now()
 		if exists {
 			job.err = writeFileAtomic(fsys, dir, name, data)
@@ -696,9 +709,15 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 		return
 	}
 	job := &ckptJob{seq: a.lastSeq}
-	start := time.Now()
-	job.err = a.persist(a.st, a.exists)
-	job.took = time.Since(start)
+	func() {
+		if a.cfg.WriteSlots != nil {
+			a.cfg.WriteSlots <- struct{}{}
+			defer func() { <-a.cfg.WriteSlots }()
+		}
+		start := time.Now()
+		job.err = a.persist(a.st, a.exists)
+		job.took = time.Since(start)
+	}()
 	a.checkpointDone(ctx, job)
 	if job.err != nil {
 		// The file is behind the journal. The journal keeps the group's records pinned
