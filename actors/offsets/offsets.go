@@ -135,7 +135,7 @@ type offsetsActor struct {
 	queue       []queued
 	flushQueued bool
 
-	// With a journal (journal.go): the batch appended and not yet answered, the
+	// With a journal (journal.go): the batches appended and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
 	// holds, and the checkpoint being written or scheduled.
 	inflight      []*batch // appended, oldest first; answered in this order
@@ -164,9 +164,8 @@ type batch struct {
 	expired int
 	rec     *recorder
 
-	id    uint64 // the promise the journal resolves
-	done  chan Appended
-	start time.Time
+	id   uint64 // the promise the journal resolves
+	done chan Appended
 }
 
 // maxInflight is how many batches of one group may wait for the journal at once. Two
@@ -486,7 +485,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		return
 	}
 	p := actor.NewPromise(ctx, ctx.Self())
-	b.id, b.done, b.start = p.ID(), make(chan Appended, 1), time.Now()
+	b.id, b.done = p.ID(), make(chan Appended, 1)
 	a.inflight, a.queue = append(a.inflight, b), nil
 	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
 }
