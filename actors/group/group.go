@@ -413,7 +413,7 @@ func (g *groupActor) drainOffsets(ctx actor.Context) {
 		return
 	}
 	if _, ok := actor.Call(ctx, g.offsets, func(p actor.Promise) any { return &offsets.Flush{Reply: p} }, flushTimeout); !ok {
-		g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets actor did not finish its writes in time; what it acknowledged is on disk, requests still queued are not answered")
+		g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets actor did not finish its writes in time; what it acknowledged is on disk")
 	}
 	g.offsets = nil
 }
