@@ -29,6 +29,11 @@ type FS interface {
 	Remove(path string) error
 	// SyncDir fsyncs the directory itself, making renames and removals in it durable.
 	SyncDir(dir string) error
+	// SyncFS makes everything written to the filesystem holding dir durable at once
+	// (syncfs): the journal replay writes thousands of group files and syncs them with
+	// one call. It returns an error satisfying errors.ErrUnsupported where the system
+	// has no such call.
+	SyncFS(dir string) error
 	// MkdirAll makes dir and its parents.
 	MkdirAll(dir string) error
 }
@@ -100,6 +105,15 @@ func (OSFS) SyncDir(dir string) error {
 
 func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
+func (OSFS) SyncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return syncfs(d)
+}
+
 // Op names one FS step, for FaultFS.
 type Op string
 
@@ -115,6 +129,7 @@ const (
 	OpRename  Op = "rename"
 	OpRemove  Op = "remove"
 	OpSyncDir Op = "syncdir"
+	OpSyncFS  Op = "syncfs"
 	OpMkdir   Op = "mkdir"
 )
 
@@ -239,6 +254,13 @@ func (f *FaultFS) SyncDir(dir string) error {
 	return f.Inner.SyncDir(dir)
 }
 
+func (f *FaultFS) SyncFS(dir string) error {
+	if err := f.check(OpSyncFS, dir); err != nil {
+		return err
+	}
+	return f.Inner.SyncFS(dir)
+}
+
 func (f *FaultFS) MkdirAll(dir string) error {
 	if err := f.check(OpMkdir, dir); err != nil {
 		return err
@@ -323,6 +345,66 @@ func removeFileDurably(fsys FS, dir, name string) error {
 	path := filepath.Join(dir, name)
 	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileUnsynced replaces dir/name with data through name.tmp and a rename, without
+// an fsync: for the journal replay, which syncs everything it wrote at once (syncWritten)
+// before it deletes the journal that can redo it.
+func writeFileUnsynced(fsys FS, dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		err = fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", tmp, cerr)
+	}
+	if err == nil {
+		if err = fsys.Rename(tmp, path); err != nil {
+			err = fmt.Errorf("rename %s: %w", tmp, err)
+		}
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+	}
+	return err
+}
+
+// syncWritten makes the files written in dir (their paths; "" for a removal) durable:
+// one syncfs where the system has it, else an fsync of each file; then an fsync of dir
+// for the renames and removals.
+func syncWritten(fsys FS, dir string, written []string) error {
+	err := fsys.SyncFS(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		err = nil
+		for _, path := range written {
+			if path == "" {
+				continue // a removal
+			}
+			f, oerr := fsys.OpenWrite(path)
+			if oerr != nil {
+				return fmt.Errorf("open %s: %w", path, oerr)
+			}
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("fsync %s: %w", path, err)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("syncfs %s: %w", dir, err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)

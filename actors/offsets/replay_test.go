@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"maps"
@@ -616,4 +617,75 @@ func TestBatchFrameIsAllOrNothing(t *testing.T) {
 	if recs, end := readFrames(append(frame(r1), mk(bad)...)); len(recs) != 1 || end != len(frame(r1)) {
 		t.Fatalf("malformed frame: %d records, end %d", len(recs), end)
 	}
+}
+
+// TestReplaySyncsOnceThenDeletes: replay writes the group files without an fsync each,
+// makes them durable with one syncfs (or, where there is none, an fsync of each file),
+// and only then deletes the segments; a failed sync fails the replay with the segments
+// kept, and the next replay does it again.
+func TestReplaySyncsOnceThenDeletes(t *testing.T) {
+	setup := func(t *testing.T) (string, string) {
+		dir, jdir := replayDirs(t)
+		writeGroupFile(t, dir, "gone", groupState(GroupMeta{}, map[TopicPartition]Committed{{"t", 0}: {Offset: 1}}))
+		writeSegment(t, jdir, 1, frames(
+			encRecord(t, "a", setOp(entry("t", 0, 5))),
+			encRecord(t, "b", setOp(entry("t", 1, 6))),
+			encRecord(t, "gone", clearOp()),
+		))
+		return dir, jdir
+	}
+	check := func(t *testing.T, dir string) {
+		t.Helper()
+		if s, ok := groupFile(t, dir, "a"); !ok || s.offsets[TopicPartition{"t", 0}].Offset != 5 {
+			t.Fatalf("a: %+v", s.offsets)
+		}
+		if s, ok := groupFile(t, dir, "b"); !ok || s.offsets[TopicPartition{"t", 1}].Offset != 6 {
+			t.Fatalf("b: %+v", s.offsets)
+		}
+		if _, ok := groupFile(t, dir, "gone"); ok {
+			t.Fatal("a cleared group's file is still there")
+		}
+	}
+
+	t.Run("syncfs", func(t *testing.T) {
+		dir, jdir := setup(t)
+		fsys := NewFaultFS(nil)
+		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
+		must(t, err)
+		check(t, dir)
+		if fsys.Count(OpSyncFS) != 1 || fsys.Count(OpSync) != 0 {
+			t.Fatalf("%d syncfs and %d file fsyncs, want one syncfs", fsys.Count(OpSyncFS), fsys.Count(OpSync))
+		}
+		if got := segmentFilesIn(t, jdir); len(got) != 0 {
+			t.Fatalf("segments left %q", got)
+		}
+	})
+	t.Run("no syncfs", func(t *testing.T) {
+		dir, jdir := setup(t)
+		fsys := NewFaultFS(nil)
+		fsys.FailNext(OpSyncFS, errors.ErrUnsupported)
+		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
+		must(t, err)
+		check(t, dir)
+		if fsys.Count(OpSync) != 2 {
+			t.Fatalf("%d file fsyncs, want one for each of the 2 files written", fsys.Count(OpSync))
+		}
+	})
+	t.Run("sync fails", func(t *testing.T) {
+		dir, jdir := setup(t)
+		fsys := NewFaultFS(nil)
+		fsys.FailNext(OpSyncFS, nil)
+		if _, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop()); err == nil {
+			t.Fatal("replay succeeded with a failed sync")
+		}
+		if got := segmentFilesIn(t, jdir); len(got) != 1 {
+			t.Fatalf("segments after a failed sync %q, want the one kept", got)
+		}
+		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
+		must(t, err)
+		check(t, dir)
+		if got := segmentFilesIn(t, jdir); len(got) != 0 {
+			t.Fatalf("segments left %q", got)
+		}
+	})
 }
