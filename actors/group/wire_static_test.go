@@ -26,7 +26,8 @@ func (w *wire) static2(g string, session int32) static2 {
 		session = 500
 	}
 	jl := w.async(joinReq(g, joinOpts{instance: "leader", protocols: superset, session: session}))
-	time.Sleep(5 * time.Millisecond) // the leader is the first member
+	// The leader is the first member: the follower joins only once the leader is in.
+	w.waitDescribed(g, 5*time.Second, "leader joined", func(d kmsg.DescribeGroupsResponseGroup) bool { return len(d.Members) == 1 })
 	jf := w.async(joinReq(g, joinOpts{instance: "follower", protocols: superset, session: session}))
 	l := wait[*kmsg.JoinGroupResponse](w.t, jl, 5*time.Second)
 	f := wait[*kmsg.JoinGroupResponse](w.t, jf, 5*time.Second)
