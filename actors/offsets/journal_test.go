@@ -1052,3 +1052,75 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 		return okA && err == nil
 	})
 }
+
+// claimRelay passes every message to the journal but holds Claims until releaseClaims.
+type claimRelay struct {
+	to       *actor.PID
+	held     []*Claim
+	released bool
+}
+
+type releaseClaims struct{}
+
+func (r *claimRelay) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *Claim:
+		if !r.released {
+			r.held = append(r.held, m)
+			return
+		}
+		ctx.Send(r.to, m)
+	case *releaseClaims:
+		r.released = true
+		for _, c := range r.held {
+			ctx.Send(r.to, c)
+		}
+		r.held = nil
+	default:
+		ctx.Send(r.to, m)
+	}
+}
+
+// TestClaimUnansweredRetries: while the journal has not answered a new actor's Claim, the
+// group's file may be behind it (here it lacks t-1=5), so requests that waited ClaimWait
+// are answered COORDINATOR_LOAD_IN_PROGRESS, never from the file; once the journal
+// answers, the group serves what the earlier actor left with it.
+func TestClaimUnansweredRetries(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	var once sync.Once
+	j.hookSegments(func(op Op, path string) error {
+		fail := false
+		if op == OpCreate && filepath.Base(path) == "g.json"+tmpSuffix {
+			once.Do(func() { fail = true })
+		}
+		if fail {
+			return ErrInjected
+		}
+		return nil
+	})
+	relay := j.sys.Spawn(actor.PropsOf(func() actor.Actor { return &claimRelay{to: j.jpid} }))
+	j.cfg.Journal, j.cfg.ClaimWait = relay, 20*time.Millisecond
+	j.restart() // the old actor's checkpoint fails: t-1=5 is in the journal only
+	for _, c := range j.commit(entry("t", 0, 1)) {
+		if c != kerr.CoordinatorLoadInProgress.Code {
+			t.Fatalf("commit while the claim is unanswered: %d", c)
+		}
+	}
+	if f := j.fetch(); f.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("fetch while the claim is unanswered: %+v", f)
+	}
+	if !strings.Contains(j.logs.String(), "offsets_journal_claim_unanswered_requests_retried") {
+		t.Fatalf("unanswered claim not logged:\n%s", j.logs)
+	}
+	j.sys.Send(relay, &releaseClaims{})
+	if f := j.fetch(); f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 1}].Offset != 5 {
+		t.Fatalf("after the journal answers: %+v (want t-1=5)", f)
+	}
+	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
+		t.Fatal(got)
+	}
+}

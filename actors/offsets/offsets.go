@@ -28,6 +28,10 @@ var (
 	codeBroken = kerr.CoordinatorNotAvailable.Code
 	// codeCrashed answers the requests of an incarnation that panicked.
 	codeCrashed = kerr.CoordinatorNotAvailable.Code
+	// codeLoading answers requests that waited ClaimWait for the journal to say whether
+	// the group's file is behind it: serving the file could hand out older offsets. It is
+	// what Apache answers while a coordinator loads its offsets, and clients retry it.
+	codeLoading = kerr.CoordinatorLoadInProgress.Code
 )
 
 // DefaultMaxMetadataBytes is Apache's offset.metadata.max.bytes.
@@ -70,7 +74,14 @@ type Config struct {
 	// groups checkpointing together would otherwise need as many threads (Go stops the
 	// process at 10,000). Nil is no bound.
 	WriteSlots chan struct{}
+	// ClaimWait: how long requests wait for the journal's answer to the actor's Claim
+	// before they are answered COORDINATOR_LOAD_IN_PROGRESS (the actor goes on waiting);
+	// 0 is DefaultClaimWait.
+	ClaimWait time.Duration
 }
+
+// DefaultClaimWait bounds how long a request waits for the journal's answer to a Claim.
+const DefaultClaimWait = 10 * time.Second
 
 // DefaultWriteSlots is how many group file rewrites a broker runs at once: more do not
 // go faster (ext4 serializes their journal commits).
@@ -94,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.ClaimWait == 0 {
+		c.ClaimWait = DefaultClaimWait
 	}
 	return c
 }
@@ -224,8 +238,12 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.onAppended(ctx, m)
 	case *claimTimeout:
 		if a.claiming {
-			a.log.Error().Dur("waited_ms", claimWait).Msg("offsets_journal_claim_unanswered")
-			a.onClaimed(ctx, nil)
+			// Serving the file now could hand out offsets older than the journal's: the
+			// waiting requests are told to retry, and the actor goes on waiting.
+			a.log.Error().Dur("waited_ms", a.cfg.ClaimWait).Int("requests", len(a.stash)).
+				Msg("offsets_journal_claim_unanswered_requests_retried")
+			a.failStash(codeLoading)
+			a.claimCancel = actor.After(ctx, a.cfg.ClaimWait, &claimTimeout{})
 		}
 	case *checkpointTick:
 		a.onCheckpointTick(ctx)
@@ -275,11 +293,8 @@ func (a *offsetsActor) claim(ctx actor.Context) {
 	p := actor.NewPromise(ctx, ctx.Self())
 	a.claiming, a.claimID = true, p.ID()
 	ctx.Send(a.cfg.Journal, &Claim{Group: a.cfg.Group, Reply: p})
-	a.claimCancel = actor.After(ctx, claimWait, &claimTimeout{})
+	a.claimCancel = actor.After(ctx, a.cfg.ClaimWait, &claimTimeout{})
 }
-
-// claimWait bounds the wait for the journal's answer to a Claim.
-const claimWait = 10 * time.Second
 
 type claimTimeout struct{}
 
@@ -305,12 +320,19 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 	}
 }
 
-// failStash answers every stashed request with code.
+// failStash answers every stashed request with code. A SaveMeta without a reply has no
+// one to answer: it stays stashed.
 func (a *offsetsActor) failStash(code int16) {
+	kept := a.stash[:0]
 	for _, msg := range a.stash {
+		if sm, ok := msg.(*SaveMeta); ok && !sm.Reply.Valid() {
+			kept = append(kept, msg)
+			continue
+		}
 		fail(queued{msg: msg}, code)
 	}
-	a.stash = nil
+	clear(a.stash[len(kept):])
+	a.stash = kept
 }
 
 // ready loads the file on first use and says whether the group can be served.
