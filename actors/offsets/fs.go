@@ -340,6 +340,26 @@ func writeFileAtomic(fsys FS, dir, name string, data []byte) error {
 	return nil
 }
 
+// saveGroupFile makes s, group's state, the content of dir/name durably (removes the file
+// when the group has nothing to keep), creating dir if it is missing.
+func saveGroupFile(fsys FS, dir, name, group string, s state, exists bool) error {
+	if !exists {
+		return removeFileDurably(fsys, dir, name)
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	// The directory may have just been made: its entry must be durable too.
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", filepath.Dir(dir), err)
+	}
+	data, err := encodeFile(group, s)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(fsys, dir, name, data)
+}
+
 // removeFileDurably removes dir/name and fsyncs dir. A missing file is not an error.
 func removeFileDurably(fsys FS, dir, name string) error {
 	path := filepath.Join(dir, name)

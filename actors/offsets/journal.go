@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -68,7 +69,15 @@ type JournalConfig struct {
 	// SegmentBytes: a segment that reaches it is closed and a new one started; 0 is
 	// DefaultSegmentBytes.
 	SegmentBytes int64
+	// UnsavedRetry: how often the journal itself tries to write the file of a group whose
+	// actor could not (Unsaved) and that no actor has claimed since, so that its records
+	// do not keep every later segment on disk until the broker restarts; 0 is
+	// DefaultUnsavedRetry.
+	UnsavedRetry time.Duration
 }
+
+// DefaultUnsavedRetry is how often the journal retries the files its groups left unsaved.
+const DefaultUnsavedRetry = 30 * time.Second
 
 // Append asks the journal to make one group's record durable. When the fsync that holds
 // it returns (or the write fails), the journal puts the outcome on Done (buffered, one
@@ -116,6 +125,9 @@ type Unsaved struct {
 	st     state
 	exists bool
 	seq    uint64
+	// write writes st to the group's file (nil: the journal does not retry it). It
+	// touches nothing but the file, so the journal may run it on a goroutine of its own.
+	write func() error
 }
 
 // JournalStat asks the journal for its segments (tests and diagnostics). Reply: *JournalStatus.
@@ -139,6 +151,9 @@ func JournalProps(cfg JournalConfig) *actor.Props {
 	}
 	if cfg.FirstSeq == 0 {
 		cfg.FirstSeq = 1
+	}
+	if cfg.UnsavedRetry <= 0 {
+		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
 	return actor.PropsOf(func() actor.Actor {
 		return &journal{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger()}
@@ -171,12 +186,20 @@ type journal struct {
 	flushQueued bool
 	buf         []byte
 
+	// unsaved holds the state of groups whose actor could not write their file; handed
+	// is what was last handed to each group's next actor (Claim), whose checkpoints then
+	// write it. The others are retried every UnsavedRetry on a goroutine (retrying
+	// until it reports); a Claim of a group being retried waits for it in deferred.
+	unsaved     map[string]*Unsaved
+	handed      map[string]*Unsaved
+	retrying    map[string]*Unsaved
+	deferred    map[string][]*Claim
+	retryCancel actor.Cancel  // the armed retry timer, nil when none
+	retriesDone chan struct{} // closed when the running retry round is over
+
 	// The next segment, zero-filled ahead of use on a goroutine of its own: appending to
 	// a preallocated file changes no size, so its fdatasync needs no commit of the
 	// filesystem's journal (on ext4 those queue behind every group file rewrite).
-	// unsaved holds the state of groups whose actor could not write their file.
-	unsaved map[string]*Unsaved
-
 	spare     string // a ready spare's path, "" when none
 	preparing bool
 	spareDone chan struct{} // closed when the spare being prepared is done
@@ -216,17 +239,24 @@ func (j *journal) Receive(ctx actor.Context) {
 		j.checkpointed(m.Group, m.Seq)
 		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.seq {
 			delete(j.unsaved, m.Group)
+			delete(j.handed, m.Group)
 			j.log.Info().Str("group", m.Group).Msg("offsets_unsaved_state_written")
 		}
 	case *Unsaved:
-		if old := j.unsaved[m.Group]; old == nil || m.seq >= old.seq {
-			if j.unsaved == nil {
-				j.unsaved = map[string]*Unsaved{}
-			}
-			j.unsaved[m.Group] = m
-		}
+		j.onUnsaved(ctx, m)
 	case *Claim:
-		m.Reply.Resolve(&Claimed{Unsaved: j.unsaved[m.Group]})
+		if j.retrying[m.Group] != nil {
+			// Its file is being written from what the journal holds: the claim is
+			// answered once that write is over.
+			j.deferred[m.Group] = append(j.deferred[m.Group], m)
+			return
+		}
+		j.answerClaim(m)
+	case *retryUnsaved:
+		j.retryCancel = nil
+		j.retryRound(ctx)
+	case *unsavedRound:
+		j.onUnsavedRound(ctx, m)
 	case *JournalStat:
 		m.Reply.Resolve(j.status())
 	case *actor.Stopping:
@@ -236,6 +266,18 @@ func (j *journal) Receive(ctx actor.Context) {
 				groups = append(groups, g)
 			}
 			j.log.Error().Strs("groups", groups).Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
+		}
+		if j.retryCancel != nil {
+			j.retryCancel()
+		}
+		if j.retriesDone != nil {
+			// Its outcome goes nowhere: what it wrote is also replayed at the next start.
+			<-j.retriesDone
+		}
+		for _, claims := range j.deferred {
+			for _, c := range claims {
+				j.answerClaim(c)
+			}
 		}
 		j.flush(ctx)
 		j.closeActive()
@@ -520,6 +562,114 @@ func (j *journal) checkpointed(group string, seq uint64) {
 		j.closed = j.closed[1:]
 		j.log.Debug().Str("segment", s.name).Msg("offsets_journal_segment_removed")
 	}
+}
+
+// onUnsaved keeps the state a group's actor could not write (the newest, by seq) and
+// arms the retry.
+func (j *journal) onUnsaved(ctx actor.Context, m *Unsaved) {
+	if old := j.unsaved[m.Group]; old != nil && m.seq < old.seq {
+		return
+	}
+	if j.unsaved == nil {
+		j.unsaved = map[string]*Unsaved{}
+	}
+	j.unsaved[m.Group] = m
+	j.armRetry(ctx)
+}
+
+func (j *journal) armRetry(ctx actor.Context) {
+	if j.retryCancel == nil && !j.stopped {
+		j.retryCancel = actor.After(ctx, j.cfg.UnsavedRetry, &retryUnsaved{})
+	}
+}
+
+// answerClaim hands a group's unsaved state, if any, to the group's new actor.
+func (j *journal) answerClaim(m *Claim) {
+	u := j.unsaved[m.Group]
+	if u != nil {
+		if j.handed == nil {
+			j.handed = map[string]*Unsaved{}
+		}
+		j.handed[m.Group] = u
+	}
+	m.Reply.Resolve(&Claimed{Unsaved: u})
+}
+
+type retryUnsaved struct{}
+
+// unsavedRound is a retry round's outcome: errs[i] is the write of round[i].
+type unsavedRound struct {
+	round []*Unsaved
+	errs  []error
+}
+
+// retryRound writes, one after another on a goroutine, the files of the unsaved groups
+// no actor has claimed.
+func (j *journal) retryRound(ctx actor.Context) {
+	if j.retriesDone != nil || j.stopped {
+		return
+	}
+	round := j.retryable()
+	if len(round) == 0 {
+		return
+	}
+	if j.retrying == nil {
+		j.retrying, j.deferred = map[string]*Unsaved{}, map[string][]*Claim{}
+	}
+	for _, u := range round {
+		j.retrying[u.Group] = u
+	}
+	done := make(chan struct{})
+	j.retriesDone = done
+	actor.Background(ctx, func() any {
+		defer close(done)
+		errs := make([]error, len(round))
+		for i, u := range round {
+			errs[i] = u.write()
+		}
+		return &unsavedRound{round: round, errs: errs}
+	})
+}
+
+// onUnsavedRound unpins what a retry round wrote, answers the claims that waited for it
+// and arms the next round if anything is left.
+func (j *journal) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
+	j.retriesDone = nil
+	var failed []string
+	var firstErr error
+	for i, u := range m.round {
+		delete(j.retrying, u.Group)
+		if err := m.errs[i]; err != nil {
+			failed = append(failed, u.Group)
+			firstErr = cmp.Or(firstErr, err)
+		} else if j.unsaved[u.Group] == u {
+			delete(j.unsaved, u.Group)
+			j.checkpointed(u.Group, u.seq)
+			j.log.Info().Str("group", u.Group).Msg("offsets_unsaved_state_written")
+		}
+		for _, c := range j.deferred[u.Group] {
+			j.answerClaim(c)
+		}
+		delete(j.deferred, u.Group)
+	}
+	if len(failed) > 0 {
+		j.log.Error().Err(firstErr).Strs("groups", failed).Dur("retry_ms", j.cfg.UnsavedRetry).
+			Msg("offsets_unsaved_group_files_still_failing")
+	}
+	if len(j.retryable()) > 0 {
+		j.armRetry(ctx)
+	}
+}
+
+// retryable is the unsaved state no actor has claimed, which the journal writes itself.
+func (j *journal) retryable() []*Unsaved {
+	var out []*Unsaved
+	for g, u := range j.unsaved {
+		if u.write != nil && j.handed[g] != u {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func (j *journal) fail(batch []*Append, err error) {

@@ -1124,3 +1124,75 @@ func TestClaimUnansweredRetries(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestJournalRetriesUnsavedFile: a group whose actor stopped without writing its file,
+// and which no actor claims again, would pin its records, and with them every later
+// segment, until the broker restarts. The journal writes the file itself every
+// UnsavedRetry until that works, then lets the segments go; a Claim of the group while
+// that write runs waits for it.
+func TestJournalRetriesUnsavedFile(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) {
+		c.SegmentBytes = 256
+		c.UnsavedRetry = 20 * time.Millisecond
+	})
+	u := j.spawn("u")
+	if got := j.commitTo(u, entry("t", 1, 5)); !codesOK(got) {
+		t.Fatal(got)
+	}
+	var creates atomic.Int32
+	held := newGate()
+	t.Cleanup(held.open)
+	j.hookSegments(func(op Op, path string) error {
+		if op != OpCreate || filepath.Base(path) != "u.json"+tmpSuffix {
+			return nil
+		}
+		switch creates.Add(1) {
+		case 1, 2: // the actor's checkpoint as it stops, the journal's first retry
+			return ErrInjected
+		case 3:
+			close(held.entered)
+			<-held.release
+		}
+		return nil
+	})
+	must(t, j.sys.Poison(u, waitFor))
+	// Commits of another group roll segments meanwhile; u's record pins them all.
+	for i := range 20 {
+		if got := j.commit(entry("t", 0, int64(i))); !codesOK(got) {
+			t.Fatal(got)
+		}
+	}
+	select {
+	case <-held.entered:
+	case <-time.After(waitFor):
+		t.Fatalf("the journal never retried u's file (%d creates)", creates.Load())
+	}
+	if !strings.Contains(j.logs.String(), "offsets_unsaved_group_files_still_failing") {
+		t.Fatalf("failed retry not logged:\n%s", j.logs)
+	}
+	if st := j.jstat(); len(st.Segments) < 3 {
+		t.Fatalf("segments %v: the test needs several pinned by u", st.Segments)
+	}
+	// u's next actor claims while the journal writes u's file: its fetch waits.
+	u2 := j.spawn("u")
+	w := j.sendTo(u2, func(p actor.Promise) any { return &Fetch{Reply: p} })
+	time.Sleep(20 * time.Millisecond)
+	if v, ok := answered(w); ok {
+		t.Fatalf("fetch answered while the journal writes the group's file: %+v", v)
+	}
+	held.open()
+	if f := wait[*FetchResult](t, w); f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 1}].Offset != 5 {
+		t.Fatalf("u's next actor serves %+v, want t-1=5", f)
+	}
+	if s, ok := groupFile(t, j.dir, "u"); !ok || s.offsets[TopicPartition{"t", 1}].Offset != 5 {
+		t.Fatalf("u's file holds %+v", s.offsets)
+	}
+	if !strings.Contains(j.logs.String(), "offsets_unsaved_state_written") {
+		t.Fatalf("written state not logged:\n%s", j.logs)
+	}
+	for seg, groups := range j.jstat().Pinned {
+		if slices.Contains(groups, "u") {
+			t.Fatalf("segment %s still pinned by u", seg)
+		}
+	}
+}

@@ -745,7 +745,9 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 		// (a restart replays them) and this state in memory for the group's next actor,
 		// which claims it instead of reading the older file.
 		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
-		ctx.Send(a.cfg.Journal, &Unsaved{Group: a.cfg.Group, st: a.st, exists: a.exists, seq: a.lastSeq})
+		fsys, dir, name, group, st, exists := a.cfg.FS, a.cfg.Dir, a.name, a.cfg.Group, a.st, a.exists
+		ctx.Send(a.cfg.Journal, &Unsaved{Group: group, st: st, exists: exists, seq: a.lastSeq,
+			write: func() error { return saveGroupFile(fsys, dir, name, group, st, exists) }})
 	}
 }
 
