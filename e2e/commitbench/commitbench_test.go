@@ -5,11 +5,18 @@
 //
 //	go test -run NONE -bench Commits -benchtime 1x ./e2e/commitbench/
 //
-// KAAS_BENCH_SECONDS sets how long each cell runs (default 3). Each committer has its own
-// connection, as a consumer has to its coordinator, and speaks OffsetCommit v9 through
-// kmsg with nothing between it and the socket, so the figures are the broker's and not a
-// client library's. KAAS_BENCH_CLIENT=kgo runs the committers through franz-go clients
-// instead (at most 16, shared), which adds that client's own scheduling to every latency.
+// KAAS_BENCH_SECONDS sets how long each cell runs (default 3). Every cell runs with two
+// kinds of client:
+//
+//   - client=conns: each committer has its own connection, as each consumer of a group has
+//     to its coordinator, and speaks OffsetCommit v9 through kmsg with nothing between it
+//     and the socket: one request in flight per connection, two syscalls per commit on
+//     each side.
+//   - client=kgo: the committers share at most 16 franz-go clients, as goroutines of one
+//     application do, so requests of several committers go out pipelined on one
+//     connection; the client library's own scheduling is in every latency.
+//
+// -bench Commits/client=conns (or =kgo) runs one kind.
 package commitbench
 
 import (
@@ -51,8 +58,8 @@ func cellDuration() time.Duration {
 }
 
 // run commits from committers goroutines over groups groups against addr for d.
-func run(b *testing.B, addr string, committers, groups int, d time.Duration) result {
-	if os.Getenv("KAAS_BENCH_CLIENT") == "kgo" {
+func run(b *testing.B, client, addr string, committers, groups int, d time.Duration) result {
+	if client == "kgo" {
 		return runKgo(b, addr, committers, groups, d)
 	}
 	return runRaw(b, addr, committers, groups, d)
@@ -209,33 +216,40 @@ func BenchmarkCommits(b *testing.B) {
 		b.Logf("disk floor: append+fsync %.0f/s, zero-filled write+fdatasync %.0f/s (the offsets journal), file rewrite cycle %.0f/s",
 			fsyncs, datasyncs, cycles)
 	})
-	for _, committers := range []int{1, 16, 256} {
-		for _, groups := range []int{1, 64} {
-			if groups > committers {
-				continue
+	for _, client := range []string{"conns", "kgo"} {
+		for _, committers := range []int{1, 16, 256} {
+			for _, groups := range []int{1, 64} {
+				if groups > committers {
+					continue
+				}
+				b.Run(fmt.Sprintf("client=%s/committers=%d/groups=%d", client, committers, groups), func(b *testing.B) {
+					cell(b, client, committers, groups, d)
+				})
 			}
-			b.Run(fmt.Sprintf("committers=%d/groups=%d", committers, groups), func(b *testing.B) {
-				kaas := brokertest.Start(b, func(c *config.Config) { c.LogLevel = "warn" })
-				createTopic(b, kaas.Addr())
-				k := run(b, kaas.Addr(), committers, groups, d)
-
-				synced := fakeCluster(b, true)
-				s := run(b, synced, committers, groups, d)
-				mem := fakeCluster(b, false)
-				m := run(b, mem, committers, groups, d)
-
-				b.ReportMetric(k.perSec, "kaas_commits/s")
-				b.ReportMetric(ms(k.p50), "kaas_p50_ms")
-				b.ReportMetric(ms(k.p99), "kaas_p99_ms")
-				b.ReportMetric(s.perSec, "kfake_sync_commits/s")
-				b.ReportMetric(ms(s.p99), "kfake_sync_p99_ms")
-				b.ReportMetric(m.perSec, "kfake_mem_commits/s")
-				b.ReportMetric(ms(m.p99), "kfake_mem_p99_ms")
-				b.Logf("committers=%d groups=%d: kaas %.0f/s (p50 %v, p99 %v); kfake+SyncWrites %.0f/s (p99 %v), ratio %.1fx; kfake in memory %.0f/s (p99 %v), ratio %.2fx",
-					committers, groups, k.perSec, k.p50, k.p99, s.perSec, s.p99, k.perSec/s.perSec, m.perSec, m.p99, k.perSec/m.perSec)
-			})
 		}
 	}
+}
+
+// cell runs one cell against kaas, kfake with SyncWrites and kfake in memory.
+func cell(b *testing.B, client string, committers, groups int, d time.Duration) {
+	kaas := brokertest.Start(b, func(c *config.Config) { c.LogLevel = "warn" })
+	createTopic(b, kaas.Addr())
+	k := run(b, client, kaas.Addr(), committers, groups, d)
+
+	synced := fakeCluster(b, true)
+	s := run(b, client, synced, committers, groups, d)
+	mem := fakeCluster(b, false)
+	m := run(b, client, mem, committers, groups, d)
+
+	b.ReportMetric(k.perSec, "kaas_commits/s")
+	b.ReportMetric(ms(k.p50), "kaas_p50_ms")
+	b.ReportMetric(ms(k.p99), "kaas_p99_ms")
+	b.ReportMetric(s.perSec, "kfake_sync_commits/s")
+	b.ReportMetric(ms(s.p99), "kfake_sync_p99_ms")
+	b.ReportMetric(m.perSec, "kfake_mem_commits/s")
+	b.ReportMetric(ms(m.p99), "kfake_mem_p99_ms")
+	b.Logf("client=%s committers=%d groups=%d: kaas %.0f/s (p50 %v, p99 %v); kfake+SyncWrites %.0f/s (p99 %v), ratio %.1fx; kfake in memory %.0f/s (p99 %v), ratio %.2fx",
+		client, committers, groups, k.perSec, k.p50, k.p99, s.perSec, s.p99, k.perSec/s.perSec, m.perSec, m.p99, k.perSec/m.perSec)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
