@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +116,8 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		addrs = append(addrs, l.name+"://"+l.ln.Addr().String())
 	}
 	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
-		Str("cluster_id", clusterID).Str("version", Version).Str("http", b.HTTPAddr()).Msg("kaas started")
+		Str("cluster_id", clusterID).Str("version", Version).Str("http", b.HTTPAddr()).
+		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas started")
 	return b, nil
 }
 

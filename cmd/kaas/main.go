@@ -35,6 +35,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "kaas: %v\n", err)
 		return 2
 	}
+	broker.SpareProc()
 	b, err := broker.Start(cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("kaas failed to start")

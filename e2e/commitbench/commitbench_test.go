@@ -16,7 +16,9 @@
 //     application do, so requests of several committers go out pipelined on one
 //     connection; the client library's own scheduling is in every latency.
 //
-// -bench Commits/client=conns (or =kgo) runs one kind.
+// -bench Commits/client=conns (or =kgo) runs one kind. The process runs with one P more
+// than cores, as cmd/kaas does (broker.SpareProc), for kaas and kfake alike; the clients
+// share the process.
 package commitbench
 
 import (
@@ -39,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
 )
@@ -208,6 +211,7 @@ func summarize(total int64, elapsed time.Duration, lat [][]time.Duration) result
 
 func BenchmarkCommits(b *testing.B) {
 	d := cellDuration()
+	broker.SpareProc()
 	b.Run("disk", func(b *testing.B) {
 		fsyncs, datasyncs, cycles := diskFloor(b, b.TempDir(), time.Second)
 		b.ReportMetric(fsyncs, "fsyncs/s")
