@@ -43,6 +43,7 @@ type (
 type System struct {
 	sys  *pa.ActorSystem
 	root *pa.RootContext
+	disp *dispatcher
 }
 
 // NewSystem starts an actor system whose own logs (slog) go to log at Warn and above.
@@ -57,7 +58,9 @@ func NewSystem(log zerolog.Logger) *System {
 		pa.WithDeadLetterRequestLogging(false),
 		pa.WithDeadLetterThrottleCount(0),
 	)
-	return &System{sys: sys, root: sys.Root}
+	d := newDispatcher()
+	dispatchers.Store(sys, d)
+	return &System{sys: sys, root: sys.Root, disp: d}
 }
 
 func maxLevel(a, b zerolog.Level) zerolog.Level {
@@ -102,11 +105,11 @@ func RestartChildren(max int, window time.Duration, onFailure func(reason any)) 
 }
 
 // Spawn starts an actor under the root.
-func (s *System) Spawn(props *Props) *PID { return s.root.Spawn(props) }
+func (s *System) Spawn(props *Props) *PID { return s.root.Spawn(withDispatcher(s.sys, props)) }
 
 // SpawnNamed starts an actor under the root with a fixed name.
 func (s *System) SpawnNamed(props *Props, name string) (*PID, error) {
-	return s.root.SpawnNamed(props, name)
+	return s.root.SpawnNamed(withDispatcher(s.sys, props), name)
 }
 
 // Send delivers msg to pid with no sender.
@@ -139,7 +142,11 @@ func (s *System) Poison(pid *PID, timeout time.Duration) error {
 }
 
 // Shutdown releases the system's own resources after the actors were stopped.
-func (s *System) Shutdown() { s.sys.Shutdown() }
+func (s *System) Shutdown() {
+	s.sys.Shutdown()
+	dispatchers.Delete(s.sys)
+	s.disp.close()
+}
 
 // Raw is the underlying protoactor system, for this package's siblings' tests only.
 func (s *System) Raw() *pa.ActorSystem { return s.sys }

@@ -14,7 +14,7 @@ func gather(ctx actor.Context, n int, reply actor.Promise, ask func(i int, p act
 		return
 	}
 	c := &collector{values: make([]any, n), index: make(map[uint64]int, n), left: n, reply: reply}
-	pid := ctx.Spawn(actor.PropsOf(func() actor.Actor { return c }))
+	pid := actor.Spawn(ctx, actor.PropsOf(func() actor.Actor { return c }))
 	ps := make([]actor.Promise, n)
 	for i := range ps {
 		ps[i] = actor.NewPromise(ctx, pid)

@@ -210,7 +210,7 @@ func (g *groupActor) reset() {
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = map[uint64]op{}
-	pid, err := ctx.SpawnNamed(g.cfg.Offsets, "offsets")
+	pid, err := actor.SpawnNamed(ctx, g.cfg.Offsets, "offsets")
 	if err != nil {
 		// The name is free after a restart (children stop first); this is a broken invariant.
 		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.cfg.Group, err))

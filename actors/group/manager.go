@@ -215,7 +215,7 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	})
 	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
 	// offsets actor of "a").
-	pid, err := ctx.SpawnNamed(props, strconv.Quote(id))
+	pid, err := actor.SpawnNamed(ctx, props, strconv.Quote(id))
 	if err != nil {
 		return nil, err
 	}

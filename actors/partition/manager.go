@@ -137,7 +137,7 @@ func (m *manager) add(ctx actor.Context, meta *topicMeta) *topicState {
 
 func (m *manager) spawnPartitions(ctx actor.Context, t *topicState, from int32) {
 	for p := from; p < t.meta.Partitions; p++ {
-		t.pids = append(t.pids, ctx.Spawn(PartitionProps(m.partitionConfig(t.meta, p))))
+		t.pids = append(t.pids, actor.Spawn(ctx, PartitionProps(m.partitionConfig(t.meta, p))))
 	}
 }
 
@@ -507,7 +507,7 @@ func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, tim
 		finish(results)
 		return
 	}
-	pid := ctx.Spawn(collectProps(&collect{results: results, timeout: timeout, missing: missing, finish: finish}))
+	pid := actor.Spawn(ctx, collectProps(&collect{results: results, timeout: timeout, missing: missing, finish: finish}))
 	ids := make(map[uint64]int, waiting)
 	msgs := make([]any, len(asks))
 	to := make([]*actor.PID, len(asks))
@@ -577,7 +577,7 @@ func (m *manager) handleFetch(ctx actor.Context, f *Fetch) {
 		}
 	}
 	fr := &fetcher{req: f, out: out, slots: slots}
-	ctx.Spawn(actor.PropsOf(func() actor.Actor { return fr }))
+	actor.Spawn(ctx, actor.PropsOf(func() actor.Actor { return fr }))
 }
 
 func (m *manager) offsetAsks(topics []OffsetTopic, build func(q OffsetQuery, reply actor.Promise) any, unknown func(code int16) any) ([]ask, []any, []int) {
