@@ -877,17 +877,7 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	var once sync.Once
-	j.hookSegments(func(op Op, path string) error {
-		fail := false
-		if op == OpCreate && filepath.Base(path) == "g.json"+tmpSuffix {
-			once.Do(func() { fail = true })
-		}
-		if fail {
-			return ErrInjected
-		}
-		return nil
-	})
+	j.failFirstFileWrite("g.json")
 	j.restart() // Stopping: the checkpoint fails, the commit is only in the journal
 	if !strings.Contains(j.logs.String(), "offsets_checkpoint_failed_state_left_with_journal") {
 		t.Fatalf("failed checkpoint not logged:\n%s", j.logs)
@@ -910,6 +900,22 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 	if s, _ := groupFile(t, Dir(img), "g"); s.offsets[TopicPartition{"t", 1}].Offset != 5 {
 		t.Errorf("after a crash the replayed file holds %+v: the acknowledged commit t-1=5 is lost", s.offsets)
 	}
+}
+
+// failFirstFileWrite makes the next write of the group file name fail (its tmp file
+// cannot be created).
+func (j *journalHarness) failFirstFileWrite(name string) {
+	var once sync.Once
+	j.hookSegments(func(op Op, path string) error {
+		fail := false
+		if op == OpCreate && filepath.Base(path) == name+tmpSuffix {
+			once.Do(func() { fail = true })
+		}
+		if fail {
+			return ErrInjected
+		}
+		return nil
+	})
 }
 
 // TestJournalFailedBatchMeta: a SaveMeta without a reply in a batch whose journal write
@@ -1091,17 +1097,7 @@ func TestClaimUnansweredRetries(t *testing.T) {
 	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	var once sync.Once
-	j.hookSegments(func(op Op, path string) error {
-		fail := false
-		if op == OpCreate && filepath.Base(path) == "g.json"+tmpSuffix {
-			once.Do(func() { fail = true })
-		}
-		if fail {
-			return ErrInjected
-		}
-		return nil
-	})
+	j.failFirstFileWrite("g.json")
 	relay := j.sys.Spawn(actor.PropsOf(func() actor.Actor { return &claimRelay{to: j.jpid} }))
 	j.cfg.Journal, j.cfg.ClaimWait = relay, 20*time.Millisecond
 	j.restart() // the old actor's checkpoint fails: t-1=5 is in the journal only

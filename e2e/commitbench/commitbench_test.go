@@ -86,69 +86,46 @@ func commitReq(c, groups int, off int64) *kmsg.OffsetCommitRequest {
 
 // runRaw gives each committer its own connection and one request in flight on it.
 func runRaw(b *testing.B, addr string, committers, groups int, d time.Duration) result {
-	conns := make([]net.Conn, committers)
+	type rawConn struct {
+		conn    net.Conn
+		r       *bufio.Reader
+		f       *kmsg.RequestFormatter
+		out, in []byte
+	}
+	conns := make([]*rawConn, committers)
 	for i := range conns {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		conns[i] = c
+		_ = c.SetDeadline(time.Now().Add(d + 30*time.Second))
+		conns[i] = &rawConn{conn: c, r: bufio.NewReader(c), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("commitbench"))}
 	}
-	var total atomic.Int64
-	lat := make([][]time.Duration, committers)
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := range committers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn := conns[c]
-			_ = conn.SetDeadline(stop.Add(30 * time.Second))
-			r := bufio.NewReader(conn)
-			f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("commitbench"))
-			var out, in []byte
-			var size [4]byte
-			for off := int64(1); time.Now().Before(stop); off++ {
-				req := commitReq(c, groups, off)
-				out = f.AppendRequest(out[:0], req, int32(off))
-				t0 := time.Now()
-				if _, err := conn.Write(out); err != nil {
-					b.Errorf("commit: %v", err)
-					return
-				}
-				if _, err := io.ReadFull(r, size[:]); err != nil {
-					b.Errorf("commit response: %v", err)
-					return
-				}
-				in = slices.Grow(in[:0], int(binary.BigEndian.Uint32(size[:])))[:binary.BigEndian.Uint32(size[:])]
-				if _, err := io.ReadFull(r, in); err != nil {
-					b.Errorf("commit response: %v", err)
-					return
-				}
-				lat[c] = append(lat[c], time.Since(t0))
-				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-				resp.Version = req.Version
-				// Correlation id, then the flexible header's empty tags.
-				if len(in) < 5 || int32(binary.BigEndian.Uint32(in)) != int32(off) {
-					b.Errorf("commit response: bad header")
-					return
-				}
-				if err := resp.ReadFrom(in[5:]); err != nil {
-					b.Errorf("commit response: %v", err)
-					return
-				}
-				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-					b.Errorf("commit error code %d", code)
-					return
-				}
-				total.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return summarize(total.Load(), time.Since(start), lat)
+	return drive(b, committers, d, func(c int, off int64) (*kmsg.OffsetCommitResponse, error) {
+		rc := conns[c]
+		req := commitReq(c, groups, off)
+		rc.out = rc.f.AppendRequest(rc.out[:0], req, int32(off))
+		if _, err := rc.conn.Write(rc.out); err != nil {
+			return nil, err
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(rc.r, size[:]); err != nil {
+			return nil, err
+		}
+		n := int(binary.BigEndian.Uint32(size[:]))
+		rc.in = slices.Grow(rc.in[:0], n)[:n]
+		if _, err := io.ReadFull(rc.r, rc.in); err != nil {
+			return nil, err
+		}
+		// Correlation id, then the flexible header's empty tags.
+		if n < 5 || int32(binary.BigEndian.Uint32(rc.in)) != int32(off) {
+			return nil, fmt.Errorf("bad response header")
+		}
+		resp := kmsg.NewPtrOffsetCommitResponse()
+		resp.Version = req.Version
+		return resp, resp.ReadFrom(rc.in[5:])
+	})
 }
 
 // runKgo commits through franz-go clients.
@@ -168,6 +145,14 @@ func runKgo(b *testing.B, addr string, committers, groups int, d time.Duration) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
+	return drive(b, committers, d, func(c int, off int64) (*kmsg.OffsetCommitResponse, error) {
+		return commitReq(c, groups, off).RequestWith(ctx, clients[c%nClients])
+	})
+}
+
+// drive runs committers goroutines for d, each committing the next offset with commit
+// and waiting for the answer, and summarizes the rate and latencies.
+func drive(b *testing.B, committers int, d time.Duration, commit func(c int, off int64) (*kmsg.OffsetCommitResponse, error)) result {
 	var total atomic.Int64
 	lat := make([][]time.Duration, committers)
 	stop := time.Now().Add(d)
@@ -177,20 +162,18 @@ func runKgo(b *testing.B, addr string, committers, groups int, d time.Duration) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := clients[c%nClients]
 			for off := int64(1); time.Now().Before(stop); off++ {
-				req := commitReq(c, groups, off)
 				t0 := time.Now()
-				resp, err := req.RequestWith(ctx, cl)
+				resp, err := commit(c, off)
 				if err != nil {
 					b.Errorf("commit: %v", err)
 					return
 				}
+				lat[c] = append(lat[c], time.Since(t0))
 				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
 					b.Errorf("commit error code %d", code)
 					return
 				}
-				lat[c] = append(lat[c], time.Since(t0))
 				total.Add(1)
 			}
 		}()
