@@ -59,7 +59,7 @@ func NewSystem(log zerolog.Logger) *System {
 		pa.WithDeadLetterThrottleCount(0),
 	)
 	d := newDispatcher()
-	dispatchers.Store(sys, d)
+	sys.Extensions.Register(d)
 	return &System{sys: sys, root: sys.Root, disp: d}
 }
 
@@ -144,7 +144,6 @@ func (s *System) Poison(pid *PID, timeout time.Duration) error {
 // Shutdown releases the system's own resources after the actors were stopped.
 func (s *System) Shutdown() {
 	s.sys.Shutdown()
-	dispatchers.Delete(s.sys)
 	s.disp.close()
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pa "github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/extensions"
 )
 
 // idleWorker is how long a mailbox goroutine waits for another turn before it exits, and
@@ -74,12 +75,15 @@ func (d *dispatcher) worker(fn func()) {
 // close lets idle goroutines go at once; turns scheduled later still run.
 func (d *dispatcher) close() { d.once.Do(func() { close(d.done) }) }
 
-// dispatchers maps each live protoactor system to its System's dispatcher.
-var dispatchers sync.Map // *pa.ActorSystem → *dispatcher
+// dispatcherExtension is where a System's dispatcher is registered among its protoactor
+// system's extensions (NewSystem, before anything is spawned).
+var dispatcherExtension = extensions.NextExtensionID()
+
+func (d *dispatcher) ExtensionID() extensions.ExtensionID { return dispatcherExtension }
 
 func dispatcherOf(sys *pa.ActorSystem) pa.Dispatcher {
-	if d, ok := dispatchers.Load(sys); ok {
-		return d.(*dispatcher)
+	if d, ok := sys.Extensions.Get(dispatcherExtension).(*dispatcher); ok {
+		return d
 	}
 	return pa.NewDefaultDispatcher(throughput)
 }

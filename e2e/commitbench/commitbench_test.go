@@ -22,12 +22,8 @@
 package commitbench
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -86,45 +82,25 @@ func commitReq(c, groups int, off int64) *kmsg.OffsetCommitRequest {
 
 // runRaw gives each committer its own connection and one request in flight on it.
 func runRaw(b *testing.B, addr string, committers, groups int, d time.Duration) result {
-	type rawConn struct {
-		conn    net.Conn
-		r       *bufio.Reader
-		f       *kmsg.RequestFormatter
-		out, in []byte
-	}
-	conns := make([]*rawConn, committers)
+	conns := make([]*brokertest.Raw, committers)
 	for i := range conns {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(d + 30*time.Second))
-		conns[i] = &rawConn{conn: c, r: bufio.NewReader(c), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("commitbench"))}
+		conns[i] = brokertest.Dial(b, addr)
 	}
 	return drive(b, committers, d, func(c int, off int64) (*kmsg.OffsetCommitResponse, error) {
-		rc := conns[c]
 		req := commitReq(c, groups, off)
-		rc.out = rc.f.AppendRequest(rc.out[:0], req, int32(off))
-		if _, err := rc.conn.Write(rc.out); err != nil {
+		if _, err := conns[c].C.Write(conns[c].Encode(req, int32(off))); err != nil {
 			return nil, err
 		}
-		var size [4]byte
-		if _, err := io.ReadFull(rc.r, size[:]); err != nil {
+		frame, err := conns[c].ReadFrame(30 * time.Second)
+		if err != nil {
 			return nil, err
-		}
-		n := int(binary.BigEndian.Uint32(size[:]))
-		rc.in = slices.Grow(rc.in[:0], n)[:n]
-		if _, err := io.ReadFull(rc.r, rc.in); err != nil {
-			return nil, err
-		}
-		// Correlation id, then the flexible header's empty tags.
-		if n < 5 || int32(binary.BigEndian.Uint32(rc.in)) != int32(off) {
-			return nil, fmt.Errorf("bad response header")
 		}
 		resp := kmsg.NewPtrOffsetCommitResponse()
 		resp.Version = req.Version
-		return resp, resp.ReadFrom(rc.in[5:])
+		if corr, err := brokertest.Decode(frame, resp); err != nil || corr != int32(off) {
+			return nil, fmt.Errorf("response %d to request %d: %v", corr, off, err)
+		}
+		return resp, nil
 	})
 }
 
@@ -179,13 +155,10 @@ func drive(b *testing.B, committers int, d time.Duration, commit func(c int, off
 		}()
 	}
 	wg.Wait()
-	return summarize(total.Load(), time.Since(start), lat)
-}
-
-func summarize(total int64, elapsed time.Duration, lat [][]time.Duration) result {
+	elapsed := time.Since(start)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	r := result{perSec: float64(total) / elapsed.Seconds()}
+	r := result{perSec: float64(total.Load()) / elapsed.Seconds()}
 	if len(all) > 0 {
 		r.p50 = all[len(all)/2]
 		r.p99 = all[len(all)*99/100]
