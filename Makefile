@@ -6,8 +6,11 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 all: build
 
+# build compiles everything and writes the broker binary to bin/kaas, stamped with the
+# checkout's VCS revision (`kaas --version`).
 build:
 	$(GO) build ./...
+	$(GO) build -buildvcs=auto -o bin/kaas ./cmd/kaas
 
 run:
 	$(GO) run ./cmd/kaas

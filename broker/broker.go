@@ -28,9 +28,6 @@ import (
 	"kaas/registry"
 )
 
-// Version is the kaas version, set at build time with -ldflags "-X kaas/broker.Version=...".
-var Version = "dev"
-
 // Broker is one running broker.
 type Broker struct {
 	cfg config.Config
@@ -116,7 +113,7 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		addrs = append(addrs, l.name+"://"+l.ln.Addr().String())
 	}
 	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
-		Str("cluster_id", clusterID).Str("version", Version).Str("http", b.HTTPAddr()).
+		Str("cluster_id", clusterID).Str("version", VersionString()).Str("http", b.HTTPAddr()).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas started")
 	return b, nil
 }

@@ -230,6 +230,7 @@ func TestMetadataUsesTheRequestsListener(t *testing.T) {
 			{Name: "INTERNAL", Host: "127.0.0.1", Port: 0},
 		}
 		c.AdvertisedListeners = []config.Listener{{Name: "INTERNAL", Host: "kaas-0.internal", Port: 19093}}
+		c.SecurityProtocolMap["INTERNAL"] = "PLAINTEXT"
 	})
 	c := brokertest.Dial(t, b.ListenerAddr("INTERNAL"))
 	resp := c.Roundtrip(metadata(12), 1).(*kmsg.MetadataResponse)

@@ -11,8 +11,8 @@ import (
 	"io"
 	"math"
 	"net"
-	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +25,9 @@ type Config struct {
 	NodeID              int32
 	Listeners           []Listener
 	AdvertisedListeners []Listener
+	// SecurityProtocolMap maps a listener name to its security protocol, as Apache's
+	// listener.security.protocol.map does. Only PLAINTEXT is served today.
+	SecurityProtocolMap map[string]string
 	DataDir             string
 	HTTPListen          string
 	MaxRequestBytes     int32
@@ -72,16 +75,17 @@ func (l Listener) String() string { return l.Name + "://" + l.Addr() }
 // Default is the embedded single broker a developer runs on a laptop.
 func Default() Config {
 	return Config{
-		NodeID:             0,
-		Listeners:          []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		DataDir:            "./data",
-		HTTPListen:         "127.0.0.1:9644",
-		MaxRequestBytes:    104857600,
-		ConnectionsMaxIdle: 600000 * time.Millisecond,
-		MaxInflightPerConn: 64,
-		LogLevel:           "info",
-		LogFormat:          "",
-		ShutdownTimeout:    8 * time.Second,
+		NodeID:              0,
+		Listeners:           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		SecurityProtocolMap: DefaultSecurityProtocolMap(),
+		DataDir:             "./data",
+		HTTPListen:          "127.0.0.1:9644",
+		MaxRequestBytes:     104857600,
+		ConnectionsMaxIdle:  600000 * time.Millisecond,
+		MaxInflightPerConn:  64,
+		LogLevel:            "info",
+		LogFormat:           "",
+		ShutdownTimeout:     8 * time.Second,
 
 		GroupInitialRebalanceDelay: 3000 * time.Millisecond,
 		GroupMinSessionTimeout:     6000 * time.Millisecond,
@@ -157,6 +161,12 @@ func settings(c *Config) []setting {
 		{"advertised.listeners", "listeners as clients should reach them (default: listeners)",
 			func(c *Config, v string) (err error) { c.AdvertisedListeners, err = ParseListeners(v); return err },
 			func(c *Config) string { return joinListeners(c.AdvertisedListeners) }},
+		{"listener.security.protocol.map", "comma-separated NAME:PROTOCOL pairs giving each listener its security protocol (only PLAINTEXT is served today)",
+			func(c *Config, v string) (err error) {
+				c.SecurityProtocolMap, err = ParseSecurityProtocolMap(v)
+				return err
+			},
+			func(c *Config) string { return joinSecurityProtocolMap(c.SecurityProtocolMap) }},
 		strSetting("data.dir", "directory for committed offsets, logs and cluster state", &c.DataDir),
 		strSetting("http.listen", "host:port of /healthz, /readyz and /metrics (empty: off)", &c.HTTPListen),
 		intSetting("socket.request.max.bytes", "largest request frame accepted; bigger closes the connection", &c.MaxRequestBytes),
@@ -268,6 +278,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("advertised.listeners: %s names no listener", l.Name)
 		}
 	}
+	for _, l := range c.Listeners {
+		if err := c.checkSecurityProtocol(l.Name); err != nil {
+			return err
+		}
+	}
 	switch {
 	case c.MaxRequestBytes <= 0:
 		return fmt.Errorf("socket.request.max.bytes must be positive")
@@ -316,6 +331,81 @@ func (c *Config) Advertised(name string, bound int) Listener {
 	return Listener{Name: name}
 }
 
+// SecurityProtocols are the security protocols Apache Kafka names; kaas serves PLAINTEXT.
+var SecurityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+
+// DefaultSecurityProtocolMap is Apache's default: each protocol's name maps to itself.
+func DefaultSecurityProtocolMap() map[string]string {
+	m := make(map[string]string, len(SecurityProtocols))
+	for _, p := range SecurityProtocols {
+		m[p] = p
+	}
+	return m
+}
+
+// SecurityProtocol is the security protocol of the named listener ("" when unmapped).
+func (c *Config) SecurityProtocol(name string) string {
+	return c.SecurityProtocolMap[strings.ToUpper(name)]
+}
+
+// checkSecurityProtocol refuses a listener without a protocol, and any protocol but
+// PLAINTEXT until TLS and SASL are served: a listener named SSL that spoke plaintext
+// would hand a TLS client a confusing frame-size error.
+func (c *Config) checkSecurityProtocol(name string) error {
+	switch p := c.SecurityProtocol(name); p {
+	case "PLAINTEXT":
+		return nil
+	case "":
+		return fmt.Errorf("listener %s has no security protocol: name it after one (PLAINTEXT://host:port) or map it with --listener.security.protocol.map=%s:PLAINTEXT", name, name)
+	default:
+		return fmt.Errorf("listener %s: security protocol %s is not supported yet (kaas serves PLAINTEXT only; TLS and SASL are planned)", name, p)
+	}
+}
+
+// ParseSecurityProtocolMap reads "NAME:PROTOCOL,NAME2:PROTOCOL".
+func ParseSecurityProtocolMap(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, proto, ok := strings.Cut(part, ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want NAME:PROTOCOL", part)
+		}
+		known := false
+		for _, p := range SecurityProtocols {
+			known = known || p == proto
+		}
+		if !known {
+			return nil, fmt.Errorf("%q: unknown security protocol %q (want one of %s)", part, proto, strings.Join(SecurityProtocols, ", "))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("listener %s mapped twice", name)
+		}
+		out[name] = proto
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no NAME:PROTOCOL pair in %q", v)
+	}
+	return out, nil
+}
+
+func joinSecurityProtocolMap(m map[string]string) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + ":" + m[n]
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParseListeners reads "NAME://host:port,NAME2://host:port".
 func ParseListeners(v string) ([]Listener, error) {
 	var out []Listener
@@ -324,11 +414,12 @@ func ParseListeners(v string) ([]Listener, error) {
 		if part == "" {
 			continue
 		}
-		u, err := url.Parse(part)
-		if err != nil || u.Scheme == "" || u.Host == "" {
+		// Not url.Parse: listener names such as SASL_SSL are no URL schemes.
+		name, hostport, ok := strings.Cut(part, "://")
+		if !ok || name == "" || hostport == "" || strings.ContainsAny(name, ":/") {
 			return nil, fmt.Errorf("listener %q: want NAME://host:port", part)
 		}
-		host, port, err := net.SplitHostPort(u.Host)
+		host, port, err := net.SplitHostPort(hostport)
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", part, err)
 		}
@@ -336,7 +427,7 @@ func ParseListeners(v string) ([]Listener, error) {
 		if err != nil || p < 0 || p > 65535 {
 			return nil, fmt.Errorf("listener %q: bad port", part)
 		}
-		out = append(out, Listener{Name: strings.ToUpper(u.Scheme), Host: host, Port: p})
+		out = append(out, Listener{Name: strings.ToUpper(name), Host: host, Port: p})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no listener in %q", v)

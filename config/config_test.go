@@ -29,6 +29,7 @@ func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
 		"KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS": "250",
 		"KAAS_NODE_ID":                          "3",
 		"KAAS_LISTENERS":                        "PLAINTEXT://127.0.0.1:1,internal://0.0.0.0:2",
+		"KAAS_LISTENER_SECURITY_PROTOCOL_MAP":   "PLAINTEXT:PLAINTEXT,internal:PLAINTEXT",
 	})
 	c, err := Parse([]string{"--node.id=5", "--advertised.listeners=INTERNAL://kaas-5.kaas:2"}, e, &bytes.Buffer{})
 	if err != nil {
@@ -56,6 +57,9 @@ func TestBadSettingsAreRejected(t *testing.T) {
 		{"--listeners=nonsense"},
 		{"--listeners=A://h:1,A://h:2"},
 		{"--advertised.listeners=OTHER://h:1"},
+		{"--listeners=INTERNAL://h:1"},
+		{"--listener.security.protocol.map=PLAINTEXT:TLS"},
+		{"--listener.security.protocol.map=nonsense"},
 		{"--node.id=x"},
 		{"--socket.request.max.bytes=0"},
 		{"--group.min.session.timeout.ms=10", "--group.max.session.timeout.ms=5"},
@@ -103,5 +107,26 @@ func TestReadmeTableListsEverySetting(t *testing.T) {
 		if !strings.Contains(string(raw), row) {
 			t.Errorf("README.md lacks the row %s", row)
 		}
+	}
+}
+
+// A listener that is not PLAINTEXT, by name or through the map, refuses to start until
+// TLS and SASL are served: it would otherwise speak plaintext to a TLS client.
+func TestNonPlaintextListenersAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--listeners=SSL://127.0.0.1:9093"},
+		{"--listeners=SASL_PLAINTEXT://127.0.0.1:9093"},
+		{"--listeners=SASL_SSL://127.0.0.1:9093"},
+		{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=CLIENT:SSL"},
+		{"--listeners=PLAINTEXT://127.0.0.1:9093", "--listener.security.protocol.map=PLAINTEXT:SASL_SSL"},
+	} {
+		_, err := Parse(args, env(nil), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "not supported yet") {
+			t.Errorf("%v: %v, want a refusal naming the unsupported protocol", args, err)
+		}
+	}
+	c, err := Parse([]string{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=client:plaintext"}, env(nil), &bytes.Buffer{})
+	if err != nil || c.SecurityProtocol("CLIENT") != "PLAINTEXT" {
+		t.Fatalf("a mapped PLAINTEXT listener: %v", err)
 	}
 }

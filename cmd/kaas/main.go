@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -22,6 +23,12 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	for _, a := range os.Args[1:] {
+		if a == "--version" || a == "-version" {
+			fmt.Printf("kaas %s %s %s/%s\n", broker.VersionString(), broker.GoVersion(), runtime.GOOS, runtime.GOARCH)
+			return 0
+		}
+	}
 	cfg, err := config.FromEnv(os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +122,41 @@ func TestHelpListsSettings(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("--help lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// --version names the build: the VCS revision `go build` stamps in a checkout, the Go
+// release and the platform, and exits 0 without starting a broker.
+func TestVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the broker binary")
+	}
+	bin := kproc.Build(t)
+	out, err := execOutput(bin, "--version")
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(out, "kaas ") || !strings.Contains(out, runtime.Version()) ||
+		!strings.Contains(out, runtime.GOOS+"/"+runtime.GOARCH) {
+		t.Fatalf("--version printed %q", out)
+	}
+	if _, err := exec.LookPath("git"); err == nil && strings.HasPrefix(out, "kaas dev ") {
+		t.Fatalf("--version printed %q: a binary built in a checkout carries its revision", out)
+	}
+}
+
+// A listener whose security protocol is not served yet stops the binary at start with a
+// clear error, instead of serving plaintext on it.
+func TestSSLListenerRefusesToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the broker binary")
+	}
+	bin := kproc.Build(t)
+	out, err := execOutput(bin, "--listeners=SSL://127.0.0.1:0", "--http.listen=", "--data.dir="+t.TempDir())
+	if err == nil {
+		t.Fatalf("started with an SSL listener:\n%s", out)
+	}
+	if !strings.Contains(out, "security protocol SSL is not supported yet") {
+		t.Fatalf("unclear refusal:\n%s", out)
 	}
 }

@@ -31,7 +31,7 @@ func Build(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "kaas")
-		cmd := exec.Command("go", "build", "-o", binPath, "kaas/cmd/kaas")
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, "kaas/cmd/kaas")
 		cmd.Stderr = os.Stderr
 		buildErr = cmd.Run()
 	})
