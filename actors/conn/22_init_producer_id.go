@@ -15,7 +15,8 @@ import (
 //
 // Each call hands out a fresh id at epoch 0. Transactions are not implemented: a
 // transactional id gets UNSUPPORTED_VERSION, a fatal error, rather than a retriable one a
-// client would loop on.
+// client would loop on (librdkafka still retries it until its own timeout), and the first
+// such request on a connection is logged with the client and transactional ids.
 func init() { register(22, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(c *Call) {
@@ -27,6 +28,15 @@ func handleInitProducerID(c *Call) {
 	}
 	switch {
 	case req.TransactionalID != nil:
+		if !c.conn.txnWarned {
+			c.conn.txnWarned = true
+			id := *req.TransactionalID
+			if len(id) > 256 {
+				id = id[:256]
+			}
+			c.Log.Warn().Str("transactional_id", id).Int16("error_code", kerr.UnsupportedVersion.Code).
+				Msg("transactions_not_supported_yet_transactional_producer_refused")
+		}
 		fail(kerr.UnsupportedVersion.Code)
 		return
 	case noTopics(c):

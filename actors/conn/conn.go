@@ -100,6 +100,9 @@ type connActor struct {
 	draining bool
 	readDone bool
 	closed   bool
+	// txnWarned: this connection's client was told (in the log) that transactions are
+	// not supported yet; once per connection, however often it retries.
+	txnWarned bool
 }
 
 func (a *connActor) Receive(ctx actor.Context) {
