@@ -232,13 +232,17 @@ func (g *groupActor) onStarted(ctx actor.Context) {
 func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 	return func(v any) {
 		st, _ := v.(*offsets.Status)
+		wasBroken := g.broken != 0
 		switch {
 		case st == nil:
 			g.broken = notAvailable
 		case st.ErrorCode != 0:
+			if !wasBroken {
+				g.log.Error().Int16("error_code", st.ErrorCode).Msg("group file unreadable; group answers coordinator not available")
+			}
 			g.broken = st.ErrorCode
-			g.log.Error().Int16("error_code", st.ErrorCode).Msg("group file unreadable; group answers coordinator not available")
 		case st.Exists:
+			g.broken = 0
 			g.exists = true
 			g.generation = st.Meta.Generation
 			g.protocolType = st.Meta.ProtocolType
@@ -248,11 +252,17 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			if len(st.Meta.Members) > 0 {
 				g.loadMembers(ctx, st.Meta)
 			}
+		default:
+			g.broken = 0
 		}
 		g.loading = false
 		queue := g.queue
 		g.queue = nil
 		for _, r := range queue {
+			if g.broken != 0 {
+				r.fail(g.broken)
+				continue
+			}
 			g.handle(ctx, r)
 		}
 	}
@@ -264,6 +274,15 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 func (g *groupActor) handle(ctx actor.Context, r Request) {
 	if g.loading {
 		g.queue = append(g.queue, r)
+		return
+	}
+	if g.broken != 0 {
+		// The file could not be used. The request waits while the offsets actor is asked
+		// again: it reads the file anew at most every RetryLoadAfter (5 s), so a repaired
+		// file is served without a restart, and until then the request gets the error.
+		g.loading = true
+		g.queue = append(g.queue, r)
+		g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
 		return
 	}
 	g.current = r
@@ -278,10 +297,6 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 		}
 		g.current = nil
 	}()
-	if g.broken != 0 {
-		g.fail(r, g.broken)
-		return
-	}
 	switch m := r.(type) {
 	case *JoinGroup:
 		g.handleJoin(ctx, m)
