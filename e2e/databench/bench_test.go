@@ -98,7 +98,8 @@ func run(b *testing.B, addr string) figures {
 	rand.Read(values)
 	mb := float64(records*recordBytes) / 1e6
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(benchCompression(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,6 +177,27 @@ func latency(b *testing.B, ctx context.Context, addr string) (time.Duration, tim
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// benchCompression is the producer's codec, from KAAS_BENCH_COMPRESSION (none, gzip,
+// snappy, lz4, zstd); unset is snappy, kgo's default. Validation on produce decompresses
+// every batch, so the codec changes what the broker spends per byte.
+func benchCompression(b *testing.B) kgo.CompressionCodec {
+	switch c := os.Getenv("KAAS_BENCH_COMPRESSION"); c {
+	case "", "snappy":
+		return kgo.SnappyCompression()
+	case "none":
+		return kgo.NoCompression()
+	case "gzip":
+		return kgo.GzipCompression()
+	case "lz4":
+		return kgo.Lz4Compression()
+	case "zstd":
+		return kgo.ZstdCompression()
+	default:
+		b.Fatalf("KAAS_BENCH_COMPRESSION=%q: want none, gzip, snappy, lz4 or zstd", c)
+		return kgo.NoCompression()
+	}
 }
 
 func randomValue() []byte {
