@@ -32,6 +32,8 @@ var (
 	// the group's file is behind it: serving the file could hand out older offsets. It is
 	// what Apache answers while a coordinator loads its offsets, and clients retry it.
 	codeLoading = kerr.CoordinatorLoadInProgress.Code
+	// codeBadOffset answers a committed offset or leader epoch below -1, per partition.
+	codeBadOffset = kerr.OffsetOutOfRange.Code
 )
 
 // DefaultMaxMetadataBytes is Apache's offset.metadata.max.bytes.
@@ -403,6 +405,13 @@ func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
 		// (GroupMetadataManager.validateOffsetMetadataLength).
 		if utf16Len(e.Metadata) > a.cfg.MaxMetadataBytes {
 			codes[i] = kerr.OffsetMetadataTooLarge.Code
+			continue
+		}
+		// Apache stores any offset; kaas refuses what its file reader would take for
+		// damage (fileOffset.check): below -1, Kafka's "none", no offset or epoch means
+		// anything a consumer could resume from.
+		if e.Offset < -1 || e.LeaderEpoch < -1 {
+			codes[i] = codeBadOffset
 			continue
 		}
 		valid++

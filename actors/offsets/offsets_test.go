@@ -433,6 +433,7 @@ func TestCorruptFile(t *testing.T) {
 		"truncated":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t",`,
 		"another group": `{"version":1,"group":"other","meta":{},"offsets":[]}`,
 		"newer version": `{"version":9,"group":"g"}`,
+		"offset -5":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-5,"leader_epoch":-1,"commit_time":1}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, "g")
@@ -752,4 +753,26 @@ func counterValue(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// An offset or leader epoch below -1 is refused per partition (OFFSET_OUT_OF_RANGE): the
+// file reader treats such a value as damage, so it is never written. -1 ("none") is kept,
+// as Apache keeps it.
+func TestCommitRefusesOffsetsBelowMinusOne(t *testing.T) {
+	h := newHarness(t, "g")
+	bad := kerr.OffsetOutOfRange.Code
+	in := []Entry{
+		entry("t", 0, 5),
+		entry("t", 1, -5),
+		{TopicPartition{"t", 2}, Committed{Offset: 1, LeaderEpoch: -2}},
+		entry("t", 3, -1),
+	}
+	if got := h.commit(in...); !slices.Equal(got, []int16{0, bad, bad, 0}) {
+		t.Fatalf("codes %v", got)
+	}
+	h.restart()
+	f := h.fetch()
+	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 5 || f.Offsets[TopicPartition{"t", 3}].Offset != -1 {
+		t.Fatalf("reloaded %+v (error %d)", f.Offsets, f.ErrorCode)
+	}
 }

@@ -163,8 +163,8 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 			*s, *exists = newState(), false
 		case o.Set != nil:
 			for _, f := range o.Set {
-				if f.Partition < 0 {
-					return fmt.Errorf("topic %q partition %d is negative", f.Topic, f.Partition)
+				if err := f.check(); err != nil {
+					return err
 				}
 				s.offsets[TopicPartition{Topic: string(f.Topic), Partition: f.Partition}] = Committed{
 					Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: string(f.Metadata),

@@ -302,8 +302,8 @@ func decodeFile(b []byte) (string, state, error) {
 	s := state{meta: meta, offsets: make(map[TopicPartition]Committed, len(f.Offsets))}
 	for _, o := range f.Offsets {
 		tp := TopicPartition{Topic: string(o.Topic), Partition: o.Partition}
-		if o.Partition < 0 {
-			return "", state{}, fmt.Errorf("decode: topic %q partition %d is negative", tp.Topic, tp.Partition)
+		if err := o.check(); err != nil {
+			return "", state{}, fmt.Errorf("decode: %w", err)
 		}
 		if _, dup := s.offsets[tp]; dup {
 			return "", state{}, fmt.Errorf("decode: topic %q partition %d twice", tp.Topic, tp.Partition)
@@ -316,8 +316,29 @@ func decodeFile(b []byte) (string, state, error) {
 	return string(*f.Group), s, nil
 }
 
+// check refuses what the broker never writes: a negative partition, an offset or leader
+// epoch below -1 (Kafka's "none", which a commit may carry; OffsetCommit refuses
+// anything lower), a negative commit time. A file or journal record that holds one was
+// damaged or edited, and is treated as corrupt rather than served.
+func (o fileOffset) check() error {
+	switch {
+	case o.Partition < 0:
+		return fmt.Errorf("topic %q partition %d is negative", o.Topic, o.Partition)
+	case o.Offset < -1:
+		return fmt.Errorf("topic %q partition %d: offset %d is below -1", o.Topic, o.Partition, o.Offset)
+	case o.LeaderEpoch < -1:
+		return fmt.Errorf("topic %q partition %d: leader epoch %d is below -1", o.Topic, o.Partition, o.LeaderEpoch)
+	case o.CommitTime < 0:
+		return fmt.Errorf("topic %q partition %d: commit time %d is negative", o.Topic, o.Partition, o.CommitTime)
+	}
+	return nil
+}
+
 // toMeta checks a file's meta and makes it a GroupMeta.
 func (f fileMeta) toMeta() (GroupMeta, error) {
+	if f.Generation < 0 || f.EmptySince < 0 {
+		return GroupMeta{}, fmt.Errorf("generation %d, empty since %d: negative", f.Generation, f.EmptySince)
+	}
 	m := GroupMeta{
 		ProtocolType: string(f.ProtocolType),
 		Generation:   f.Generation,

@@ -157,6 +157,11 @@ func TestDecodeFileRejects(t *testing.T) {
 		"trailing":       `{"version":1,"group":"g","meta":{},"offsets":[]} {}`,
 		"duplicate":      `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0},{"topic":"t","partition":0}]}`,
 		"negative part":  `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":-1}]}`,
+		"offset -5":      `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-5,"leader_epoch":-1,"commit_time":1}]}`,
+		"epoch -2":       `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1,"leader_epoch":-2,"commit_time":1}]}`,
+		"commit time -1": `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1,"leader_epoch":-1,"commit_time":-1}]}`,
+		"generation -1":  `{"version":1,"group":"g","meta":{"generation":-1},"offsets":[]}`,
+		"empty since -1": `{"version":1,"group":"g","meta":{"empty_since":-1},"offsets":[]}`,
 		"bad base64":     `{"version":1,"group":{"base64":"%%"},"meta":{},"offsets":[]}`,
 		"array":          `[]`,
 		"null":           `null`,
@@ -165,6 +170,11 @@ func TestDecodeFileRejects(t *testing.T) {
 		if _, _, err := decodeFile([]byte(in)); err == nil {
 			t.Errorf("%s: decodeFile(%q) accepted it", name, in)
 		}
+	}
+	// -1 is Kafka's "no offset" and "no leader epoch": a commit may carry it.
+	none := `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-1,"leader_epoch":-1,"commit_time":1}]}`
+	if _, _, err := decodeFile([]byte(none)); err != nil {
+		t.Errorf("decodeFile refused offset -1: %v", err)
 	}
 }
 
