@@ -223,7 +223,7 @@ func (b *Broker) stop(ctx context.Context) error {
 	if !drained {
 		b.mu.Lock()
 		for pid := range b.conns {
-			b.sys.Raw().Root.Stop(pid)
+			b.sys.StopNow(pid)
 		}
 		b.mu.Unlock()
 		b.waitConns(context.Background(), time.Second)

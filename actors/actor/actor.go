@@ -13,16 +13,55 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// Context is what an actor's Receive is handed: the message and the few things an actor
+// does in reply. It is deliberately smaller than protoactor's context: no RequestFuture,
+// ReenterAfter, Stash or Respond (an actor answers through a Promise), and no Spawn past
+// the dispatcher (children start with Spawn/SpawnNamed of this package).
+type Context interface {
+	// Message is the message being handled.
+	Message() any
+	// Self is this actor; Parent the actor that spawned it.
+	Self() *PID
+	Parent() *PID
+	// Send delivers msg to pid with no reply expected.
+	Send(pid *PID, msg any)
+	// Stop stops pid after the message it is handling; Poison after its mailbox.
+	Stop(pid *PID)
+	Poison(pid *PID)
+	// SetReceiveTimeout arms (d > 0) or clears (d <= 0) the idle timeout: a
+	// *ReceiveTimeout arrives after d with no message but Tick-marked ones.
+	SetReceiveTimeout(d time.Duration)
+	// Watch asks for a *Terminated when pid stops; Unwatch takes that back.
+	Watch(pid *PID)
+	Unwatch(pid *PID)
+}
+
+// Actor is anything with Receive(Context).
+type Actor interface {
+	Receive(ctx Context)
+}
+
+// Tick marks a periodic message (embed it) that must not count as activity for
+// SetReceiveTimeout, so an idle actor is still stopped while its timers tick.
+type Tick struct{}
+
+// NotInfluenceReceiveTimeout is the method protoactor looks for; kaas code embeds Tick.
+func (Tick) NotInfluenceReceiveTimeout() {}
+
+// raw is the protoactor context behind ctx: every Context a Receive is handed is one.
+func raw(ctx Context) pa.Context { return ctx.(pa.Context) }
+
+// adapter runs a kaas Actor as a protoactor one.
+type adapter struct{ a Actor }
+
+func (x adapter) Receive(c pa.Context) { x.a.Receive(c) }
+
 // The protoactor types kaas actors use, under their own names.
 type (
-	// Context is what an actor's Receive is handed: the message, its sender, Self, Spawn.
-	Context = pa.Context
 	// PID addresses an actor.
 	PID = pa.PID
 	// Props describes how to make an actor.
 	Props = pa.Props
-	// Actor is anything with Receive(Context).
-	Actor = pa.Actor
 	// Started is the first message of every incarnation.
 	Started = pa.Started
 	// Stopping is sent before an actor stops: answer every parked waiter.
@@ -80,7 +119,7 @@ func PropsOf(produce func() Actor, opts ...Option) *Props {
 	if o.supervisor != nil {
 		popts = append(popts, pa.WithSupervisor(o.supervisor))
 	}
-	return pa.PropsFromProducer(func() pa.Actor { return produce() }, popts...)
+	return pa.PropsFromProducer(func() pa.Actor { return adapter{produce()} }, popts...)
 }
 
 // Option tunes PropsOf.
@@ -121,22 +160,34 @@ func (s *System) Request(pid *PID, msg any, timeout time.Duration) (any, error) 
 	return s.root.RequestFuture(pid, msg, timeout).Result()
 }
 
-// Stop stops pid after the message it is handling (its mailbox is dropped) and waits.
+// Stop stops pid after the message it is handling (its mailbox is dropped) and waits up
+// to timeout for it to be gone.
 func (s *System) Stop(pid *PID, timeout time.Duration) error {
-	return s.root.StopFuture(pid).Wait()
+	return waitFor(s.root.StopFuture(pid), timeout)
 }
+
+// StopNow asks pid to stop after the message it is handling and does not wait.
+func (s *System) StopNow(pid *PID) { s.root.Stop(pid) }
 
 // Poison stops pid after everything already in its mailbox, then waits up to timeout.
 // Stopping an actor stops its children first. ActorSystem.Shutdown alone stops nothing,
 // so a graceful stop poisons the top actors and waits for them.
 func (s *System) Poison(pid *PID, timeout time.Duration) error {
-	f := s.root.PoisonFuture(pid)
+	return waitFor(s.root.PoisonFuture(pid), timeout)
+}
+
+// waitFor waits for a stop future up to timeout. The future's own wait has no bound
+// (its timeout is the future's, which stop futures do not set), so a stop that never
+// completes leaves one goroutine parked on it, not the caller.
+func waitFor(f *pa.Future, timeout time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Wait() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(timeout):
+	case <-t.C:
 		return errTimeout
 	}
 }

@@ -97,10 +97,12 @@ func withDispatcher(sys *pa.ActorSystem, props *Props) *Props {
 
 // Spawn starts a child of the actor of ctx.
 func Spawn(ctx Context, props *Props) *PID {
-	return ctx.Spawn(withDispatcher(ctx.ActorSystem(), props))
+	c := raw(ctx)
+	return c.Spawn(withDispatcher(c.ActorSystem(), props))
 }
 
 // SpawnNamed starts a child of the actor of ctx with a fixed name.
 func SpawnNamed(ctx Context, props *Props, name string) (*PID, error) {
-	return ctx.SpawnNamed(withDispatcher(ctx.ActorSystem(), props), name)
+	c := raw(ctx)
+	return c.SpawnNamed(withDispatcher(c.ActorSystem(), props), name)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"kaas/actors/actor/actortest"
 )
 
 func goroutineID() string {
@@ -33,7 +35,8 @@ func waitIdle(t *testing.T, d *dispatcher) {
 // TestDispatcher: a turn that blocks does not hold up another; sequential turns run on a
 // goroutine an earlier turn left idle; close lets the idle goroutines go.
 func TestDispatcher(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	// Other tests of this package leave protoactor's dead-letter throttle running.
+	defer goleak.VerifyNone(t, actortest.LeakOptions(goleak.IgnoreCurrent())...)
 	d := newDispatcher()
 	block := make(chan struct{})
 	d.Schedule(func() { <-block })

@@ -14,7 +14,7 @@ import (
 // not block: use a Promise.
 func Call(ctx Context, pid *PID, msg func(Promise) any, timeout time.Duration) (any, bool) {
 	ch := make(chan any, 1)
-	waiter := ctx.ActorSystem().Root.Spawn(pa.PropsFromFunc(func(c pa.Context) {
+	waiter := raw(ctx).ActorSystem().Root.Spawn(pa.PropsFromFunc(func(c pa.Context) {
 		if m, ok := c.Message().(*Settled); ok {
 			ch <- m.Value
 			c.Stop(c.Self())

@@ -31,7 +31,7 @@ var promiseIDs atomic.Uint64
 
 // NewPromise makes a promise that delivers to owner; ctx is the owner's context.
 func NewPromise(ctx Context, owner *PID) Promise {
-	return Promise{sys: ctx.ActorSystem(), to: owner, id: promiseIDs.Add(1)}
+	return Promise{sys: raw(ctx).ActorSystem(), to: owner, id: promiseIDs.Add(1)}
 }
 
 // PromiseTo makes a promise delivering to owner from outside an actor (tests, main).
@@ -97,12 +97,12 @@ type Cancel func()
 // After sends msg to the actor itself after d. Timers are plain time.AfterFunc underneath:
 // they outlive the actor, so cancel them on Stopping and Restarting.
 func After(ctx Context, d time.Duration, msg any) Cancel {
-	s := scheduler.NewTimerScheduler(ctx)
+	s := scheduler.NewTimerScheduler(raw(ctx))
 	return Cancel(s.SendOnce(d, ctx.Self(), msg))
 }
 
 // Every sends msg to the actor itself every d.
 func Every(ctx Context, d time.Duration, msg any) Cancel {
-	s := scheduler.NewTimerScheduler(ctx)
+	s := scheduler.NewTimerScheduler(raw(ctx))
 	return Cancel(s.SendRepeatedly(d, d, ctx.Self(), msg))
 }

@@ -171,9 +171,11 @@ func (s *logSink) String() string {
 
 // liveActors counts the manager's live group actors.
 func (h *harness) liveActors() int {
-	v, err := h.sys.Request(h.mgr, &countLive{}, time.Minute)
-	if err != nil {
-		h.t.Fatal(err)
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.mgr, &countLive{reply: w.Promise})
+	v, ok := w.Wait(time.Minute)
+	if !ok {
+		h.t.Fatal("the groups manager did not count its groups")
 	}
 	return v.(int)
 }

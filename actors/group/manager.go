@@ -119,7 +119,7 @@ type (
 	}
 	sweepTick struct{}
 	// countLive asks how many group actors are live (tests and diagnostics). Reply: int.
-	countLive struct{}
+	countLive struct{ reply actor.Promise }
 	sweepMore struct{}
 	// dropMore wakes the next batch of on-disk groups for a dropJob.
 	dropMore struct{ job *dropJob }
@@ -180,7 +180,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 	case *dropMore:
 		mg.dropSome(ctx, m.job)
 	case *countLive:
-		ctx.Respond(len(mg.groups))
+		m.reply.Resolve(len(mg.groups))
 	}
 }
 

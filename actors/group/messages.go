@@ -360,7 +360,4 @@ type pendingDeadline struct {
 }
 
 // retentionTick runs offset expiry; it does not count as traffic for passivation.
-type retentionTick struct{}
-
-// NotInfluenceReceiveTimeout keeps the periodic tick from holding an idle group alive.
-func (*retentionTick) NotInfluenceReceiveTimeout() {}
+type retentionTick struct{ actor.Tick }

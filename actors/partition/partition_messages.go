@@ -92,7 +92,4 @@ type syncDone struct {
 
 // retentionTick runs retention (every log.retention.check.interval.ms). It does not count
 // as traffic: an idle partition still closes its files.
-type retentionTick struct{}
-
-// NotInfluenceReceiveTimeout marks the tick for protoactor's receive timeout.
-func (*retentionTick) NotInfluenceReceiveTimeout() {}
+type retentionTick struct{ actor.Tick }
