@@ -3,11 +3,12 @@ package broker
 import (
 	"fmt"
 
+	"kaas/actors/group"
 	"kaas/actors/partition"
 )
 
 // startTopics starts the topics manager (actors/partition) and sets Env.Topics. A
-// DeleteTopics is passed on to the groups manager as *partition.TopicsDeleted, so that
+// DeleteTopics is passed on to the groups manager as *group.TopicsDeleted, so that
 // every group drops its committed offsets for the deleted topics.
 func (b *Broker) startTopics() error {
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
@@ -24,7 +25,7 @@ func (b *Broker) startTopics() error {
 		},
 		TopicsDeleted: func(topics []string) {
 			if groups := b.env.Groups; groups != nil {
-				b.sys.Send(groups, &partition.TopicsDeleted{Topics: topics})
+				b.sys.Send(groups, &group.TopicsDeleted{Topics: topics})
 			}
 		},
 	}), "topics")

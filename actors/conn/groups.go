@@ -61,7 +61,11 @@ func withExistence(c *Call, tps []offsets.TopicPartition, then func(exists []boo
 		}
 		return
 	}
-	askTopics(c, &partition.PartitionsExist{Partitions: tps, Reply: c.Await(func(v any) kmsg.Response {
+	asked := make([]partition.TopicPartition, len(tps))
+	for i, tp := range tps {
+		asked[i] = partition.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	}
+	askTopics(c, &partition.PartitionsExist{Partitions: asked, Reply: c.Await(func(v any) kmsg.Response {
 		e, _ := v.(*partition.Existence)
 		if e == nil || len(e.Exists) != len(tps) {
 			// A broken invariant of the topics manager: report nothing as known rather

@@ -11,7 +11,6 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
-	"kaas/actors/partition"
 	"kaas/config"
 )
 
@@ -175,7 +174,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.onSweepTick(ctx)
 	case *sweepMore:
 		mg.sweepSome(ctx)
-	case *partition.TopicsDeleted:
+	case *TopicsDeleted:
 		mg.onTopicsDeleted(ctx, m)
 	case *dropMore:
 		mg.dropSome(ctx, m.job)
@@ -492,7 +491,7 @@ type dropJob struct {
 }
 
 // onTopicsDeleted: a DeleteTopics removed topics (sent by the broker's topics manager).
-func (mg *manager) onTopicsDeleted(ctx actor.Context, m *partition.TopicsDeleted) {
+func (mg *manager) onTopicsDeleted(ctx actor.Context, m *TopicsDeleted) {
 	if len(m.Topics) == 0 {
 		return
 	}

@@ -359,5 +359,13 @@ type pendingDeadline struct {
 	seq    uint64
 }
 
+// TopicsDeleted is the event the broker wiring sends to the groups manager after a
+// DeleteTopics: it drops the topics' committed offsets from every group (offsets.DropTopics
+// to each group's offsets actor, groups held only on disk included), as Apache's
+// GroupCoordinator.onPartitionsDeleted does. No reply.
+type TopicsDeleted struct {
+	Topics []string
+}
+
 // retentionTick runs offset expiry; it does not count as traffic for passivation.
 type retentionTick struct{ actor.Tick }

@@ -13,7 +13,6 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/actor/actortest"
-	"kaas/actors/offsets"
 	"kaas/config"
 )
 
@@ -163,7 +162,7 @@ func TestManagerDeleteAndExist(t *testing.T) {
 	ti := h.create("a", 2)
 	h.create("b", 1)
 	e := request[*Existence](h, func(p actor.Promise) any {
-		return &PartitionsExist{Partitions: []offsets.TopicPartition{{Topic: "a", Partition: 1}, {Topic: "a", Partition: 2}, {Topic: "zz", Partition: 0}}, Reply: p}
+		return &PartitionsExist{Partitions: []TopicPartition{{Topic: "a", Partition: 1}, {Topic: "a", Partition: 2}, {Topic: "zz", Partition: 0}}, Reply: p}
 	})
 	if !e.Exists[0] || e.Exists[1] || e.Exists[2] {
 		t.Fatalf("exists: %v", e.Exists)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"kaas/actors/actor"
-	"kaas/actors/offsets"
 )
 
 // This file is the topics manager's contract with the connection handlers and the groups
@@ -103,10 +102,16 @@ type CreatePartitions struct {
 	Reply        actor.Promise
 }
 
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
 // PartitionsExist asks whether partitions exist, for OffsetCommit's
 // UNKNOWN_TOPIC_OR_PARTITION (Apache checks the metadata cache). Reply: *Existence.
 type PartitionsExist struct {
-	Partitions []offsets.TopicPartition
+	Partitions []TopicPartition
 	Reply      actor.Promise
 }
 
@@ -228,12 +233,4 @@ type ProducerID struct {
 	ErrorCode int16
 	ID        int64
 	Epoch     int16
-}
-
-// TopicsDeleted is the event the broker wiring sends to the groups manager after a
-// DeleteTopics: it drops the topics' committed offsets from every group (offsets.DropTopics
-// to each group's offsets actor, groups held only on disk included), as Apache's
-// GroupCoordinator.onPartitionsDeleted does. No reply.
-type TopicsDeleted struct {
-	Topics []string
 }
