@@ -360,13 +360,17 @@ func saveGroupFile(fsys FS, dir, name, group string, s state, exists bool) error
 	return writeFileAtomic(fsys, dir, name, data)
 }
 
-// removeFileDurably removes dir/name and fsyncs dir. A missing file is not an error.
+// removeFileDurably removes dir/name and fsyncs dir. A missing file is not an error, nor
+// is a missing dir: a group deleted before its first checkpoint on a fresh data dir never
+// had a file, and the directory is made only by the first file written.
 func removeFileDurably(fsys FS, dir, name string) error {
 	path := filepath.Join(dir, name)
 	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := fsys.SyncDir(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil

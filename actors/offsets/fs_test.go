@@ -1,0 +1,56 @@
+package offsets
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"kaas/actors/actor"
+)
+
+// A group deleted before its file was ever written, on a data dir whose offsets directory
+// does not exist yet: the checkpoint (and the stop) has nothing to remove, and must not
+// fail on the missing directory, or the group's records stay pinned in the journal.
+func TestDeleteBeforeFirstCheckpointOnFreshDir(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		interval time.Duration
+		flush    bool
+	}{{"checkpoint tick", ckptSoon, false}, {"flush", ckptNever, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJournalHarness(t, "g", c.interval)
+			if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
+				t.Fatal(got)
+			}
+			if code := j.result(func(p actor.Promise) any { return &DeleteAll{Reply: p} }); code != 0 {
+				t.Fatalf("delete answered %d", code)
+			}
+			if _, err := os.Stat(j.dir); !os.IsNotExist(err) {
+				t.Fatalf("offsets directory exists before any checkpoint: %v", err)
+			}
+			if c.flush {
+				j.flushTo(j.pid)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for pinned(j.jstat()) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the deleted group's records are still pinned; log:\n%s", j.logs.String())
+				}
+				time.Sleep(5 * time.Millisecond) // polling interval
+			}
+			if logs := j.logs.String(); strings.Contains(logs, "offsets_checkpoint_failed") {
+				t.Fatalf("checkpoint failed:\n%s", logs)
+			}
+		})
+	}
+}
+
+func pinned(st *JournalStatus) bool {
+	for _, groups := range st.Pinned {
+		if len(groups) > 0 {
+			return true
+		}
+	}
+	return false
+}
