@@ -416,8 +416,9 @@ func (g *groupActor) shutdown(code int16) {
 	}
 }
 
-// flushTimeout bounds how long a stopping group waits for its offsets actor's writes.
-const flushTimeout = 10 * time.Second
+// flushTimeout bounds how long a stopping group waits for its offsets actor's writes:
+// a little longer than the offsets actor's own bound, so its waits end first.
+const flushTimeout = offsets.StopWait + time.Second
 
 // drainOffsets lets the offsets actor finish every write it accepted (a commit, the
 // saved generation) before the group goes: protoactor stops children with a system

@@ -651,8 +651,15 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 	}
 }
 
-// flushWait bounds how long a stopping actor waits for the journal.
-const flushWait = 30 * time.Second
+// flushWait bounds how long a stopping actor waits for the journal's answers to its
+// batches in flight (the journal answers a failed write at once: this is for a journal
+// stuck in fdatasync).
+const flushWait = 5 * time.Second
+
+// StopWait is how long a stopping offsets actor may take to answer Flush when its file
+// writes do not hang: the group, which waits for it, waits a little longer, so the
+// inner wait always ends first.
+const StopWait = flushWait + 5*time.Second
 
 func (a *offsetsActor) scheduleCheckpoint(ctx actor.Context) {
 	if a.ckptScheduled {
@@ -725,6 +732,8 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 // waitCheckpoint waits for the checkpoint being written, if any.
 func (a *offsetsActor) waitCheckpoint(ctx actor.Context) {
 	if job := a.ckpt; job != nil {
+		// Not bounded: a second write of the same file while this one may still finish
+		// could rename a half-written temporary file into place.
 		<-job.done
 		a.ckpt = nil
 		a.checkpointDone(ctx, job)
