@@ -42,11 +42,15 @@ type Config struct {
 	GroupMinSessionTimeout     time.Duration
 	GroupMaxSessionTimeout     time.Duration
 	GroupMaxSize               int32
-	GroupIdlePassivation       time.Duration
-	OffsetsRetention           time.Duration
-	OffsetsRetentionCheck      time.Duration
-	OffsetMetadataMaxBytes     int
-	OffsetsCheckpointInterval  time.Duration
+	// KIP-394 pending member ids: per group and per broker (kaas settings; Apache has no
+	// bound).
+	GroupMaxPendingMembers      int32
+	GroupMaxPendingMembersTotal int32
+	GroupIdlePassivation        time.Duration
+	OffsetsRetention            time.Duration
+	OffsetsRetentionCheck       time.Duration
+	OffsetMetadataMaxBytes      int
+	OffsetsCheckpointInterval   time.Duration
 
 	// Topics and logs.
 	AutoCreateTopics         bool
@@ -87,15 +91,17 @@ func Default() Config {
 		LogFormat:           "",
 		ShutdownTimeout:     8 * time.Second,
 
-		GroupInitialRebalanceDelay: 3000 * time.Millisecond,
-		GroupMinSessionTimeout:     6000 * time.Millisecond,
-		GroupMaxSessionTimeout:     1800000 * time.Millisecond,
-		GroupMaxSize:               math.MaxInt32,
-		GroupIdlePassivation:       300000 * time.Millisecond,
-		OffsetsRetention:           10080 * time.Minute,
-		OffsetsRetentionCheck:      600000 * time.Millisecond,
-		OffsetMetadataMaxBytes:     4096,
-		OffsetsCheckpointInterval:  2000 * time.Millisecond,
+		GroupInitialRebalanceDelay:  3000 * time.Millisecond,
+		GroupMinSessionTimeout:      6000 * time.Millisecond,
+		GroupMaxSessionTimeout:      1800000 * time.Millisecond,
+		GroupMaxSize:                math.MaxInt32,
+		GroupMaxPendingMembers:      1000,
+		GroupMaxPendingMembersTotal: 20000,
+		GroupIdlePassivation:        300000 * time.Millisecond,
+		OffsetsRetention:            10080 * time.Minute,
+		OffsetsRetentionCheck:       600000 * time.Millisecond,
+		OffsetMetadataMaxBytes:      4096,
+		OffsetsCheckpointInterval:   2000 * time.Millisecond,
 
 		AutoCreateTopics:         true,
 		NumPartitions:            1,
@@ -182,6 +188,8 @@ func settings(c *Config) []setting {
 		msSetting("group.min.session.timeout.ms", "smallest session timeout a member may ask for", &c.GroupMinSessionTimeout),
 		msSetting("group.max.session.timeout.ms", "largest session timeout a member may ask for", &c.GroupMaxSessionTimeout),
 		intSetting("group.max.size", "most members one group may have", &c.GroupMaxSize),
+		intSetting("group.max.pending.members", "most member ids one group hands out (KIP-394) that were not joined with yet; past it a JoinGroup without a member id gets GROUP_MAX_SIZE_REACHED", &c.GroupMaxPendingMembers),
+		intSetting("group.max.pending.members.total", "most such pending member ids of all groups of the broker; past it COORDINATOR_LOAD_IN_PROGRESS (retriable)", &c.GroupMaxPendingMembersTotal),
 		msSetting("group.idle.passivation.ms", "stop the actor of an empty group idle this long (its offsets stay on disk)", &c.GroupIdlePassivation),
 		{"offsets.retention.minutes", "keep committed offsets of an empty group this long",
 			func(c *Config, v string) error {
@@ -292,6 +300,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("group.min.session.timeout.ms is above group.max.session.timeout.ms")
 	case c.GroupMaxSize < 1:
 		return fmt.Errorf("group.max.size must be at least 1")
+	case c.GroupMaxPendingMembers < 1 || c.GroupMaxPendingMembersTotal < 1:
+		return fmt.Errorf("group.max.pending.members and group.max.pending.members.total must be at least 1")
 	case c.OffsetsRetention < time.Minute:
 		return fmt.Errorf("offsets.retention.minutes must be at least 1")
 	case c.OffsetsCheckpointInterval <= 0:

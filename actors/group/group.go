@@ -20,9 +20,14 @@ type Settings struct {
 	MinSessionTimeout     time.Duration
 	MaxSessionTimeout     time.Duration
 	MaxSize               int
-	IdlePassivation       time.Duration
-	OffsetsRetention      time.Duration
-	RetentionCheck        time.Duration
+	// MaxPendingMembers bounds one group's KIP-394 pending members
+	// (group.max.pending.members); 0 is no bound. Pending bounds the broker's (shared by
+	// every group; nil is no bound).
+	MaxPendingMembers int
+	Pending           *PendingBudget
+	IdlePassivation   time.Duration
+	OffsetsRetention  time.Duration
+	RetentionCheck    time.Duration
 }
 
 // SettingsFrom reads Settings from the broker configuration.
@@ -32,6 +37,8 @@ func SettingsFrom(c *config.Config) Settings {
 		MinSessionTimeout:     c.GroupMinSessionTimeout,
 		MaxSessionTimeout:     c.GroupMaxSessionTimeout,
 		MaxSize:               int(c.GroupMaxSize),
+		MaxPendingMembers:     int(c.GroupMaxPendingMembers),
+		Pending:               NewPendingBudget(int(c.GroupMaxPendingMembersTotal)),
 		IdlePassivation:       c.GroupIdlePassivation,
 		OffsetsRetention:      c.OffsetsRetention,
 		RetentionCheck:        c.OffsetsRetentionCheck,
@@ -190,6 +197,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 }
 
 func (g *groupActor) reset() {
+	g.cfg.Settings.Pending.release(len(g.pending))
 	g.exists = false
 	g.state, g.prevState = stateEmpty, stateEmpty
 	g.stateSince = time.Now()
@@ -409,6 +417,8 @@ func (g *groupActor) shutdown(code int16) {
 	for _, c := range g.pendingTimer {
 		c()
 	}
+	g.cfg.Settings.Pending.release(len(g.pending))
+	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
 	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.tick} {
 		if c != nil {
 			c()

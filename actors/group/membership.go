@@ -76,7 +76,20 @@ func (g *groupActor) joinNewMember(ctx actor.Context, r *JoinGroup) {
 		g.addMember(ctx, id, r)
 	case r.RequireKnownMemberID:
 		// KIP-394: the member must come back with this id; until then it is pending and
-		// blocks the join phase, and expires after its session timeout.
+		// blocks the join phase, and expires after its session timeout. A client that
+		// never comes back holds its place that long, so pending members are bounded per
+		// group (GROUP_MAX_SIZE_REACHED, as a group that is full) and per broker
+		// (COORDINATOR_LOAD_IN_PROGRESS: retriable, the client tries again later).
+		if max := g.cfg.Settings.MaxPendingMembers; max > 0 && len(g.pending) >= max {
+			g.log.Warn().Int("pending", len(g.pending)).Msg("pending_member_refused_group_bound")
+			g.replyJoin(r, joinError(kerr.GroupMaxSizeReached.Code, ""))
+			return
+		}
+		if !g.cfg.Settings.Pending.take() {
+			g.log.Warn().Int64("pending_total", g.cfg.Settings.Pending.Count()).Msg("pending_member_refused_broker_bound")
+			g.replyJoin(r, joinError(kerr.CoordinatorLoadInProgress.Code, ""))
+			return
+		}
 		g.pendingSeq++
 		g.pending[id] = g.pendingSeq
 		g.pendingTimer[id] = actor.After(ctx, r.SessionTimeout, &pendingDeadline{member: id, seq: g.pendingSeq})
@@ -659,6 +672,10 @@ func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {
 }
 
 func (g *groupActor) dropPending(id string) {
+	if _, ok := g.pending[id]; !ok {
+		return
+	}
+	g.cfg.Settings.Pending.release(1)
 	delete(g.pending, id)
 	if c := g.pendingTimer[id]; c != nil {
 		c()
