@@ -85,6 +85,7 @@ type logConfig struct {
 	segmentBytes int64
 	log          zerolog.Logger
 	truncated    func() // counts a recovery truncation; may be nil
+	corrupted    func() // counts a corrupt range found; may be nil
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -94,13 +95,21 @@ type Log struct {
 	cfg    logConfig
 	segs   []*segment
 	epochs []epochStart
+
+	recoveryPoint int64    // every offset below was on disk (recovery.go)
+	rpFile        *os.File // the recovery point file, nil while closed
+	rpDirSynced   bool
+	corrupt       []corruptRange // quarantined: never served, never cut, never reused
+	accepted      [][2]int64     // offset ranges whose loss an operator accepted
 }
 
 // openLog opens (creating if needed) the log in dir and recovers it: every batch of every
-// segment is walked to rebuild the index, and the last segment, the only one that can
-// hold a torn write, is checked batch by batch (length, magic, CRC-32C, contiguous
-// offsets) and truncated at the first bad byte. A torn tail is never served. visit sees
-// every surviving batch in offset order (producer state is rebuilt from it).
+// segment is walked to rebuild the index, and the newest segment, the only one that can
+// hold a write never fsynced, is checked batch by batch (length, magic, CRC-32C,
+// contiguous offsets). A bad batch at or past the recovery point that nothing valid
+// follows is a torn tail and is cut off; any other bad batch is quarantined
+// (recovery.go). visit sees every surviving batch in offset order (producer state is
+// rebuilt from it).
 func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir %s: %w", dir, err)
@@ -123,7 +132,18 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 		bases = append(bases, base)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	l := &Log{dir: dir, cfg: cfg}
+	rp, _, err := readRecoveryPoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(bases); n > 0 && bases[n-1] > rp {
+		rp = bases[n-1] // rolling fsynced every older segment
+	}
+	accepted, err := readAcceptedLoss(dir, cfg.log)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted}
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(dir, segmentName(base))}
 		if i > 0 && base < l.segs[len(l.segs)-1].next {
@@ -132,24 +152,48 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			os.Remove(s.path)
 			continue
 		}
-		if err := l.recover(s, i == len(bases)-1, visit); err != nil {
-			l.Close()
+		upTo := rp // where offsets lost at the end of this segment end
+		if i < len(bases)-1 {
+			upTo = bases[i+1]
+		}
+		if err := l.recover(s, i == len(bases)-1, upTo, visit); err != nil {
+			s.close()
+			l.closeFiles()
 			return nil, err
 		}
 		l.segs = append(l.segs, s)
 	}
-	if len(l.segs) == 0 {
+	switch {
+	case len(l.segs) == 0:
 		if _, err := l.roll(0); err != nil {
 			return nil, err
 		}
+	case l.EndOffset() < rp || (len(l.corrupt) > 0 && l.corrupt[len(l.corrupt)-1].seg == l.active()):
+		// New batches go to a segment of their own, past every offset handed out, and
+		// the damaged file is left as it is for the operator.
+		if base := max(l.EndOffset(), rp); base > l.active().base {
+			if _, err := l.roll(base); err != nil {
+				l.closeFiles()
+				return nil, err
+			}
+		}
+	}
+	// Recovery made everything it kept durable.
+	if err := l.saveRecoveryPoint(l.EndOffset(), false); err != nil {
+		cfg.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
 	}
 	return l, nil
 }
 
-// recover walks one segment. Only the last segment can end in a write that never
-// completed; in an older one a bad batch means the disk lost data, which is reported and
-// cut off all the same rather than served.
-func (l *Log) recover(s *segment, last bool, visit func(*header)) error {
+// recover walks one segment. check verifies every batch's CRC (the newest segment, the
+// only one that may hold bytes never fsynced); an older segment is walked by headers,
+// and a batch whose successor does not line up is CRC-checked before it is trusted. A
+// bad batch is a torn tail only in the newest segment, at or past the recovery point,
+// with no valid batch after it: that is cut off with a Warn. Any other is quarantined:
+// the walk goes on from the next valid batch, and offsets lost at the end of the
+// segment (up to upTo: the next segment's base, or the recovery point) are never
+// handed out again.
+func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
 	f, err := s.file()
 	if err != nil {
 		return err
@@ -161,48 +205,66 @@ func (l *Log) recover(s *segment, last bool, visit func(*header)) error {
 	w := walker{f: f, end: st.Size()}
 	pos := int64(0)
 	expect := s.base
+	torn := false
 	for pos < st.Size() {
-		h, ok, err := w.batch(pos, last)
+		h, ok, err := w.batch(pos, check)
 		if err != nil {
 			return fmt.Errorf("read segment %s: %w", s.path, err)
 		}
-		if !ok || h.BaseOffset < expect || h.LastOffsetDelta < 0 {
+		// Offsets only ever grow by whole batches; a segment may start past its name.
+		good := ok && h.LastOffsetDelta >= 0 && (h.BaseOffset == expect || (pos == 0 && h.BaseOffset > expect))
+		if good && !check && !w.plausibleNext(pos+h.Size(), &h) {
+			_, good, err = w.batch(pos, true)
+			if err != nil {
+				return fmt.Errorf("read segment %s: %w", s.path, err)
+			}
+		}
+		if good {
+			s.track(&h, pos)
+			l.noteEpoch(h.LeaderEpoch, h.BaseOffset)
+			if visit != nil {
+				visit(&h)
+			}
+			expect = h.LastOffset() + 1
+			pos += h.Size()
+			continue
+		}
+		next, nh, found, err := w.scan(pos+1, pos, expect)
+		if err != nil {
+			return fmt.Errorf("scan segment %s: %w", s.path, err)
+		}
+		if found {
+			l.quarantine(corruptRange{seg: s, from: expect, to: nh.BaseOffset, pos: pos, end: next}, "at_open")
+			s.sinceIndex = indexInterval // reads after the range start from an entry past it
+			pos, expect = next, nh.BaseOffset
+			continue
+		}
+		if check && expect >= l.recoveryPoint {
+			torn = true
 			break
 		}
-		if h.BaseOffset > expect && pos > 0 {
-			break // offsets only ever grow by whole batches
-		}
-		s.track(&h, pos)
-		l.noteEpoch(h.LeaderEpoch, h.BaseOffset)
-		if visit != nil {
-			visit(&h)
-		}
-		expect = h.LastOffset() + 1
-		pos += h.Size()
+		l.quarantine(corruptRange{seg: s, from: expect, to: max(upTo, expect), pos: pos, end: st.Size()}, "at_open")
+		break
 	}
-	if pos < st.Size() {
-		ev := l.cfg.log.Warn()
-		if !last {
-			ev = l.cfg.log.Error()
-		}
-		ev.Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", st.Size()).
-			Msg("partition_torn_tail_truncated")
+	if torn {
+		l.cfg.log.Warn().Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", st.Size()).
+			Int64("recovery_point", l.recoveryPoint).Msg("partition_torn_tail_truncated")
 		if l.cfg.truncated != nil {
 			l.cfg.truncated()
 		}
 		if err := f.Truncate(pos); err != nil {
 			return fmt.Errorf("truncate segment %s: %w", s.path, err)
 		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("sync segment %s: %w", s.path, err)
-		}
 	}
-	if last && pos == st.Size() {
+	if check {
 		// What a killed process wrote may still be only in the page cache: make it
 		// durable before it is served as such.
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("sync segment %s: %w", s.path, err)
 		}
+	}
+	if !torn && pos < st.Size() {
+		pos = st.Size() // the quarantined bytes stay; nothing is written over them
 	}
 	s.size = pos
 	return nil
@@ -363,7 +425,17 @@ func (l *Log) find(offset int64) *segment {
 // read returns whole batches from the one holding offset up to maxBytes, never a batch
 // at or past limit (the high watermark). With minOne the first batch is returned even
 // when it is larger than maxBytes, so a consumer always progresses (KIP-74).
+//
+// Every batch read is CRC-checked: an older segment was not at start, and a disk may
+// rot after. A batch that fails is quarantined and never served; reading inside a
+// corrupt range answers errCorruptRange, and a read stops short of one.
 func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
+	for c := l.corruptAt(offset); c != nil && offset < limit; c = l.corruptAt(offset) {
+		if !c.accepted {
+			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", c.seg.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
+		}
+		offset = c.to // an accepted loss reads as a gap
+	}
 	s := l.find(offset)
 	if s == nil || offset >= limit || offset >= s.next {
 		return nil, nil
@@ -379,6 +451,10 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 	}
 	w := walker{f: f, end: s.size}
 	for pos < s.size {
+		if c := l.corruptFrom(s, pos); c != nil {
+			pos = c.end
+			continue
+		}
 		h, ok, err := w.batch(pos, false)
 		if err != nil {
 			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
@@ -393,10 +469,16 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 	}
 	// Cut at the limit and at maxBytes, on batch boundaries.
 	end := pos
-	for end < s.size {
-		h, ok, err := w.batch(end, false)
+	for end < s.size && l.corruptFrom(s, end) == nil {
+		h, ok, err := w.batch(end, true)
 		if err != nil {
 			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
+		}
+		if !ok && h.BaseOffset < limit && end == pos {
+			// The header walk at start found it whole; its bytes fail now.
+			c := corruptRange{seg: s, from: h.BaseOffset, to: h.LastOffset() + 1, pos: pos, end: pos + h.Size()}
+			l.quarantine(c, "on_read")
+			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", s.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
 		}
 		if !ok || h.BaseOffset >= limit {
 			break
@@ -437,6 +519,10 @@ func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
 		}
 		w := walker{f: f, end: s.size}
 		for pos < s.size {
+			if c := l.corruptFrom(s, pos); c != nil {
+				pos = c.end
+				continue
+			}
 			h, ok, err := w.batch(pos, false)
 			if err != nil || !ok {
 				return -1, -1, fmt.Errorf("segment %s: bad batch at %d: %v", s.path, pos, err)
@@ -521,6 +607,13 @@ func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 		total -= s.size
 		l.segs = l.segs[1:]
 		n++
+		keep := l.corrupt[:0]
+		for _, c := range l.corrupt {
+			if c.seg != s {
+				keep = append(keep, c)
+			}
+		}
+		l.corrupt = keep
 	}
 	return n, nil
 }
@@ -535,20 +628,35 @@ func (l *Log) closeIdle(active bool) {
 	for _, s := range l.segs[:n] {
 		s.close()
 	}
+	l.closeRecoveryPoint()
 }
 
-// Close syncs the active segment and closes every file.
+// Close syncs the active segment, records the log end as the recovery point and closes
+// every file.
 func (l *Log) Close() error {
 	var err error
 	if len(l.segs) > 0 {
-		if f := l.active().f; f != nil {
+		// A segment closed while idle may still hold unsynced appends (flush.messages > 1).
+		var f *os.File
+		if f, err = l.active().file(); err == nil {
 			err = f.Sync()
 		}
+		if err == nil {
+			if rerr := l.saveRecoveryPoint(l.EndOffset(), true); rerr != nil {
+				l.cfg.log.Warn().Err(rerr).Msg("partition_recovery_point_write_failed")
+			}
+		}
 	}
+	l.closeFiles()
+	return err
+}
+
+// closeFiles closes every file, recording nothing.
+func (l *Log) closeFiles() {
 	for _, s := range l.segs {
 		s.close()
 	}
-	return err
+	l.closeRecoveryPoint()
 }
 
 func syncDir(dir string) error {

@@ -16,6 +16,7 @@ type Metrics struct {
 	syncBatches     prometheus.Histogram
 	fetchedBytes    prometheus.Counter
 	truncations     prometheus.Counter
+	corrupt         prometheus.Counter
 }
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered).
@@ -44,11 +45,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_log_fetched_bytes_total", Help: "Record batch bytes read for fetches.",
 		}),
 		truncations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kaas_log_recovery_truncations_total", Help: "Segments cut back at start because their tail was torn or corrupt.",
+			Name: "kaas_log_recovery_truncations_total", Help: "Segments cut back at start because their tail was torn (past the recovery point).",
+		}),
+		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_log_corrupt_batches_total", Help: "Corrupt stretches of partition logs found (at start or on read) and quarantined: acknowledged records an operator must restore.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations)
+		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations, m.corrupt)
 	}
 	return m
 }
@@ -82,5 +86,11 @@ func (m *Metrics) fetched(bytes int) {
 func (m *Metrics) truncated() {
 	if m != nil {
 		m.truncations.Inc()
+	}
+}
+
+func (m *Metrics) corrupted() {
+	if m != nil {
+		m.corrupt.Inc()
 	}
 }

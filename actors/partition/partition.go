@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -108,7 +109,8 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	}
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
-	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, truncated: p.cfg.Metrics.truncated}, p.producers.record)
+	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log,
+		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
@@ -287,6 +289,12 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 		p.pending = keep
 	} else if m.end > p.durable {
 		p.durable = m.end
+		// Recorded before the acknowledgements below; no fsync of its own (recovery.go).
+		if p.plog != nil {
+			if err := p.plog.saveRecoveryPoint(p.durable, false); err != nil {
+				p.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
+			}
+		}
 	}
 	keep := p.pending[:0]
 	for _, w := range p.pending {
@@ -331,6 +339,13 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		return out
 	}
 	recs, err := p.plog.read(m.offset, hw, m.maxBytes, m.minOne)
+	if errors.Is(err, errCorruptRange) {
+		// Reported once when found; the consumer retries until an operator restores
+		// the segment (docs/data-path.md).
+		p.log.Debug().Err(err).Int64("offset", m.offset).Msg("partition_read_corrupt")
+		out.ErrorCode = kerr.KafkaStorageError.Code
+		return out
+	}
 	if err != nil {
 		p.log.Error().Err(err).Int64("offset", m.offset).Msg("partition_read_failed")
 		out.ErrorCode = kerr.KafkaStorageError.Code

@@ -1,0 +1,40 @@
+package partition
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// TestLogAcknowledgedTailIsNotCut cuts the file inside its last batch after a clean
+// close: that batch is below the recovery point (it was on disk), so it is corruption,
+// not a torn write. Nothing is truncated, the log end stays past it, and reading it
+// answers the corrupt-range error instead of skipping it.
+func TestLogAcknowledgedTailIsNotCut(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, 1<<20)
+	appendN(t, l, 10, 3, 1000)
+	path, size := l.active().path, l.active().size
+	l.Close()
+	if err := os.Truncate(path, size-7); err != nil {
+		t.Fatal(err)
+	}
+	l = openTestLog(t, dir, 1<<20)
+	defer l.Close()
+	if l.EndOffset() != 30 {
+		t.Fatalf("end %d, want 30: acknowledged offsets would be reused", l.EndOffset())
+	}
+	if st, _ := os.Stat(path); st.Size() != size-7 {
+		t.Fatalf("segment cut to %d bytes", st.Size())
+	}
+	if _, err := l.read(27, 30, 1<<20, true); !errors.Is(err, errCorruptRange) {
+		t.Fatalf("read of the lost batch: %v", err)
+	}
+	if b, err := l.read(0, 30, 1<<20, true); err != nil || int64(len(b)) != 9*size/10 {
+		t.Fatalf("before the lost batch: %d bytes, %v", len(b), err)
+	}
+	appendN(t, l, 1, 2, 2000)
+	if b, err := l.read(30, 32, 1<<20, true); err != nil || parseHeader(b).BaseOffset != 30 {
+		t.Fatalf("after the lost batch: %v", err)
+	}
+}
