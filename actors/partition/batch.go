@@ -105,7 +105,8 @@ type produceError struct {
 // validateProduced checks what a producer sent for one partition as Apache's
 // ProduceRequest.validateRecords and LogValidator do: exactly one RecordBatch v2, its
 // length and CRC-32C intact, within max.message.bytes, no control batch, counts that
-// agree. Compressed batches are stored as sent.
+// agree, and every record readable (validateRecords: a compressed batch is decompressed
+// to check it, and stored as sent).
 func validateProduced(records []byte, maxBytes int32) (header, *produceError) {
 	if len(records) < batchHeaderSize {
 		if len(records) >= offMagic+1 && records[offMagic] != 2 {
@@ -131,6 +132,13 @@ func validateProduced(records []byte, maxBytes int32) (header, *produceError) {
 		return h, &produceError{kerr.CorruptMessage.Code, "unknown compression codec"}
 	case h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1:
 		return h, &produceError{kerr.InvalidRecord.Code, "record count does not match the last offset delta"}
+	case h.ProducerID >= 0 && h.BaseSequence < 0:
+		return h, &produceError{kerr.InvalidRecord.Code, "idempotent record batch has a negative base sequence"}
+	}
+	if perr := validateRecords(&h, records, maxBytes); perr != nil {
+		return h, perr
+	}
+	switch {
 	case h.Attributes&attrTransactional != 0:
 		// Transactions are not implemented yet; Apache answers a transactional batch
 		// outside a transaction with INVALID_TXN_STATE.

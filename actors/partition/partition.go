@@ -198,6 +198,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
 	if perr != nil {
 		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
+		p.logRejected(perr, len(m.records))
 		m.reply.Resolve(&Produced{ErrorCode: perr.code, ErrorMessage: perr.msg, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
