@@ -28,8 +28,9 @@ type Context interface {
 	// Stop stops pid after the message it is handling; Poison after its mailbox.
 	Stop(pid *PID)
 	Poison(pid *PID)
-	// SetReceiveTimeout arms (d > 0) or clears (d <= 0) the idle timeout: a
-	// *ReceiveTimeout arrives after d with no message but Tick-marked ones.
+	// SetReceiveTimeout arms (d >= 1 ms) or clears the idle timeout: one
+	// *ReceiveTimeout arrives after d with no message but Tick-marked ones; set it
+	// again to be told again.
 	SetReceiveTimeout(d time.Duration)
 	// Watch asks for a *Terminated when pid stops; Unwatch takes that back.
 	Watch(pid *PID)
@@ -45,16 +46,12 @@ type Actor interface {
 // SetReceiveTimeout, so an idle actor is still stopped while its timers tick.
 type Tick struct{}
 
-// NotInfluenceReceiveTimeout is the method protoactor looks for; kaas code embeds Tick.
-func (Tick) NotInfluenceReceiveTimeout() {}
+func (Tick) keepsIdle() {}
+
+type idleNeutral interface{ keepsIdle() }
 
 // raw is the protoactor context behind ctx: every Context a Receive is handed is one.
 func raw(ctx Context) pa.Context { return ctx.(pa.Context) }
-
-// adapter runs a kaas Actor as a protoactor one.
-type adapter struct{ a Actor }
-
-func (x adapter) Receive(c pa.Context) { x.a.Receive(c) }
 
 // The protoactor types kaas actors use, under their own names.
 type (
@@ -83,6 +80,7 @@ type System struct {
 	sys  *pa.ActorSystem
 	root *pa.RootContext
 	disp *dispatcher
+	gor  *Goroutines
 }
 
 // NewSystem starts an actor system whose own logs (slog) go to log at Warn and above.
@@ -99,7 +97,9 @@ func NewSystem(log zerolog.Logger) *System {
 	)
 	d := newDispatcher()
 	sys.Extensions.Register(d)
-	return &System{sys: sys, root: sys.Root, disp: d}
+	g := &Goroutines{}
+	sys.Extensions.Register(g)
+	return &System{sys: sys, root: sys.Root, disp: d, gor: g}
 }
 
 func maxLevel(a, b zerolog.Level) zerolog.Level {
@@ -119,7 +119,7 @@ func PropsOf(produce func() Actor, opts ...Option) *Props {
 	if o.supervisor != nil {
 		popts = append(popts, pa.WithSupervisor(o.supervisor))
 	}
-	return pa.PropsFromProducer(func() pa.Actor { return adapter{produce()} }, popts...)
+	return pa.PropsFromProducer(func() pa.Actor { return &adapter{a: produce()} }, popts...)
 }
 
 // Option tunes PropsOf.
@@ -192,10 +192,20 @@ func waitFor(f *pa.Future, timeout time.Duration) error {
 	}
 }
 
-// Shutdown releases the system's own resources after the actors were stopped.
-func (s *System) Shutdown() {
+// Go runs f on a goroutine the system owns (see Goroutines); false once Shutdown began.
+func (s *System) Go(f func()) bool { return s.gor.Go(f) }
+
+// shutdownWait bounds how long Shutdown waits for the system's goroutines.
+const shutdownWait = 10 * time.Second
+
+// Shutdown releases the system's own resources after the actors were stopped: it
+// refuses new goroutines and waits (up to shutdownWait) for those started through Go and
+// Background. It reports whether they all ended.
+func (s *System) Shutdown() bool {
+	joined := s.gor.Stop(shutdownWait)
 	s.sys.Shutdown()
 	s.disp.close()
+	return joined
 }
 
 // Raw is the underlying protoactor system, for this package's siblings' tests only.

@@ -3,6 +3,7 @@ package actor
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -76,4 +77,49 @@ func TestTickDoesNotResetTheReceiveTimeout(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ticks every 10 ms kept a 100 ms receive timeout from firing")
 	}
+}
+
+// Ordinary messages hold the receive timeout off; it fires exactly the timeout after the
+// last one, once per SetReceiveTimeout. On synctest's fake clock, so durations are exact.
+// (protoactor's own timeout wrote the actor's fields from its timer goroutine while the
+// actor ran: under -race TestTickDoesNotResetTheReceiveTimeout failed with it.)
+func TestReceiveTimeoutFollowsActivity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := NewSystem(zerolog.Nop())
+		defer sys.Shutdown()
+		timeouts := make(chan time.Time, 4)
+		pid := sys.Spawn(PropsOf(func() Actor {
+			return receiveFunc(func(ctx Context) {
+				switch ctx.Message().(type) {
+				case *Started:
+					ctx.SetReceiveTimeout(200 * time.Millisecond)
+				case *ReceiveTimeout:
+					timeouts <- time.Now()
+				}
+			})
+		}))
+		for range 30 {
+			sys.Send(pid, "busy")
+			time.Sleep(20 * time.Millisecond)
+		}
+		synctest.Wait()
+		if len(timeouts) != 0 {
+			t.Fatal("timed out while a message came every 20 ms")
+		}
+		sys.Send(pid, "last")
+		synctest.Wait()
+		last := time.Now()
+		at := <-timeouts
+		if got := at.Sub(last); got != 200*time.Millisecond {
+			t.Fatalf("timed out %v after the last message, want 200ms", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if len(timeouts) != 0 {
+			t.Fatal("a second timeout without SetReceiveTimeout again")
+		}
+		if err := sys.Stop(pid, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -1,11 +1,11 @@
 package actor
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
 	pa "github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 )
 
 // Promise is the way a parked request is answered later: the actor that owns the waiting
@@ -96,13 +96,41 @@ type Cancel func()
 
 // After sends msg to the actor itself after d. Timers are plain time.AfterFunc underneath:
 // they outlive the actor, so cancel them on Stopping and Restarting.
+//
+// The timer goroutine sends through the system's root, never through ctx: a context is
+// the actor's to use in its own turn only.
 func After(ctx Context, d time.Duration, msg any) Cancel {
-	s := scheduler.NewTimerScheduler(raw(ctx))
-	return Cancel(s.SendOnce(d, ctx.Self(), msg))
+	root, self := raw(ctx).ActorSystem().Root, ctx.Self()
+	t := time.AfterFunc(d, func() { root.Send(self, msg) })
+	return func() { t.Stop() }
 }
 
-// Every sends msg to the actor itself every d.
+// Every sends msg to the actor itself every d, until cancelled.
 func Every(ctx Context, d time.Duration, msg any) Cancel {
-	s := scheduler.NewTimerScheduler(raw(ctx))
-	return Cancel(s.SendRepeatedly(d, d, ctx.Self(), msg))
+	root, self := raw(ctx).ActorSystem().Root, ctx.Self()
+	r := &repeat{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.t = time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.stopped {
+			return
+		}
+		root.Send(self, msg)
+		r.t.Reset(d)
+	})
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.stopped = true
+		r.t.Stop()
+	}
+}
+
+// repeat is one Every timer: the mutex orders its firing against its cancelling.
+type repeat struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
 }

@@ -1,0 +1,97 @@
+package actor
+
+import (
+	"time"
+
+	pa "github.com/asynkron/protoactor-go/actor"
+)
+
+// adapter runs a kaas Actor as a protoactor one. It keeps the receive timeout itself:
+// protoactor's fires on a timer goroutine that writes the actor context's fields while
+// the actor may be handling a message (a data race), so here the timer only sends a
+// message, and everything else happens in the actor's own turn.
+type adapter struct {
+	a Actor
+	c actorContext
+}
+
+// actorContext is the Context handed to a kaas actor: protoactor's, with the receive
+// timeout kept by the adapter.
+type actorContext struct {
+	pa.Context
+	msg any // when set, the message being delivered instead of the mailbox's own
+
+	idle   time.Duration // 0: no receive timeout
+	last   time.Time     // the last message that counts as activity
+	gen    uint64        // the timer armed last; older ones are stale
+	cancel Cancel
+}
+
+// idleCheck is the receive-timeout timer firing; gen tells a stale one.
+type idleCheck struct {
+	Tick
+	gen uint64
+}
+
+func (c *actorContext) Message() any {
+	if c.msg != nil {
+		return c.msg
+	}
+	return c.Context.Message()
+}
+
+func (c *actorContext) SetReceiveTimeout(d time.Duration) {
+	if d < time.Millisecond {
+		d = 0
+	}
+	c.stopTimer()
+	c.idle = d
+	if d > 0 {
+		c.last = time.Now()
+		c.arm(d)
+	}
+}
+
+func (c *actorContext) arm(d time.Duration) {
+	c.gen++
+	c.cancel = After(c, d, &idleCheck{gen: c.gen})
+}
+
+func (c *actorContext) stopTimer() {
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	c.gen++
+}
+
+func (x *adapter) Receive(pc pa.Context) {
+	c := &x.c
+	c.Context, c.msg = pc, nil
+	switch m := pc.Message().(type) {
+	case *idleCheck:
+		if m.gen != c.gen || c.idle == 0 {
+			return
+		}
+		c.cancel = nil
+		if left := c.idle - time.Since(c.last); left > 0 {
+			c.arm(left)
+			return
+		}
+		// One timeout per SetReceiveTimeout, as protoactor's.
+		c.idle = 0
+		c.msg = &ReceiveTimeout{}
+		x.a.Receive(c)
+		c.msg = nil
+		return
+	case *Restarting, *Stopped:
+		c.stopTimer()
+		c.idle = 0
+	case idleNeutral:
+	default:
+		if c.idle > 0 {
+			c.last = time.Now()
+		}
+	}
+	x.a.Receive(c)
+}
