@@ -33,7 +33,20 @@ func register(key, min, max int16, h Handler) {
 	if _, dup := apis[key]; dup {
 		panic("conn: API registered twice: " + kmsg.NameForKey(key))
 	}
-	apis[key] = api{key: key, min: min, max: max, handle: h}
+	apis[key] = api{key: key, min: min, max: max, handle: refuseLongStrings(h)}
+}
+
+// refuseLongStrings closes the connection of a request with a string field longer than
+// the protocol allows (MaxStringBytes), before its handler sees it, as Apache's readers
+// do. The request header's client id is a non-compact string, at most 32,767 bytes.
+func refuseLongStrings(h Handler) Handler {
+	return func(c *Call) {
+		if err := CheckStrings(c.Req); err != nil {
+			c.Fail(err)
+			return
+		}
+		h(c)
+	}
 }
 
 // supported lists the table in key order, as ApiVersions advertises it.
@@ -61,6 +74,7 @@ type Call struct {
 	Log    zerolog.Logger
 
 	conn  *connActor
+	slot  *slot
 	seq   uint64
 	start time.Time
 	done  bool
@@ -71,6 +85,12 @@ func (c *Call) Respond(resp kmsg.Response) { c.conn.complete(c, resp) }
 
 // NoResponse completes a call that gets no answer on the wire (Produce with acks=0).
 func (c *Call) NoResponse() { c.conn.complete(c, nil) }
+
+// ResponseBudget returns want, or less when the connection or the broker holds many
+// bytes of responses not yet written: the most this call's response should carry (a
+// Fetch caps its max bytes with it). The bytes are promised to the call until it is
+// completed.
+func (c *Call) ResponseBudget(want int32) int32 { return c.conn.responseBudget(c, want) }
 
 // Fail closes the connection: the request broke the protocol in a way that has no
 // error code (reason is logged with the remote address, key and version).

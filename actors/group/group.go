@@ -12,6 +12,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
 	"kaas/config"
+	"kaas/logs"
 )
 
 // Settings are the group.* and offsets.* settings a group actor follows.
@@ -160,7 +161,7 @@ type groupActor struct {
 }
 
 func newGroupActor(cfg Config) *groupActor {
-	return &groupActor{cfg: cfg, log: cfg.Log.With().Str("group", cfg.Group).Logger()}
+	return &groupActor{cfg: cfg, log: cfg.Log.With().Str("group", logs.ID(cfg.Group)).Logger()}
 }
 
 // Receive: lifecycle, then requests, then events.
@@ -550,7 +551,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	}
 	g.computeTopics()
 	g.setState(stateStable)
-	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
+	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(g.members)).Msg("group loaded stable with its members")
 	if len(g.members) > g.cfg.Settings.MaxSize {
 		g.prepareRebalance(ctx, "loaded group is larger than group.max.size")

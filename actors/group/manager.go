@@ -12,6 +12,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
 	"kaas/config"
+	"kaas/logs"
 )
 
 // ManagerConfig is everything the groups manager needs.
@@ -196,7 +197,7 @@ func (mg *manager) route(ctx actor.Context, r Request) {
 	if e == nil {
 		var err error
 		if e, err = mg.spawn(ctx, id); err != nil {
-			mg.log.Error().Err(err).Str("group", id).Msg("group actor not started")
+			mg.log.Error().Err(err).Str("group", logs.ID(id)).Msg("group actor not started")
 			r.fail(notAvailable)
 			return
 		}
@@ -279,7 +280,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	delete(mg.byPID, m.Who.Id)
 	delete(mg.groups, e.id)
 	if !e.stopping && !mg.closing {
-		mg.log.Error().Str("group", e.id).Msg("group actor stopped after repeated failures")
+		mg.log.Error().Str("group", logs.ID(e.id)).Msg("group actor stopped after repeated failures")
 	}
 	for _, r := range e.queue {
 		mg.route(ctx, r)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/logs"
 )
 
 // JoinGroup (§4.3 of the reference, Apache 4.x where it differs from 3.7).
@@ -21,7 +22,7 @@ func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
 		return
 	}
 	if r.Reason != "" {
-		g.log.Info().Str("member", r.MemberID).Str("instance", r.InstanceID).Str("reason", r.Reason).Msg("member joining")
+		g.log.Info().Str("member", logs.ID(r.MemberID)).Str("instance", logs.ID(r.InstanceID)).Str("reason", logs.ID(r.Reason)).Msg("member joining")
 	}
 	m := g.members[r.MemberID]
 	if !acceptJoin(g.state, s.MaxSize, m != nil, m != nil && m.join != nil, g.awaitingJoin, len(g.members)) {
@@ -248,7 +249,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 	// The deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
 	g.renameMember(ctx, m, newID)
 	g.updateMember(m, r)
-	g.log.Info().Str("member", newID).Str("instance", r.InstanceID).Str("replaced", oldID).Msg("static member replaced")
+	g.log.Info().Str("member", logs.ID(newID)).Str("instance", logs.ID(r.InstanceID)).Str("replaced", logs.ID(oldID)).Msg("static member replaced")
 
 	switch g.state {
 	case stateStable:
@@ -268,7 +269,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 			meta := g.generationMeta(func(o *member) []byte { return o.assignment })
 			g.saveMeta(ctx, r, meta, func(code int16) {
 				if code != 0 {
-					g.log.Warn().Int16("error_code", code).Str("instance", r.InstanceID).
+					g.log.Warn().Int16("error_code", code).Str("instance", logs.ID(r.InstanceID)).
 						Msg("static member replacement not saved; undone")
 					g.undoReplacement(ctx, m, newID, oldID, prev)
 					g.replyJoin(r, joinError(code, ""))
@@ -392,7 +393,7 @@ func (g *groupActor) prepareRebalance(ctx actor.Context, reason string) {
 	g.pendingSync = map[string]bool{}
 	wasEmpty := g.state == stateEmpty
 	g.setState(statePreparingRebalance)
-	g.log.Info().Str("reason", reason).Int32("generation", g.generation).Msg("rebalance started")
+	g.log.Info().Str("reason", logs.ID(reason)).Int32("generation", g.generation).Msg("rebalance started")
 	if wasEmpty {
 		d := g.cfg.Settings.InitialRebalanceDelay
 		g.initialDelay = true
@@ -474,7 +475,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	joined := ""
 	for _, m := range ms {
 		if m.join == nil && m.instanceID == "" {
-			g.log.Info().Str("member", m.id).Msg("member removed: did not rejoin in time")
+			g.log.Info().Str("member", logs.ID(m.id)).Msg("member removed: did not rejoin in time")
 			g.removeMember(m, 0)
 			continue
 		}
@@ -512,7 +513,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	}
 	g.computeTopics()
 	g.setState(stateCompletingRebalance)
-	g.log.Info().Int32("generation", g.generation).Str("protocol", g.protocol).Str("leader", g.leader).
+	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(ms)).Msg("join phase complete")
 	now := time.Now()
 	for _, m := range ms {
@@ -560,7 +561,7 @@ func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
 	}
 	for id := range g.pendingSync {
 		if mm := g.members[id]; mm != nil {
-			g.log.Info().Str("member", id).Msg("member removed: no SyncGroup in time")
+			g.log.Info().Str("member", logs.ID(id)).Msg("member removed: no SyncGroup in time")
 			g.removeMember(mm, kerr.UnknownMemberID.Code)
 		}
 	}
@@ -655,7 +656,7 @@ func (g *groupActor) onSessionCheck(ctx actor.Context, c *sessionCheck) {
 		g.armSession(ctx, m)
 		return
 	}
-	g.log.Info().Str("member", m.id).Str("instance", m.instanceID).Bool("new", m.isNew).Msg("member session expired")
+	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member session expired")
 	g.removeMember(m, 0)
 	g.afterRemoval(ctx, "member "+m.id+" session expired")
 }
@@ -664,7 +665,7 @@ func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {
 	if seq, ok := g.pending[m.member]; !ok || seq != m.seq {
 		return
 	}
-	g.log.Info().Str("member", m.member).Msg("pending member expired")
+	g.log.Info().Str("member", logs.ID(m.member)).Msg("pending member expired")
 	g.dropPending(m.member)
 	if g.state == statePreparingRebalance {
 		g.tryCompleteJoin(ctx)
@@ -825,7 +826,7 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 	}
 	removed, pendingLeft := false, false
 	for i, lm := range r.Members {
-		g.log.Info().Str("member", lm.MemberID).Str("instance", lm.InstanceID).Str("reason", lm.Reason).Msg("member leaving")
+		g.log.Info().Str("member", logs.ID(lm.MemberID)).Str("instance", logs.ID(lm.InstanceID)).Str("reason", logs.ID(lm.Reason)).Msg("member leaving")
 		switch {
 		case lm.MemberID == "":
 			// Admin removal by group.instance.id (KIP-345).

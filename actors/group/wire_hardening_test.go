@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker"
@@ -88,5 +89,57 @@ func TestFirstGroupDeletedBeforeCheckpoint(t *testing.T) {
 		if strings.Contains(e, "offsets_checkpoint_failed") {
 			t.Fatalf("logged %s", e)
 		}
+	}
+}
+
+// Ids longer than the protocol's string length (32,767 bytes, which only a compact string
+// of a flexible version can carry) are a malformed request, as in Apache's generated
+// readers: the connection is closed with one log line. An id at the limit is served.
+// No log event of the broker carries an id whole: none is longer than maxEvent.
+func TestLongIdsRefusedAndLogsBounded(t *testing.T) {
+	const maxEvent = 4096
+	w, logs := startCaptured(t, nil)
+	w.createTopics(1, "t")
+	huge := strings.Repeat("g", 1<<20)
+	long := strings.Repeat("h", 32767)
+
+	join := joinReq(huge, joinOpts{version: 9})
+	instance := strings.Repeat("i", 40000)
+	joinInstance := joinReq("ok", joinOpts{version: 9, instance: instance})
+	commit := commitReq(huge, 8, "", -1, map[string][]int32{"t": {0}})
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.Version = 5
+	describe.Groups = []string{"a", huge}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Version = 2
+	del.Groups = []string{huge}
+	fetch := fetchReq(8, "", nil)
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: huge}}
+	for _, req := range []kmsg.Request{join, joinInstance, commit, describe, del, fetch} {
+		raw := brokertest.Dial(t, w.b.Addr())
+		raw.Send(req, 1)
+		if !raw.Closed(10 * time.Second) {
+			t.Fatalf("%T v%d with an id over 32767 bytes: the connection stayed open", req, req.GetVersion())
+		}
+	}
+
+	// At the limit: a commit and a join with a 32767-byte group id are served.
+	c := w.do(commitReq(long, 8, "", -1, map[string][]int32{"t": {0}})).(*kmsg.OffsetCommitResponse)
+	wantCode(t, "commit with a 32767-byte group id", c.Topics[0].Partitions[0].ErrorCode, 0)
+	j := w.do(joinReq(long, joinOpts{version: 9})).(*kmsg.JoinGroupResponse)
+	wantCode(t, "join with a 32767-byte group id", j.ErrorCode, kerr.MemberIDRequired.Code)
+	r := joinReq(long, joinOpts{version: 9, member: j.MemberID})
+	r.Reason = &long
+	j = w.do(r).(*kmsg.JoinGroupResponse)
+	wantCode(t, "second join", j.ErrorCode, 0)
+	w.stop()
+
+	for _, e := range logs.all() {
+		if len(e) > maxEvent {
+			t.Fatalf("a log event of %d bytes: %.300s", len(e), e)
+		}
+	}
+	if !logs.has("closing connection on bad input") {
+		t.Fatal("the refused requests were not logged")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/logs"
 )
 
 // Wire codes of the actor's own failures, in one table (the group actor passes them on).
@@ -218,7 +219,7 @@ func newOffsetsActor(cfg Config) *offsetsActor {
 		cfg:  cfg,
 		name: name,
 		path: filepath.Join(cfg.Dir, name),
-		log:  cfg.Log.With().Str("group", cfg.Group).Str("file", name).Logger(),
+		log:  cfg.Log.With().Str("group", logs.ID(cfg.Group)).Str("file", name).Logger(),
 		st:   newState(),
 	}
 }
@@ -372,7 +373,7 @@ func (a *offsetsActor) load() {
 		case derr != nil:
 			reason, a.broken = "corrupt", fmt.Errorf("%s: %w", a.path, derr)
 		case id != a.cfg.Group:
-			reason, a.broken = "corrupt", fmt.Errorf("%s: holds group %q", a.path, id)
+			reason, a.broken = "corrupt", fmt.Errorf("%s: holds group %q", a.path, logs.ID(id))
 		default:
 			a.st, a.exists, a.broken = st, true, nil
 		}
@@ -814,7 +815,7 @@ func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 	}
 	meta, err := a.metaJSON.encode(s.meta)
 	if err != nil {
-		return nil, fmt.Errorf("encode meta of group %q: %w", a.cfg.Group, err)
+		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.cfg.Group), err)
 	}
 	return encodeFileWith(a.cfg.Group, s, meta)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"kaas/logs"
 )
 
 // A journal record is one batch of one group's changes, as the offsets actor made them
@@ -107,7 +109,7 @@ func encodeRecord(group string, ops []op) ([]byte, error) {
 	g := jsonString(group)
 	b, err := json.Marshal(record{Group: &g, Ops: ops})
 	if err != nil {
-		return nil, fmt.Errorf("encode journal record of group %q: %w", group, err)
+		return nil, fmt.Errorf("encode journal record of group %q: %w", logs.ID(group), err)
 	}
 	return b, nil
 }
@@ -135,7 +137,7 @@ func decodeRecord(b []byte) (string, []op, error) {
 			}
 		}
 		if n != 1 {
-			return "", nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", *r.Group, i, n)
+			return "", nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", logs.ID(string(*r.Group)), i, n)
 		}
 	}
 	return string(*r.Group), r.Ops, nil

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"kaas/logs"
 )
 
 // The file format: one JSON object per group.
@@ -165,7 +167,7 @@ func (s *jsonString) UnmarshalJSON(b []byte) error {
 func encodeFile(group string, s state) ([]byte, error) {
 	meta, err := encodeMeta(s.meta)
 	if err != nil {
-		return nil, fmt.Errorf("encode meta of group %q: %w", group, err)
+		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(group), err)
 	}
 	return encodeFileWith(group, s, meta)
 }
@@ -225,11 +227,11 @@ func encodeFileWith(group string, s state, meta json.RawMessage) ([]byte, error)
 	// What json.Marshal(f) makes, without its scan of the (cached, valid) meta.
 	gid, err := json.Marshal(f.Group)
 	if err != nil {
-		return nil, fmt.Errorf("encode group id %q: %w", group, err)
+		return nil, fmt.Errorf("encode group id %q: %w", logs.ID(group), err)
 	}
 	offsets, err := json.Marshal(f.Offsets)
 	if err != nil {
-		return nil, fmt.Errorf("encode offsets of group %q: %w", group, err)
+		return nil, fmt.Errorf("encode offsets of group %q: %w", logs.ID(group), err)
 	}
 	b := make([]byte, 0, len(meta)+len(offsets)+len(gid)+48)
 	b = append(b, `{"version":`...)
