@@ -494,37 +494,34 @@ func nested[T any](sizes []int, flat []any) [][]T {
 	return out
 }
 
-// spawnCollect starts a collect for asks and sends each partition its part, in order,
-// from the manager itself (see collect).
+// spawnCollect gathers the answers to asks (results holds the preset ones, where a.to
+// is nil) and calls finish with all of them, in a short-lived child (actor.Gather). The
+// manager itself sends each partition its part, in order, so that the batches of
+// pipelined produce requests reach a partition in the order they were sent: an
+// idempotent producer's sequence numbers depend on it. A partition that does not answer
+// within timeout (a restart lost the message), or that stops first (its topic deleted),
+// gets missing(i).
 func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, timeout time.Duration, missing func(int) any, finish func([]any)) {
-	waiting := 0
-	for _, a := range asks {
+	var idx []int
+	var watch []*actor.PID
+	for i, a := range asks {
 		if a.to != nil {
-			waiting++
+			idx = append(idx, i)
+			watch = append(watch, a.to)
 		}
 	}
-	if waiting == 0 {
+	if len(idx) == 0 {
 		finish(results)
 		return
 	}
-	pid := actor.Spawn(ctx, collectProps(&collect{results: results, timeout: timeout, missing: missing, finish: finish}))
-	ids := make(map[uint64]int, waiting)
-	msgs := make([]any, len(asks))
-	to := make([]*actor.PID, len(asks))
-	for i, a := range asks {
-		if a.to == nil {
-			continue
+	ps := actor.Gather(ctx, len(idx), timeout, watch, func(k int) any { return missing(idx[k]) }, func(v []any) {
+		for k, x := range v {
+			results[idx[k]] = x
 		}
-		p := actor.NewPromise(ctx, pid)
-		ids[p.ID()] = i
-		msgs[i] = a.msg(p)
-		to[i] = a.to
-	}
-	ctx.Send(pid, &collectWaitFor{ids: ids, to: to})
-	for i, a := range asks {
-		if a.to != nil {
-			ctx.Send(a.to, msgs[i])
-		}
+		finish(results)
+	})
+	for k, i := range idx {
+		ctx.Send(asks[i].to, asks[i].msg(ps[k]))
 	}
 }
 
