@@ -13,12 +13,16 @@ import (
 func (b *Broker) startGroups() error {
 	om := offsets.NewMetrics(b.met.Registry)
 	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
-	next, err := offsets.ReplayJournal(offsets.OSFS{}, offsets.Dir(b.cfg.DataDir), jdir, b.log)
+	// A group file replay cannot write (a full disk) does not stop the start: the journal
+	// keeps its records and serves them through the group's actor (offsets.Replayed).
+	replayed, err := offsets.Replay(offsets.ReplayConfig{
+		FS: offsets.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
+	})
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)
 	}
 	b.journal, err = b.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
-		Dir: jdir, Log: b.log, Metrics: om, FirstSeq: next,
+		Dir: jdir, Log: b.log, Metrics: om, Replayed: replayed,
 	}), "offsets-journal")
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)

@@ -1,10 +1,15 @@
 package offsets
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
+	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -14,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/logs"
 )
 
 // The journal is the broker's one append-only log of offset changes, shared by every
@@ -29,13 +35,16 @@ import (
 // Segments are files named after the sequence number of their first record
 // (00000000000000000001.log). Each write is one frame holding the batch's records:
 //
-//	length uint32 | crc32c(payload) uint32 | payload (length bytes)
-//	payload: { record length uint32 | record (encodeRecord) } ...
+//	length uint32 (top bit set: frameSeqFlag) | crc32c(payload) uint32 | payload (length bytes)
+//	payload: first record's sequence number uint64 | { record length uint32 | record (encodeRecord) } ...
 //
-// big-endian. Segments are zero-filled ahead of use (see journal.spare). Replay reads a
-// segment up to its first frame that is empty, short or fails its checksum: the unused,
-// zeroed end of the segment, the tail of a write a crash cut short, or of a write that
-// failed (the journal then goes on in a new segment, so nothing valid follows a bad frame).
+// big-endian. Segments are zero-filled ahead of use (see journal.spare). A frame that is
+// empty, short or fails its checksum ends what replay reads of a segment when nothing
+// valid follows it: the unused, zeroed end of the segment, the tail of a write a crash
+// cut short, or of a write that failed (the journal then goes on in a new segment, so
+// nothing valid follows a bad frame it wrote). A valid frame with a later sequence
+// number after a bad one means damage in the middle (scanSegment): every valid frame
+// replays and the segment's groups are held (Replay).
 
 // JournalDir is the journal directory of node under the broker's data.dir. Each broker
 // has its own, so brokers sharing a volume never write the same file.
@@ -74,6 +83,10 @@ type JournalConfig struct {
 	// do not keep every later segment on disk until the broker restarts; 0 is
 	// DefaultUnsavedRetry.
 	UnsavedRetry time.Duration
+	// Replayed is what Replay left: the segments it kept, the state of the groups whose
+	// file it could not write, the held groups. nil: nothing (FirstSeq is used); else
+	// Replayed.Next is the first sequence number.
+	Replayed *Replayed
 }
 
 // DefaultUnsavedRetry is how often the journal retries the files its groups left unsaved.
@@ -111,8 +124,12 @@ type Claim struct {
 }
 
 // Claimed answers a Claim: Unsaved is nil unless the group's file is behind the journal.
+// Hold lists the hold markers naming the group (a damaged journal segment may have held
+// acknowledged records of it): while any of them exists the group answers
+// COORDINATOR_NOT_AVAILABLE.
 type Claimed struct {
 	Unsaved *Unsaved
+	Hold    []string
 }
 
 // Unsaved is a group's state that its offsets actor could not write to the group file as
@@ -149,6 +166,9 @@ func JournalProps(cfg JournalConfig) *actor.Props {
 	if cfg.SegmentBytes <= 0 {
 		cfg.SegmentBytes = DefaultSegmentBytes
 	}
+	if cfg.Replayed != nil {
+		cfg.FirstSeq = cfg.Replayed.Next
+	}
 	if cfg.FirstSeq == 0 {
 		cfg.FirstSeq = 1
 	}
@@ -156,14 +176,27 @@ func JournalProps(cfg JournalConfig) *actor.Props {
 		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
 	return actor.PropsOf(func() actor.Actor {
-		return &journal{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger()}
+		return &journal{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
+			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
 	})
 }
+
+// errorLogInterval: a failure that repeats with every write (a full disk) is logged once
+// per interval, with the number of those left out.
+const errorLogInterval = 10 * time.Second
+
+// spareRetryAfter: after a spare segment could not be zero-filled, the next is not tried
+// before this long (a full disk would otherwise be filled with zeros up to its last block
+// for every append).
+const spareRetryAfter = 5 * time.Second
 
 // segment is one journal file and the last record each group has in it.
 type segment struct {
 	name   string
 	groups map[string]uint64
+	// damaged: found damaged at replay; once unpinned it goes to the quarantine
+	// directory, not away.
+	damaged bool
 }
 
 // journal is the actor that owns the journal directory. Its Receive blocks on the write
@@ -205,7 +238,15 @@ type journal struct {
 	spareDone chan struct{} // closed when the spare being prepared is done
 	sparePath string        // the spare being prepared
 	spares    int
+	spareFail time.Time // when a spare last failed
 	stopped   bool
+
+	// held maps groups held since a damaged segment (Replayed.Held) to their markers;
+	// each group's actor is told in its Claim and checks the markers itself.
+	held map[string][]string
+
+	writeFailedLog *logs.Limiter
+	spareFailedLog *logs.Limiter
 }
 
 type journalFlush struct{}
@@ -223,7 +264,7 @@ func (j *journal) Receive(ctx actor.Context) {
 	defer j.survive()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		j.firstSpare()
+		j.adopt(ctx)
 	case *Append:
 		j.queue = append(j.queue, m)
 		if !j.flushQueued {
@@ -240,7 +281,7 @@ func (j *journal) Receive(ctx actor.Context) {
 		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.seq {
 			delete(j.unsaved, m.Group)
 			delete(j.handed, m.Group)
-			j.log.Info().Str("group", m.Group).Msg("offsets_unsaved_state_written")
+			j.log.Info().Str("group", logs.ID(m.Group)).Msg("offsets_unsaved_state_written")
 		}
 	case *Unsaved:
 		j.onUnsaved(ctx, m)
@@ -265,7 +306,8 @@ func (j *journal) Receive(ctx actor.Context) {
 			for g := range j.unsaved {
 				groups = append(groups, g)
 			}
-			j.log.Error().Strs("groups", groups).Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
+			j.log.Error().Int("groups_behind", len(groups)).Strs("groups", logIDs(groups)).
+				Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
 		}
 		if j.retryCancel != nil {
 			j.retryCancel()
@@ -332,18 +374,21 @@ func (j *journal) flush(ctx actor.Context) {
 	start := time.Now()
 	// One frame for the whole batch: a write cut short never leaves some of its records
 	// valid, so a batch answered with an error is not replayed in part.
-	j.buf = append(j.buf[:0], make([]byte, frameHeader)...)
+	// The frame carries the sequence number of its first record, so that replay can tell
+	// damage in the middle of a segment from a torn tail (scanSegment).
+	j.buf = append(j.buf[:0], make([]byte, frameHeader+frameSeqBytes)...)
 	for _, a := range batch {
 		j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(a.Data)))
 		j.buf = append(j.buf, a.Data...)
 	}
-	binary.BigEndian.PutUint32(j.buf[0:4], uint32(len(j.buf)-frameHeader))
+	binary.BigEndian.PutUint64(j.buf[frameHeader:], j.next)
+	binary.BigEndian.PutUint32(j.buf[0:4], uint32(len(j.buf)-frameHeader)|frameSeqFlag)
 	binary.BigEndian.PutUint32(j.buf[4:8], crc32.Checksum(j.buf[frameHeader:], crcTable))
 	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
 		j.closeActive() // full: the batch goes to the next segment
 	}
 	if err := j.open(ctx); err != nil {
-		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.writeFailedLog.Event(j.log.Error()).Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
 		j.cfg.Metrics.journalWrote(err, 0, len(batch))
 		j.writing = nil
 		j.fail(batch, err)
@@ -362,7 +407,7 @@ func (j *journal) flush(ctx actor.Context) {
 		// What was written may be cut short or not durable: the segment ends here and
 		// the next write starts a new one (a retried fsync can report success for
 		// pages a failed one dropped).
-		j.log.Error().Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
+		j.writeFailedLog.Event(j.log.Error()).Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
 		j.writing = nil
 		j.closeActive()
 		j.fail(batch, err)
@@ -448,22 +493,31 @@ func (j *journal) open(ctx actor.Context) error {
 	return nil
 }
 
-// firstSpare zero-fills the first segment before anything is appended (tens of
-// milliseconds for 16 MiB, once per start), so that appends go to a preallocated segment
-// from the first one.
-func (j *journal) firstSpare() {
-	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
-	j.spares++
-	err := j.cfg.FS.MkdirAll(j.cfg.Dir)
-	if err == nil {
-		err = zeroFill(j.cfg.FS, path, j.cfg.SegmentBytes)
+// adopt takes over what Replay left: its kept segments (oldest first, before any new
+// one), the unsaved state of groups whose file it could not write (retried like any
+// other), and the held groups. The first segment is not made until the first append: a
+// broker with no commits reserves no space.
+func (j *journal) adopt(ctx actor.Context) {
+	r := j.cfg.Replayed
+	if r == nil {
+		return
 	}
-	j.onSpare(&spareReady{path: path, err: err})
+	for _, k := range r.Kept {
+		j.closed = append(j.closed, &segment{name: k.Name, groups: maps.Clone(k.Groups), damaged: k.Damaged})
+	}
+	for _, u := range r.Unsaved {
+		j.onUnsaved(ctx, u)
+	}
+	j.held = r.Held
+	j.checkpointed("", 0)
 }
 
 // prepareSpare zero-fills the next segment on a goroutine of its own.
 func (j *journal) prepareSpare(ctx actor.Context) {
 	if j.preparing || j.spare != "" || j.stopped {
+		return
+	}
+	if !j.spareFail.IsZero() && time.Since(j.spareFail) < spareRetryAfter {
 		return
 	}
 	j.preparing = true
@@ -486,7 +540,8 @@ func (j *journal) onSpare(m *spareReady) {
 	switch {
 	case m.err != nil:
 		// The next segment starts empty instead; its appends cost a filesystem commit.
-		j.log.Warn().Err(m.err).Msg("offsets_journal_spare_failed")
+		j.spareFail = time.Now()
+		j.spareFailedLog.Event(j.log.Warn()).Err(m.err).Msg("offsets_journal_spare_failed")
 		_ = j.cfg.FS.Remove(m.path)
 	case j.stopped:
 		_ = j.cfg.FS.Remove(m.path)
@@ -531,6 +586,17 @@ func (j *journal) closeActive() {
 	if err := j.f.Close(); err != nil {
 		j.log.Warn().Err(err).Str("segment", j.active.name).Msg("offsets_journal_close_failed")
 	}
+	if j.size == 0 && len(j.active.groups) == 0 {
+		// No record was acknowledged from it (its first write failed, say): nothing to
+		// keep, and a disk that keeps failing must not collect one file per attempt.
+		path := filepath.Join(j.cfg.Dir, j.active.name)
+		if err := j.cfg.FS.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			j.log.Warn().Err(err).Str("segment", j.active.name).Msg("offsets_journal_segment_remove_failed")
+			j.closed = append(j.closed, j.active)
+		}
+		j.f, j.active = nil, nil
+		return
+	}
 	j.closed = append(j.closed, j.active)
 	j.f, j.active = nil, nil
 	j.checkpointed("", 0)
@@ -554,7 +620,7 @@ func (j *journal) checkpointed(group string, seq uint64) {
 	}
 	for len(j.closed) > 0 && len(j.closed[0].groups) == 0 {
 		s := j.closed[0]
-		if err := j.cfg.FS.Remove(filepath.Join(j.cfg.Dir, s.name)); err != nil {
+		if err := dropSegment(j.cfg.FS, j.cfg.Dir, s.name, s.damaged); err != nil {
 			// Kept: replayed at the next start, which is harmless.
 			j.log.Warn().Err(err).Str("segment", s.name).Msg("offsets_journal_segment_remove_failed")
 			return
@@ -592,7 +658,7 @@ func (j *journal) answerClaim(m *Claim) {
 		}
 		j.handed[m.Group] = u
 	}
-	m.Reply.Resolve(&Claimed{Unsaved: u})
+	m.Reply.Resolve(&Claimed{Unsaved: u, Hold: j.held[m.Group]})
 }
 
 type retryUnsaved struct{}
@@ -645,7 +711,7 @@ func (j *journal) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 		} else if j.unsaved[u.Group] == u {
 			delete(j.unsaved, u.Group)
 			j.checkpointed(u.Group, u.seq)
-			j.log.Info().Str("group", u.Group).Msg("offsets_unsaved_state_written")
+			j.log.Info().Str("group", logs.ID(u.Group)).Msg("offsets_unsaved_state_written")
 		}
 		for _, c := range j.deferred[u.Group] {
 			j.answerClaim(c)
@@ -653,7 +719,7 @@ func (j *journal) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 		delete(j.deferred, u.Group)
 	}
 	if len(failed) > 0 {
-		j.log.Error().Err(firstErr).Strs("groups", failed).Dur("retry_ms", j.cfg.UnsavedRetry).
+		j.log.Error().Err(firstErr).Int("groups_failing", len(failed)).Strs("groups", logIDs(failed)).Dur("retry_ms", j.cfg.UnsavedRetry).
 			Msg("offsets_unsaved_group_files_still_failing")
 	}
 	if len(j.retryable()) > 0 {
@@ -708,31 +774,163 @@ func parseSegmentName(name string) (uint64, bool) {
 	return n, err == nil && n > 0
 }
 
-// readFrames returns the records of a segment's valid frames, in order, and where the
-// valid part ends (len(b) when the segment is whole).
+// frameSeqFlag, set in a frame's length word, says that the payload starts with the
+// sequence number of the frame's first record (uint64, covered by the checksum). The
+// journal writes every frame so; frames without it (written before) are read in order,
+// their sequence numbers counted from the segment's name. The number is what tells rot in
+// the middle of a segment from a torn tail: after a bad frame, a valid frame with a later
+// sequence number proves that the bad one was not the last write.
+const frameSeqFlag = 1 << 31
+
+// frameSeqBytes is the sequence number at the start of a flagged frame's payload.
+const frameSeqBytes = 8
+
+// readFrames returns the records of a segment's frames up to the first bad one, in
+// order, and where that is (len(b) when the segment is whole).
 func readFrames(b []byte) (records [][]byte, end int) {
+	expect := uint64(1)
 	for end < len(b) {
-		if len(b)-end < frameHeader {
-			return records, end
-		}
-		n := int(binary.BigEndian.Uint32(b[end : end+4]))
-		sum := binary.BigEndian.Uint32(b[end+4 : end+8])
-		if n == 0 || n > len(b)-end-frameHeader {
-			// No frame is empty: zeros are the unused end of a preallocated segment.
-			return records, end
-		}
-		p := b[end+frameHeader : end+frameHeader+n]
-		if crc32.Checksum(p, crcTable) != sum {
-			return records, end
-		}
-		recs, ok := splitRecords(p)
+		seq, recs, n, ok := parseFrame(b[end:], expect, false)
 		if !ok {
 			return records, end
 		}
 		records = append(records, recs...)
-		end += frameHeader + n
+		expect = seq + uint64(len(recs))
+		end += n
 	}
 	return records, end
+}
+
+// parseFrame reads the frame at the start of b: the sequence number of its first record
+// (expect for a frame without one), its records and its length. A frame is valid when its
+// length fits, its checksum matches, its records fill it exactly and its sequence number
+// is not before expect. flagged accepts only frames that carry their sequence number (a
+// scan past a bad frame, where the count of records in between is unknown).
+func parseFrame(b []byte, expect uint64, flagged bool) (seq uint64, recs [][]byte, size int, ok bool) {
+	if len(b) < frameHeader {
+		return 0, nil, 0, false
+	}
+	word := binary.BigEndian.Uint32(b[0:4])
+	hasSeq := word&frameSeqFlag != 0
+	n := int(word &^ frameSeqFlag)
+	if flagged && !hasSeq {
+		return 0, nil, 0, false
+	}
+	if n == 0 || n > len(b)-frameHeader || (hasSeq && n <= frameSeqBytes) {
+		// No frame is empty: zeros are the unused end of a preallocated segment.
+		return 0, nil, 0, false
+	}
+	p := b[frameHeader : frameHeader+n]
+	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(b[4:8]) {
+		return 0, nil, 0, false
+	}
+	seq = expect
+	if hasSeq {
+		seq = binary.BigEndian.Uint64(p)
+		p = p[frameSeqBytes:]
+		if seq < expect {
+			return 0, nil, 0, false
+		}
+	}
+	recs, ok = splitRecords(p)
+	if !ok {
+		return 0, nil, 0, false
+	}
+	return seq, recs, frameHeader + n, true
+}
+
+// scannedRecord is one record of a segment and its sequence number.
+type scannedRecord struct {
+	data []byte
+	seq  uint64
+}
+
+// damagedRange is a part of a segment that holds no valid frame and is followed by a
+// valid one with a later sequence number: not a torn write (that can only be the last
+// frame) but damage to bytes that were once a durable write. Records from lost up to the
+// next valid frame's are gone, each of them acknowledged to a client.
+type damagedRange struct {
+	from, to   int    // bytes [from, to) of the segment
+	lost, upTo uint64 // the records [lost, upTo) are in it
+	groups     []string
+}
+
+// scanned is a segment as read by scanSegment.
+type scanned struct {
+	records []scannedRecord
+	next    uint64 // the sequence number after the last valid record
+	tail    int    // where a torn tail starts (bytes neither zero nor followed by a valid frame); -1 when none
+	damaged []damagedRange
+}
+
+// scanSegment reads every valid frame of a segment whose first record is first. At a bad
+// frame it looks further for a valid frame with a later sequence number: one found means
+// the bytes in between are damaged (the frames after them are read on); none found, the
+// bad frame is the tail of the last write, cut short by a crash or failed, and the
+// segment ends there. A bad frame followed by zeros alone is such a tail too, also when a
+// bit flipped in what was the last frame: that cannot be told from a torn write.
+func scanSegment(b []byte, first uint64) scanned {
+	sc := scanned{next: first, tail: -1}
+	for pos := 0; pos < len(b); {
+		seq, recs, n, ok := parseFrame(b[pos:], sc.next, false)
+		if ok {
+			for i, r := range recs {
+				sc.records = append(sc.records, scannedRecord{data: r, seq: seq + uint64(i)})
+			}
+			sc.next = seq + uint64(len(recs))
+			pos += n
+			continue
+		}
+		if allZero(b[pos:]) {
+			break
+		}
+		q, qseq := findFrame(b, pos+1, sc.next)
+		if q < 0 {
+			sc.tail = pos
+			break
+		}
+		sc.damaged = append(sc.damaged, damagedRange{from: pos, to: q, lost: sc.next, upTo: qseq, groups: groupsIn(b[pos:q])})
+		sc.next = qseq
+		pos = q
+	}
+	return sc
+}
+
+// findFrame is the first position from from where a frame with its sequence number, not
+// before expect, is valid, and that number; -1 when there is none.
+func findFrame(b []byte, from int, expect uint64) (int, uint64) {
+	for q := from; q+frameHeader <= len(b); q++ {
+		if b[q]&0x80 == 0 {
+			// Not a flagged length word: zeros and JSON text are passed over at once.
+			continue
+		}
+		if seq, _, _, ok := parseFrame(b[q:], expect, true); ok {
+			return q, seq
+		}
+	}
+	return -1, 0
+}
+
+// groupsIn reads the group ids that damaged bytes still show: every record starts with
+// {"group":"<id>", so each such string that still decodes is taken. A flipped bit inside
+// an id gives another id (held for nothing) and hides the real one, which is why replay
+// also holds every group with records in the damaged segment.
+func groupsIn(b []byte) []string {
+	const prefix = `{"group":`
+	var out []string
+	seen := map[string]bool{}
+	for {
+		i := bytes.Index(b, []byte(prefix))
+		if i < 0 {
+			return out
+		}
+		b = b[i+len(prefix):]
+		var g jsonString
+		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&g); err == nil && !seen[string(g)] {
+			seen[string(g)] = true
+			out = append(out, string(g))
+		}
+	}
 }
 
 // splitRecords splits a frame's payload into its records.

@@ -402,8 +402,11 @@ func TestJournalCommitDurableBeforeAnswer(t *testing.T) {
 		return exists && s.offsets[TopicPartition{"t", 0}].Offset == 7 && s.offsets[TopicPartition{"u", 3}].Offset == 8
 	})
 	eventually(t, "segment unpinned after the checkpoint", func() bool {
+		// The first segment starts empty (nothing is reserved before the first
+		// append) and is closed once its zero-filled successor is ready; closed and
+		// unpinned, it goes.
 		st := j2.jstat()
-		return len(st.Segments) == 1 && len(st.Pinned[st.Segments[0]]) == 0
+		return len(st.Segments) <= 1 && len(st.Pinned) == 0
 	})
 	if got := counterValue(j2.metrics.writes.WithLabelValues("ok")); got != 1 {
 		t.Fatalf("file writes ok = %v, want 1 (the checkpoint)", got)
@@ -462,9 +465,15 @@ func TestJournalGroupCommitAcrossGroups(t *testing.T) {
 			t.Fatalf("group %d fetch %+v", i, f)
 		}
 	}
+	// The first segment may have been closed when its zero-filled successor was ready
+	// (nothing is reserved before the first append): the 20 groups pin what is there.
 	st := j.jstat()
-	if len(st.Segments) != 1 || len(st.Pinned[st.Segments[0]]) != 20 {
-		t.Fatalf("journal status %+v, want one segment pinned by the 20 groups", st)
+	pinned := 0
+	for _, gs := range st.Pinned {
+		pinned += len(gs)
+	}
+	if len(st.Segments) > 2 || pinned != 20 {
+		t.Fatalf("journal status %+v, want the segments pinned by the 20 groups", st)
 	}
 }
 

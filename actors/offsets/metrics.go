@@ -17,6 +17,9 @@ type Metrics struct {
 	journalWrites *prometheus.CounterVec // by result
 	journalSecs   prometheus.Histogram
 	journalBatch  prometheus.Histogram
+	// corruptFrames counts damaged ranges found in the middle of journal segments at
+	// replay: acknowledged records lost, their groups held (docs/offsets.md).
+	corruptFrames prometheus.Counter
 }
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered, which
@@ -59,10 +62,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Group records (each a batch of one group's requests) made durable by one journal fsync.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 		}),
+		corruptFrames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_offsets_journal_corrupt_frames_total",
+			Help: "Damaged ranges found in the middle of offsets journal segments at start (valid frames after them): acknowledged commits lost, the segment's groups held until the operator removes the hold marker.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired,
-			m.journalWrites, m.journalSecs, m.journalBatch)
+			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames)
 	}
 	return m
 }
@@ -107,4 +114,11 @@ func (m *Metrics) journalWrote(err error, d time.Duration, records int) {
 	m.journalWrites.WithLabelValues("ok").Inc()
 	m.journalSecs.Observe(d.Seconds())
 	m.journalBatch.Observe(float64(records))
+}
+
+func (m *Metrics) journalCorrupt(ranges int) {
+	if m == nil || ranges == 0 {
+		return
+	}
+	m.corruptFrames.Add(float64(ranges))
 }

@@ -168,6 +168,10 @@ type offsetsActor struct {
 	claimID     uint64
 	claimCancel actor.Cancel
 	stash       []any
+	hold        hold // hold.go: the group is held after a damaged journal segment
+	// failLog and ckptFailLog keep a failure that repeats with every batch or
+	// checkpoint (a full disk) to one line per interval.
+	failLog, ckptFailLog *logs.Limiter
 }
 
 // batch is one write's requests: what they make of the state and what each waiter gets
@@ -221,6 +225,9 @@ func newOffsetsActor(cfg Config) *offsetsActor {
 		path: filepath.Join(cfg.Dir, name),
 		log:  cfg.Log.With().Str("group", logs.ID(cfg.Group)).Str("file", name).Logger(),
 		st:   newState(),
+
+		failLog:     logs.NewLimiter(errorLogInterval),
+		ckptFailLog: logs.NewLimiter(errorLogInterval),
 	}
 }
 
@@ -308,6 +315,9 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 	if a.claimCancel != nil {
 		a.claimCancel()
 	}
+	if c, ok := v.(*Claimed); ok && len(c.Hold) > 0 {
+		a.hold.markers = c.Hold
+	}
 	if c, ok := v.(*Claimed); ok && c.Unsaved != nil {
 		u := c.Unsaved
 		a.loaded, a.broken = true, nil
@@ -340,6 +350,9 @@ func (a *offsetsActor) failStash(code int16) {
 
 // ready loads the file on first use and says whether the group can be served.
 func (a *offsetsActor) ready() bool {
+	if a.holding() {
+		return false
+	}
 	if a.broken != nil && a.cfg.Now().Sub(a.brokenAt) >= a.cfg.RetryLoadAfter {
 		a.loaded = false
 	}
@@ -618,7 +631,7 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule 
 	b := a.inflight[0]
 	a.inflight = a.inflight[1:]
 	if res.Err != nil {
-		a.log.Error().Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failLog.Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
@@ -723,7 +736,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	a.cfg.Metrics.wrote(job.err, job.took, 0)
 	if job.err != nil {
 		// Memory and the journal still hold everything; the next checkpoint retries.
-		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed")
+		a.ckptFailLog.Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
 		return
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)

@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,12 +12,69 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"kaas/logs"
 )
 
-// ReplayJournal brings every group file under offsetsDir up to date with the journal in
-// journalDir, then deletes the journal's segments. The broker runs it at start, before
-// any offsets actor exists, so it is the one writer of these files. It returns the
-// sequence number the journal goes on from.
+// ReplayJournal is Replay without metrics, returning only the sequence number the journal
+// goes on from (tests). What Replay leaves to the journal (groups whose file could not be
+// written, held groups) is dropped; their segments stay and replay again at the next start.
+func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (uint64, error) {
+	r, err := Replay(ReplayConfig{FS: fsys, OffsetsDir: offsetsDir, JournalDir: journalDir, Log: log})
+	if err != nil {
+		return 0, err
+	}
+	return r.Next, nil
+}
+
+// ReplayConfig is what Replay needs.
+type ReplayConfig struct {
+	// FS does the file access; nil is OSFS.
+	FS FS
+	// OffsetsDir is Dir(data.dir); JournalDir is JournalDir(data.dir, node.id).
+	OffsetsDir, JournalDir string
+	Log                    zerolog.Logger
+	// Metrics is the offsets metrics; nil records nothing.
+	Metrics *Metrics
+}
+
+// Replayed is what Replay leaves to the journal that goes on after it (JournalConfig).
+type Replayed struct {
+	// Next is the sequence number the journal goes on from.
+	Next uint64
+	// Kept are the segments left in place, oldest first, because some group's file could
+	// not be written (a full disk): the journal keeps them until those groups' files are.
+	Kept []KeptSegment
+	// Unsaved is the replayed state of each group whose file could not be written. The
+	// journal hands it to the group's actor (Claim), which serves it, and retries the file.
+	Unsaved []*Unsaved
+	// Held maps each group that may have lost acknowledged records to a damaged segment
+	// to its hold markers (quarantine/<segment>.held): the group answers
+	// COORDINATOR_NOT_AVAILABLE while any of them exists.
+	Held map[string][]string
+}
+
+// KeptSegment is a journal segment that replay left in place.
+type KeptSegment struct {
+	Name string
+	// Groups pin it: each one's last record in it, not yet in the group's file.
+	Groups map[string]uint64
+	// Damaged: it goes to the quarantine directory, not away, once nothing pins it.
+	Damaged bool
+}
+
+// QuarantineDir holds damaged journal segments, moved aside from journalDir, with their
+// hold markers.
+func QuarantineDir(journalDir string) string { return filepath.Join(journalDir, "quarantine") }
+
+const (
+	heldSuffix   = ".held"
+	groupsSuffix = ".groups.json"
+)
+
+// Replay brings every group file under the offsets directory up to date with the
+// journal, then deletes the journal's segments. The broker runs it at start, before any
+// offsets actor exists, so it is the one writer of these files.
 //
 // Each group's records are applied in order over its file (see record): a file that was
 // checkpointed after some of them gets those set again to what it already holds. A group
@@ -25,29 +83,48 @@ import (
 // <journalDir>/unapplied/<file>.<unix ms>.log, one JSON record per line, with an error
 // logged: the operator can apply them by hand.
 //
+// A group whose file cannot be written (a full disk) does not stop the start: its state
+// goes to the journal (Replayed.Unsaved), which serves it through the group's actor and
+// writes the file once it can, and the segments stay until then.
+//
+// A segment damaged in the middle (scanSegment: a bad frame with valid frames after it)
+// has every valid frame applied; the records in the damaged bytes are lost. Which groups
+// they were is not knowable in general, so every group with a record in the segment,
+// and every group id still readable in the damaged bytes, is held: it answers
+// COORDINATOR_NOT_AVAILABLE until the operator removes quarantine/<segment>.held (read
+// again at the next start too). The segment goes to the quarantine directory, never
+// away. Error logged, kaas_offsets_journal_corrupt_frames_total counted.
+//
 // An error (a segment that cannot be read, a record with a good checksum that this
-// broker does not understand, a file that cannot be written) stops the broker from
-// starting, with the journal left as it was: serving without those offsets would move
-// consumers back.
-func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (uint64, error) {
+// broker does not understand, a hold marker that cannot be written) stops the broker
+// from starting, with the journal left as it was: serving without those offsets would
+// move consumers back.
+func Replay(cfg ReplayConfig) (*Replayed, error) {
+	fsys, journalDir, offsetsDir, log := cfg.FS, cfg.JournalDir, cfg.OffsetsDir, cfg.Log
 	if fsys == nil {
 		fsys = OSFS{}
 	}
+	out := &Replayed{Next: 1}
 	names, err := fsys.ReadDirNames(journalDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 1, nil
+		return out, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("list journal %s: %w", journalDir, err)
+		return nil, fmt.Errorf("list journal %s: %w", journalDir, err)
+	}
+	if out.Held, err = readHolds(fsys, journalDir, log); err != nil {
+		return nil, err
 	}
 	type seg struct {
-		name  string
-		first uint64
+		name    string
+		first   uint64
+		groups  map[string]uint64
+		damaged bool
 	}
-	var segs []seg
+	var segs []*seg
 	for _, n := range names {
 		if first, ok := parseSegmentName(n); ok {
-			segs = append(segs, seg{n, first})
+			segs = append(segs, &seg{name: n, first: first, groups: map[string]uint64{}})
 		} else if strings.HasPrefix(n, spareMarker) && strings.HasSuffix(n, ".tmp") {
 			// A spare segment being zero-filled when the broker stopped.
 			if err := fsys.Remove(filepath.Join(journalDir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -56,7 +133,7 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 		}
 	}
 	if len(segs) == 0 {
-		return 1, nil
+		return out, nil
 	}
 	sort.Slice(segs, func(i, k int) bool { return segs[i].first < segs[k].first })
 	start := time.Now()
@@ -64,47 +141,75 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 	var order []string
 	records := map[string][][]op{}
 	raw := map[string][][]byte{}
+	lastSeq := map[string]uint64{}
 	total := 0
 	for _, s := range segs {
 		path := filepath.Join(journalDir, s.name)
 		b, err := fsys.ReadFile(path)
 		if err != nil {
-			return 0, fmt.Errorf("read journal segment %s: %w", path, err)
+			return nil, fmt.Errorf("read journal segment %s: %w", path, err)
 		}
-		payloads, end := readFrames(b) // the records
-		if end < len(b) && !allZero(b[end:]) {
-			log.Warn().Str("segment", s.name).Int("valid_bytes", end).Int("size", len(b)).
+		sc := scanSegment(b, s.first)
+		if sc.tail >= 0 {
+			log.Warn().Str("segment", s.name).Int("valid_bytes", sc.tail).Int("size", len(b)).
 				Msg("offsets_journal_tail_ignored")
 		}
-		for i, p := range payloads {
-			group, ops, err := decodeRecord(p)
+		for i, r := range sc.records {
+			group, ops, err := decodeRecord(r.data)
 			if err != nil {
-				return 0, fmt.Errorf("journal segment %s record %d: %w", path, i, err)
+				return nil, fmt.Errorf("journal segment %s record %d: %w", path, i, err)
 			}
 			if _, ok := records[group]; !ok {
 				order = append(order, group)
 			}
 			records[group] = append(records[group], ops)
-			raw[group] = append(raw[group], p)
+			raw[group] = append(raw[group], r.data)
+			s.groups[group], lastSeq[group] = r.seq, r.seq
 		}
-		total += len(payloads)
-		next = max(next, s.first+uint64(len(payloads)))
+		if len(sc.damaged) > 0 {
+			s.damaged = true
+			held, err := holdDamaged(fsys, journalDir, s.name, sc, s.groups, cfg.Metrics, log)
+			if err != nil {
+				return nil, err
+			}
+			for _, g := range held {
+				out.Held[g] = append(out.Held[g], filepath.Join(QuarantineDir(journalDir), s.name+heldSuffix))
+			}
+		}
+		total += len(sc.records)
+		next = max(next, sc.next)
 	}
 	unapplied := 0
 	var written []string
+	var writtenGroups []string
+	keep := map[string]bool{} // groups whose records must stay in the journal
 	for _, group := range order {
-		applied, err := replayGroup(fsys, offsetsDir, group, records[group], &written)
+		res, err := replayGroup(fsys, offsetsDir, group, records[group], &written)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if !applied {
+		switch {
+		case res.writeErr != nil:
+			out.Unsaved = append(out.Unsaved, unsavedOf(fsys, offsetsDir, group, res, lastSeq[group]))
+			keep[group] = true
+			log.Error().Err(res.writeErr).Str("group", logs.ID(group)).Str("file", FileName(group)).
+				Msg("offsets_journal_replay_file_write_failed_kept_in_journal")
+		case !res.applied:
 			unapplied++
 			saved, err := saveUnapplied(fsys, journalDir, group, raw[group])
 			if err != nil {
-				return 0, err
+				// The records stay in the journal (replayed again at the next start).
+				keep[group] = true
+				log.Error().Err(err).Str("group", logs.ID(group)).Str("file", FileName(group)).
+					Msg("offsets_journal_records_not_applied_file_unusable_not_saved_kept_in_journal")
+				continue
 			}
-			log.Error().Str("group", group).Str("file", FileName(group)).Str("saved_to", saved).
+			log.Error().Str("group", logs.ID(group)).Str("file", FileName(group)).Str("saved_to", saved).
 				Int("records", len(raw[group])).Msg("offsets_journal_records_not_applied_file_unusable")
+		default:
+			if res.wrote {
+				writtenGroups = append(writtenGroups, group)
+			}
 		}
 	}
 	// The files go without an fsync each (a rewrite costs two filesystem journal commits,
@@ -112,25 +217,202 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 	// could redo them are deleted. A crash before this replays again.
 	if len(written) > 0 {
 		if err := syncWritten(fsys, offsetsDir, written); err != nil {
-			return 0, fmt.Errorf("replay offsets journal: %w", err)
+			// Not durable: every written group stays in the journal and the journal
+			// writes its file again.
+			log.Error().Err(err).Int("groups", len(writtenGroups)).Msg("offsets_journal_replay_sync_failed_kept_in_journal")
+			for _, group := range writtenGroups {
+				res, err := replayGroup(fsys, offsetsDir, group, records[group], nil)
+				if err != nil {
+					return nil, err
+				}
+				out.Unsaved = append(out.Unsaved, unsavedOf(fsys, offsetsDir, group, res, lastSeq[group]))
+				keep[group] = true
+			}
 		}
 	}
-	for _, s := range segs {
-		if err := fsys.Remove(filepath.Join(journalDir, s.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("remove journal segment %s: %w", s.name, err)
+	out.Next = next
+	if len(keep) > 0 {
+		// Every segment stays, pinned by the groups whose files are behind it; the
+		// journal lets the others go (oldest first) as soon as it starts.
+		for _, s := range segs {
+			k := KeptSegment{Name: s.name, Groups: map[string]uint64{}, Damaged: s.damaged}
+			for g, seq := range s.groups {
+				if keep[g] {
+					k.Groups[g] = seq
+				}
+			}
+			out.Kept = append(out.Kept, k)
 		}
-	}
-	if err := fsys.SyncDir(journalDir); err != nil {
-		return 0, fmt.Errorf("fsync directory %s: %w", journalDir, err)
+		log.Warn().Int("segments", len(segs)).Int("groups", len(keep)).Msg("offsets_journal_segments_kept_for_unwritten_files")
+	} else {
+		for _, s := range segs {
+			if err := dropSegment(fsys, journalDir, s.name, s.damaged); err != nil {
+				return nil, err
+			}
+		}
+		if err := fsys.SyncDir(journalDir); err != nil {
+			return nil, fmt.Errorf("fsync directory %s: %w", journalDir, err)
+		}
 	}
 	log.Info().Int("segments", len(segs)).Int("records", total).Int("groups", len(order)).
-		Int("groups_not_applied", unapplied).Dur("took_ms", time.Since(start)).Msg("offsets_journal_replayed")
-	return next, nil
+		Int("groups_not_applied", unapplied).Int("groups_not_written", len(keep)).Int("groups_held", len(out.Held)).
+		Dur("took_ms", time.Since(start)).Msg("offsets_journal_replayed")
+	return out, nil
 }
 
-// replayGroup applies recs to group's file. It reports false, touching nothing, when the
-// file cannot be read or understood.
-func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (bool, error) {
+// dropSegment deletes a replayed segment, or moves a damaged one to the quarantine
+// directory.
+func dropSegment(fsys FS, journalDir, name string, damaged bool) error {
+	path := filepath.Join(journalDir, name)
+	if damaged {
+		to := filepath.Join(QuarantineDir(journalDir), name)
+		if err := fsys.Rename(path, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("quarantine journal segment %s: %w", name, err)
+		}
+		if err := fsys.SyncDir(QuarantineDir(journalDir)); err != nil {
+			return fmt.Errorf("fsync directory %s: %w", QuarantineDir(journalDir), err)
+		}
+		return nil
+	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove journal segment %s: %w", name, err)
+	}
+	return nil
+}
+
+// unsavedOf is the Unsaved of a group whose replayed file could not be written.
+func unsavedOf(fsys FS, dir, group string, res replayed, seq uint64) *Unsaved {
+	st, exists, name := res.st, res.exists, FileName(group)
+	return &Unsaved{Group: group, st: st, exists: exists, seq: seq,
+		write: func() error { return saveGroupFile(fsys, dir, name, group, st, exists) }}
+}
+
+// heldGroups is a hold marker's list of groups, quarantine/<segment>.groups.json.
+type heldGroups struct {
+	Segment string       `json:"segment"`
+	Lost    [][2]uint64  `json:"lost_records"` // [first, last] sequence numbers of each damaged range
+	Groups  []jsonString `json:"groups"`
+}
+
+// maxLoggedGroups bounds the group ids one log line lists.
+const maxLoggedGroups = 20
+
+// logIDs is groups for a log field: at most maxLoggedGroups of them, each bounded by
+// logs.ID (the count is logged beside).
+func logIDs(groups []string) []string {
+	out := make([]string, 0, min(len(groups), maxLoggedGroups))
+	for _, g := range groups[:min(len(groups), maxLoggedGroups)] {
+		out = append(out, logs.ID(g))
+	}
+	return out
+}
+
+// holdDamaged writes the hold marker of a segment damaged in the middle and returns the
+// groups it holds: those with valid records in it and those still named in the damaged
+// bytes. The list is written before the marker, both durably, so that a crash leaves
+// either no marker (the segment is still in place and found damaged again) or both.
+func holdDamaged(fsys FS, journalDir, name string, sc scanned, segGroups map[string]uint64, m *Metrics, log zerolog.Logger) ([]string, error) {
+	seen := map[string]bool{}
+	var groups []string
+	add := func(g string) {
+		if !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	lost := uint64(0)
+	hg := heldGroups{Segment: name}
+	for _, d := range sc.damaged {
+		for _, g := range d.groups {
+			add(g)
+		}
+		lost += d.upTo - d.lost
+		hg.Lost = append(hg.Lost, [2]uint64{d.lost, d.upTo - 1})
+	}
+	named := make([]string, 0, len(segGroups))
+	for g := range segGroups {
+		named = append(named, g)
+	}
+	sort.Strings(named)
+	for _, g := range named {
+		add(g)
+	}
+	for _, g := range groups {
+		hg.Groups = append(hg.Groups, jsonString(g))
+	}
+	m.journalCorrupt(len(sc.damaged))
+	dir := QuarantineDir(journalDir)
+	if err := fsys.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	data, err := json.MarshalIndent(hg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode held groups of %s: %w", name, err)
+	}
+	if err := writeFileAtomic(fsys, dir, name+groupsSuffix, data); err != nil {
+		return nil, fmt.Errorf("write held groups of damaged journal segment %s: %w", name, err)
+	}
+	note := fmt.Sprintf("Journal segment %s is damaged in the middle; up to %d acknowledged records are lost.\n"+
+		"The groups in %s answer COORDINATOR_NOT_AVAILABLE while this file exists.\n"+
+		"Check their offsets (docs/offsets.md), then remove this file.\n", name, lost, name+groupsSuffix)
+	if err := writeFileAtomic(fsys, dir, name+heldSuffix, []byte(note)); err != nil {
+		return nil, fmt.Errorf("write hold marker of damaged journal segment %s: %w", name, err)
+	}
+	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.damaged)).Uint64("records_lost", lost).
+		Int("valid_records", len(sc.records)).Int("groups_held", len(groups)).Strs("groups", logIDs(groups)).
+		Str("marker", filepath.Join(dir, name+heldSuffix)).
+		Msg("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed")
+	return groups, nil
+}
+
+// readHolds reads the hold markers left by earlier starts: each quarantine/<s>.held still
+// there holds the groups of quarantine/<s>.groups.json.
+func readHolds(fsys FS, journalDir string, log zerolog.Logger) (map[string][]string, error) {
+	held := map[string][]string{}
+	dir := QuarantineDir(journalDir)
+	names, err := fsys.ReadDirNames(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return held, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		seg, ok := strings.CutSuffix(n, heldSuffix)
+		if !ok {
+			continue
+		}
+		b, err := fsys.ReadFile(filepath.Join(dir, seg+groupsSuffix))
+		var hg heldGroups
+		if err == nil {
+			err = json.Unmarshal(b, &hg)
+		}
+		if err != nil {
+			// Without the list the hold cannot be applied; starting would serve offsets
+			// that may be older than acknowledged ones.
+			return nil, fmt.Errorf("read held groups of %s: %w", filepath.Join(dir, n), err)
+		}
+		for _, g := range hg.Groups {
+			held[string(g)] = append(held[string(g)], filepath.Join(dir, n))
+		}
+		log.Warn().Str("marker", filepath.Join(dir, n)).Int("groups", len(hg.Groups)).Msg("offsets_journal_hold_marker_still_present")
+	}
+	return held, nil
+}
+
+// replayed is one group's outcome in replayGroup.
+type replayed struct {
+	applied  bool  // false: the file cannot be read or understood, and is untouched
+	wrote    bool  // the file was written or removed
+	writeErr error // writing or removing the file failed; st and exists are what it should hold
+	st       state
+	exists   bool
+}
+
+// replayGroup applies recs to group's file; written collects what it wrote (nil: the
+// file is not written, only the state computed).
+func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (replayed, error) {
 	name := FileName(group)
 	path := filepath.Join(dir, name)
 	st, exists := newState(), false
@@ -138,42 +420,51 @@ func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (bo
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return false, nil
+		return replayed{}, nil
 	default:
 		id, s, derr := decodeFile(b)
 		if derr != nil || id != group {
-			return false, nil
+			return replayed{}, nil
 		}
 		st, exists = s, true
 	}
 	had := exists
 	for i, ops := range recs {
 		if err := replayOps(&st, &exists, ops); err != nil {
-			return false, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
+			return replayed{}, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
 		}
+	}
+	res := replayed{applied: true, st: st, exists: exists}
+	if written == nil {
+		return res, nil
 	}
 	if !exists {
 		if !had {
-			return true, nil
+			return res, nil
 		}
 		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("replay journal for group %q: remove %s: %w", group, path, err)
+			res.writeErr = fmt.Errorf("replay journal for group %q: remove %s: %w", group, path, err)
+			return res, nil
 		}
 		*written = append(*written, "") // a removal: the directory fsync makes it durable
-		return true, nil
-	}
-	if err := fsys.MkdirAll(dir); err != nil {
-		return false, fmt.Errorf("create %s: %w", dir, err)
+		res.wrote = true
+		return res, nil
 	}
 	data, err := encodeFile(group, st)
 	if err != nil {
-		return false, err
+		return replayed{}, err
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		res.writeErr = fmt.Errorf("create %s: %w", dir, err)
+		return res, nil
 	}
 	if err := writeFileUnsynced(fsys, dir, name, data); err != nil {
-		return false, fmt.Errorf("replay journal for group %q: %w", group, err)
+		res.writeErr = fmt.Errorf("replay journal for group %q: %w", group, err)
+		return res, nil
 	}
 	*written = append(*written, path)
-	return true, nil
+	res.wrote = true
+	return res, nil
 }
 
 // saveUnapplied writes a group's records, one per line, where the operator can find them.

@@ -671,17 +671,26 @@ func TestReplaySyncsOnceThenDeletes(t *testing.T) {
 			t.Fatalf("%d file fsyncs, want one for each of the 2 files written", fsys.Count(OpSync))
 		}
 	})
+	// A failed sync does not stop the start: every group written stays in the journal,
+	// which gets their state to serve and to write again.
 	t.Run("sync fails", func(t *testing.T) {
 		dir, jdir := setup(t)
 		fsys := NewFaultFS(nil)
 		fsys.FailNext(OpSyncFS, nil)
-		if _, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop()); err == nil {
-			t.Fatal("replay succeeded with a failed sync")
+		r, err := Replay(ReplayConfig{FS: fsys, OffsetsDir: dir, JournalDir: jdir, Log: zerolog.Nop()})
+		must(t, err)
+		var unsaved []string
+		for _, u := range r.Unsaved {
+			unsaved = append(unsaved, u.Group)
+		}
+		slices.Sort(unsaved)
+		if !slices.Equal(unsaved, []string{"a", "b", "gone"}) || len(r.Kept) != 1 || len(r.Kept[0].Groups) != 3 || r.Next != 4 {
+			t.Fatalf("after a failed sync: unsaved %q, kept %+v, next %d", unsaved, r.Kept, r.Next)
 		}
 		if got := segmentFilesIn(t, jdir); len(got) != 1 {
 			t.Fatalf("segments after a failed sync %q, want the one kept", got)
 		}
-		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
+		_, err = ReplayJournal(fsys, dir, jdir, zerolog.Nop())
 		must(t, err)
 		check(t, dir)
 		if got := segmentFilesIn(t, jdir); len(got) != 0 {
