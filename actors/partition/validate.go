@@ -27,6 +27,10 @@ const (
 	codecZstd   = 4
 )
 
+// zstdMaxWindow is the largest zstd window accepted below max.message.bytes: that of
+// every level up to 19 when the encoder does not know the content size.
+const zstdMaxWindow = 8 << 20
+
 // errTooLarge is a compressed batch whose records decompress past the size limit.
 var errTooLarge = errors.New("records decompress past the size limit")
 
@@ -222,8 +226,14 @@ func decompress(buf *bytes.Buffer, src []byte, codec int16, limit int64) ([]byte
 		d := zstdPool.Get().(*zstd.Decoder)
 		defer zstdPool.Put(d)
 		// The decoder refuses a frame that declares, or grows to, more than the bound
-		// (counted over all frames) before allocating for it.
-		if err := d.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(uint64(limit))); err != nil {
+		// (counted over all frames) before allocating for it. The bound is also the
+		// largest window a frame may declare, and a stream encoder declares its level's
+		// window without knowing the content size (the Java client's zstd-jni: 2 MiB at
+		// level 3, 8 MiB at 19), so the bound is at least zstdMaxWindow; DecodeAll keeps
+		// its history in the output, so a window costs nothing beyond what is decoded,
+		// and the output is held to limit below.
+		bound := max(limit, zstdMaxWindow)
+		if err := d.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(uint64(bound))); err != nil {
 			return nil, fmt.Errorf("zstd reset: %w", err)
 		}
 		out, err := d.DecodeAll(src, buf.Bytes()[:0])
@@ -234,6 +244,9 @@ func decompress(buf *bytes.Buffer, src []byte, codec int16, limit int64) ([]byte
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
 		keep(buf, out)
+		if int64(len(out)) > limit {
+			return nil, errTooLarge
+		}
 		return out, nil
 	}
 	return nil, errors.New("unknown compression codec")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -152,6 +153,26 @@ func TestValidateRecords(t *testing.T) {
 				t.Fatal("no message")
 			}
 		})
+	}
+}
+
+// TestValidateZstdLargeWindow: a streaming zstd producer (the Java client's zstd-jni at
+// level 3 declares a 2 MiB window) may declare a window larger than max.message.bytes
+// for a small batch; only the decompressed size counts.
+func TestValidateZstdLargeWindow(t *testing.T) {
+	raw := testRecords(seqDeltas(3), []byte("a"), []byte("bb"), []byte("ccc"))
+	// One frame, no content size, window descriptor 4 MiB (exponent 12), one raw last
+	// block (RFC 8878 3.1.1): what a stream encoder writes.
+	comp := bytes.NewBuffer([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 12 << 3})
+	bh := uint32(len(raw))<<3 | 1
+	comp.Write([]byte{byte(bh), byte(bh >> 8), byte(bh >> 16)})
+	comp.Write(raw)
+	var h zstd.Header
+	if err := h.Decode(comp.Bytes()); err != nil || h.WindowSize != 4<<20 {
+		t.Fatalf("frame header: %+v %v", h, err)
+	}
+	if _, perr := validateProduced(wrapRecords(codecZstd, 3, comp.Bytes()), 1<<20); perr != nil {
+		t.Fatalf("small batch with a 4 MiB window: %v", perr)
 	}
 }
 
