@@ -155,13 +155,15 @@ func invalidRecord(index int32, why string) *produceError {
 	return &produceError{kerr.InvalidRecord.Code, fmt.Sprintf("record %d: %s", index, why)}
 }
 
-// skipBytes skips a varint-length-prefixed field; -1 (null) is allowed where nullable.
+// skipBytes skips a varint-length-prefixed field. A negative length is null where the
+// field is nullable (key, value, header value), as Utils.readBytes reads it; a header
+// key may not be null.
 func skipBytes(b []byte, nullable bool) ([]byte, bool) {
 	l, n := varint32(b)
 	switch {
 	case n <= 0:
 		return b, false
-	case l == -1 && nullable:
+	case l < 0 && nullable:
 		return b[n:], true
 	case l < 0 || int(l) > len(b)-n:
 		return b, false

@@ -113,6 +113,24 @@ func TestValidateRecords(t *testing.T) {
 		rec[len(rec)-1] = hc
 		cases = append(cases, tc{name, wrapRecords(0, 1, rec), 1 << 20, kerr.InvalidRecord.Code})
 	}
+	// Apache reads any negative key or value length as null, and refuses a negative
+	// header key length.
+	{
+		r := kmsg.Record{Key: []byte("k"), Value: []byte("v")}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		rec := r.AppendTo(nil)
+		// Bytes: length, attributes, timestamp delta, offset delta, key length, "k", ...
+		// Rewrite the key length to -2 (zigzag 3) and drop "k"; the record is one byte
+		// shorter (zigzag: two less).
+		nullKey := append([]byte{rec[0] - 2}, rec[1:4]...)
+		nullKey = append(append(nullKey, 0x03), rec[6:]...)
+		cases = append(cases, tc{"negative key length is null", wrapRecords(0, 1, nullKey), 1 << 20, 0})
+		h := kmsg.Record{Value: []byte("v"), Headers: []kmsg.Header{{Key: "", Value: nil}}}
+		h.Length = int32(len(h.AppendTo(nil)) - 1)
+		hrec := h.AppendTo(nil)
+		hrec[len(hrec)-2] = 0x01 // header key length -1
+		cases = append(cases, tc{"negative header key length", wrapRecords(0, 1, hrec), 1 << 20, kerr.InvalidRecord.Code})
+	}
 	// A record whose length counts one byte more than its fields.
 	{
 		r := kmsg.Record{Value: []byte("v")}
