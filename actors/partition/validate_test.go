@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	mrand "math/rand/v2"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -213,11 +214,25 @@ func TestValidateUncompressedAllocs(t *testing.T) {
 	}
 }
 
-// BenchmarkValidateProduced measures validation of a 16 KiB batch of 1 KiB records.
+// BenchmarkValidateProduced measures validation of a 16 KiB batch of 1 KiB records,
+// compressible (text-like) and random (what e2e/databench produces). MB/s counts the
+// uncompressed records.
 func BenchmarkValidateProduced(b *testing.B) {
+	for _, data := range []string{"text", "random"} {
+		b.Run(data, func(b *testing.B) { benchValidate(b, data == "random") })
+	}
+}
+
+func benchValidate(b *testing.B, random bool) {
+	rng := mrand.New(mrand.NewPCG(1, 2))
 	vals := make([][]byte, 16)
 	for i := range vals {
 		vals[i] = bytes.Repeat([]byte{byte(i), 'x', 'y', 'z'}, 256)
+		if random {
+			for j := range vals[i] {
+				vals[i][j] = byte(rng.Uint32())
+			}
+		}
 	}
 	raw := testRecords(seqDeltas(len(vals)), vals...)
 	run := func(b *testing.B, batch []byte) {
