@@ -24,6 +24,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/conn"
 	"kaas/config"
+	"kaas/datamode"
 	"kaas/metrics"
 	"kaas/registry"
 )
@@ -63,8 +64,10 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, log: log, conns: map[*actor.PID]struct{}{}, met: metrics.New()}
+	// Process-wide, set before anything under data.dir is made.
+	datamode.Set(cfg.DataFileMode)
 	clusterDir := filepath.Join(cfg.DataDir, "__cluster")
-	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
+	if err := os.MkdirAll(clusterDir, datamode.Dir()); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
 	clusterID, err := loadClusterID(clusterDir)
@@ -270,7 +273,7 @@ func (b *Broker) Ready() error {
 		return errors.New("stopping")
 	}
 	probe := filepath.Join(b.cfg.DataDir, "__cluster", ".ready-probe")
-	if err := os.WriteFile(probe, []byte("ok"), 0o644); err != nil {
+	if err := os.WriteFile(probe, []byte("ok"), datamode.File()); err != nil {
 		return fmt.Errorf("data dir not writable: %w", err)
 	}
 	_ = os.Remove(probe)
@@ -321,7 +324,7 @@ func loadClusterID(dir string) (string, error) {
 	}
 	id := base64.RawURLEncoding.EncodeToString(u[:])
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
 	if err != nil {
 		return "", fmt.Errorf("write cluster id: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"os"
@@ -29,6 +30,7 @@ type Config struct {
 	// listener.security.protocol.map does. Only PLAINTEXT is served today.
 	SecurityProtocolMap map[string]string
 	DataDir             string
+	DataFileMode        fs.FileMode // data.file.mode; directories derive theirs (datamode.DirFor)
 	HTTPListen          string
 	MaxRequestBytes     int32
 	ConnectionsMaxIdle  time.Duration
@@ -83,6 +85,7 @@ func Default() Config {
 		Listeners:           []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
 		SecurityProtocolMap: DefaultSecurityProtocolMap(),
 		DataDir:             "./data",
+		DataFileMode:        0o600,
 		HTTPListen:          "127.0.0.1:9644",
 		MaxRequestBytes:     104857600,
 		ConnectionsMaxIdle:  600000 * time.Millisecond,
@@ -174,6 +177,16 @@ func settings(c *Config) []setting {
 			},
 			func(c *Config) string { return joinSecurityProtocolMap(c.SecurityProtocolMap) }},
 		strSetting("data.dir", "directory for committed offsets, logs and cluster state", &c.DataDir),
+		{"data.file.mode", "octal permissions of the files made under data.dir; their directories get x where files get r (0640 gives 0750)",
+			func(c *Config, v string) error {
+				n, err := strconv.ParseUint(v, 8, 32)
+				if err != nil || n&^0o777 != 0 || n&0o600 != 0o600 {
+					return fmt.Errorf("want octal permissions with owner read and write, like 0600 or 0640")
+				}
+				c.DataFileMode = fs.FileMode(n)
+				return nil
+			},
+			func(c *Config) string { return fmt.Sprintf("%04o", uint32(c.DataFileMode.Perm())) }},
 		strSetting("http.listen", "host:port of /healthz, /readyz and /metrics (empty: off)", &c.HTTPListen),
 		intSetting("socket.request.max.bytes", "largest request frame accepted; bigger closes the connection", &c.MaxRequestBytes),
 		msSetting("connections.max.idle.ms", "close a connection idle this long", &c.ConnectionsMaxIdle),

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"kaas/datamode"
 )
 
 // FS is every file operation the offsets actor and ListGroupIDs make. It is small on
@@ -67,7 +69,7 @@ func (OSFS) ReadDirNames(dir string) ([]string, error) {
 }
 
 func (OSFS) Create(path string) (File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func (OSFS) SyncDir(dir string) error {
 	return err
 }
 
-func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, datamode.Dir()) }
 
 func (OSFS) SyncFS(dir string) error {
 	d, err := os.Open(dir)

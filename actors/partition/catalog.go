@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"kaas/datamode"
 )
 
 // topicMeta is a topic's catalogue entry, kept in <data>/topics/<topic>/topic.json.
@@ -50,7 +52,7 @@ func partitionDir(root, topic string, p int32) string {
 // writeFileAtomic writes data to path durably: a temp file, fsync, rename, fsync the dir.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
@@ -76,7 +78,7 @@ func writeFileAtomic(path string, data []byte) error {
 func saveMeta(root string, m *topicMeta) error {
 	dir := filepath.Join(root, m.Name)
 	for p := int32(0); p < m.Partitions; p++ {
-		if err := os.MkdirAll(partitionDir(root, m.Name, p), 0o755); err != nil {
+		if err := os.MkdirAll(partitionDir(root, m.Name, p), datamode.Dir()); err != nil {
 			return fmt.Errorf("create partition dir: %w", err)
 		}
 	}
@@ -92,7 +94,7 @@ func saveMeta(root string, m *topicMeta) error {
 
 // loadCatalog reads every topic under root and removes what deletions left behind.
 func loadCatalog(root string) ([]*topicMeta, []error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, datamode.Dir()); err != nil {
 		return nil, []error{fmt.Errorf("create %s: %w", root, err)}
 	}
 	entries, err := os.ReadDir(root)

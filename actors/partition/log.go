@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"kaas/datamode"
 )
 
 // indexInterval is how many log bytes lie between two entries of a segment's offset and
@@ -111,7 +113,7 @@ type Log struct {
 // (recovery.go). visit sees every surviving batch in offset order (producer state is
 // rebuilt from it).
 func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, datamode.Dir()); err != nil {
 		return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -363,7 +365,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 		}
 	}
 	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(l.dir, segmentName(base))}
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, datamode.File())
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", s.path, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"kaas/datamode"
 )
 
 // The recovery point is Apache's recovery-point-offset-checkpoint, kept per partition
@@ -64,7 +66,7 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 		return nil
 	}
 	if l.rpFile == nil {
-		f, err := os.OpenFile(filepath.Join(l.dir, recoveryPointName), os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(filepath.Join(l.dir, recoveryPointName), os.O_RDWR|os.O_CREATE, datamode.File())
 		if err != nil {
 			return fmt.Errorf("open recovery point in %s: %w", l.dir, err)
 		}
