@@ -790,7 +790,7 @@ const frameSeqBytes = 8
 func readFrames(b []byte) (records [][]byte, end int) {
 	expect := uint64(1)
 	for end < len(b) {
-		seq, recs, n, ok := parseFrame(b[end:], expect, false)
+		seq, recs, n, ok := parseFrame(b[end:], expect, false, 0)
 		if !ok {
 			return records, end
 		}
@@ -804,9 +804,11 @@ func readFrames(b []byte) (records [][]byte, end int) {
 // parseFrame reads the frame at the start of b: the sequence number of its first record
 // (expect for a frame without one), its records and its length. A frame is valid when its
 // length fits, its checksum matches, its records fill it exactly and its sequence number
-// is not before expect. flagged accepts only frames that carry their sequence number (a
-// scan past a bad frame, where the count of records in between is unknown).
-func parseFrame(b []byte, expect uint64, flagged bool) (seq uint64, recs [][]byte, size int, ok bool) {
+// is not before expect. flagged accepts only frames that carry their sequence number, at
+// most maxSeq (a scan past a bad frame, where the count of records in between is unknown
+// but no more than the bytes in between: the bound rejects almost every position of
+// garbage before its checksum is computed).
+func parseFrame(b []byte, expect uint64, flagged bool, maxSeq uint64) (seq uint64, recs [][]byte, size int, ok bool) {
 	if len(b) < frameHeader {
 		return 0, nil, 0, false
 	}
@@ -821,16 +823,18 @@ func parseFrame(b []byte, expect uint64, flagged bool) (seq uint64, recs [][]byt
 		return 0, nil, 0, false
 	}
 	p := b[frameHeader : frameHeader+n]
-	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(b[4:8]) {
-		return 0, nil, 0, false
-	}
 	seq = expect
 	if hasSeq {
 		seq = binary.BigEndian.Uint64(p)
-		p = p[frameSeqBytes:]
-		if seq < expect {
+		if seq < expect || (flagged && seq > maxSeq) {
 			return 0, nil, 0, false
 		}
+	}
+	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(b[4:8]) {
+		return 0, nil, 0, false
+	}
+	if hasSeq {
+		p = p[frameSeqBytes:]
 	}
 	recs, ok = splitRecords(p)
 	if !ok {
@@ -872,7 +876,7 @@ type scanned struct {
 func scanSegment(b []byte, first uint64) scanned {
 	sc := scanned{next: first, tail: -1}
 	for pos := 0; pos < len(b); {
-		seq, recs, n, ok := parseFrame(b[pos:], sc.next, false)
+		seq, recs, n, ok := parseFrame(b[pos:], sc.next, false, 0)
 		if ok {
 			for i, r := range recs {
 				sc.records = append(sc.records, scannedRecord{data: r, seq: seq + uint64(i)})
@@ -884,7 +888,7 @@ func scanSegment(b []byte, first uint64) scanned {
 		if allZero(b[pos:]) {
 			break
 		}
-		q, qseq := findFrame(b, pos+1, sc.next)
+		q, qseq := findFrame(b, pos, sc.next)
 		if q < 0 {
 			sc.tail = pos
 			break
@@ -896,15 +900,17 @@ func scanSegment(b []byte, first uint64) scanned {
 	return sc
 }
 
-// findFrame is the first position from from where a frame with its sequence number, not
-// before expect, is valid, and that number; -1 when there is none.
-func findFrame(b []byte, from int, expect uint64) (int, uint64) {
-	for q := from; q+frameHeader <= len(b); q++ {
+// findFrame is the first position after bad, where a frame failed, at which a frame with
+// its sequence number is valid, and that number; -1 when there is none. The number is not
+// before expect, and at most expect plus the bytes from bad: every record lost in between
+// took more than a byte.
+func findFrame(b []byte, bad int, expect uint64) (int, uint64) {
+	for q := bad + 1; q+frameHeader <= len(b); q++ {
 		if b[q]&0x80 == 0 {
 			// Not a flagged length word: zeros and JSON text are passed over at once.
 			continue
 		}
-		if seq, _, _, ok := parseFrame(b[q:], expect, true); ok {
+		if seq, _, _, ok := parseFrame(b[q:], expect, true, expect+uint64(q-bad)); ok {
 			return q, seq
 		}
 	}
