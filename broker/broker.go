@@ -97,6 +97,8 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		Metrics:   b.met,
 		Log:       log,
 	}
+	b.env.RequestBytes = conn.NewBudget(cfg.QueuedMaxRequestBytes, b.met.RequestBytesQueued, b.met.RequestReadsWaiting)
+	b.env.ResponseBytes = conn.NewBudget(cfg.QueuedMaxResponseBytes, b.met.ResponseBytesUnwritten, nil)
 	if err := b.startManagers(); err != nil {
 		b.closeListeners()
 		return nil, err
@@ -169,12 +171,14 @@ func (b *Broker) accept(l *listener) {
 		var pid *actor.PID
 		done := make(chan struct{})
 		pid = b.sys.Spawn(conn.Props(conn.Config{
-			Env:         b.env,
-			Conn:        nc,
-			Listener:    l.name,
-			MaxFrame:    b.cfg.MaxRequestBytes,
-			Idle:        b.cfg.ConnectionsMaxIdle,
-			MaxInflight: b.cfg.MaxInflightPerConn,
+			Env:                    b.env,
+			Conn:                   nc,
+			Listener:               l.name,
+			MaxFrame:               b.cfg.MaxRequestBytes,
+			Idle:                   b.cfg.ConnectionsMaxIdle,
+			MaxInflight:            b.cfg.MaxInflightPerConn,
+			MaxQueuedResponseBytes: b.cfg.ConnMaxQueuedResponseBytes,
+			FrameTimeout:           b.cfg.SocketRequestReadTimeout,
 			OnStop: func() {
 				<-done
 				b.mu.Lock()

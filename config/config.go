@@ -39,6 +39,14 @@ type Config struct {
 	LogFormat           string
 	ShutdownTimeout     time.Duration
 
+	// Memory a client can pin: bytes of partly read requests (broker-wide), bytes of
+	// responses built but not yet written (per connection and broker-wide), and how long a
+	// request frame may take to arrive once its first byte is read.
+	QueuedMaxRequestBytes      int64
+	ConnMaxQueuedResponseBytes int64
+	QueuedMaxResponseBytes     int64
+	SocketRequestReadTimeout   time.Duration
+
 	// Consumer groups.
 	GroupInitialRebalanceDelay time.Duration
 	GroupMinSessionTimeout     time.Duration
@@ -93,6 +101,11 @@ func Default() Config {
 		LogLevel:            "info",
 		LogFormat:           "",
 		ShutdownTimeout:     8 * time.Second,
+
+		QueuedMaxRequestBytes:      256 << 20,
+		ConnMaxQueuedResponseBytes: 8 << 20,
+		QueuedMaxResponseBytes:     256 << 20,
+		SocketRequestReadTimeout:   60000 * time.Millisecond,
 
 		GroupInitialRebalanceDelay:  3000 * time.Millisecond,
 		GroupMinSessionTimeout:      6000 * time.Millisecond,
@@ -193,6 +206,10 @@ func settings(c *Config) []setting {
 		{"connection.max.inflight.requests", "requests read ahead per connection before reading pauses",
 			func(c *Config, v string) (err error) { c.MaxInflightPerConn, err = strconv.Atoi(v); return err },
 			func(c *Config) string { return strconv.Itoa(c.MaxInflightPerConn) }},
+		int64Setting("queued.max.request.bytes", "bytes partly read requests may hold across the broker before reading waits (Apache's default, -1, is unbounded; here it must be positive)", &c.QueuedMaxRequestBytes),
+		int64Setting("connection.max.queued.response.bytes", "bytes of responses built but not yet written one connection may hold before its requests wait (no Apache key: Apache mutes a connection while a response is outstanding)", &c.ConnMaxQueuedResponseBytes),
+		int64Setting("queued.max.response.bytes", "bytes of responses built but not yet written across the broker before Fetches wait (no Apache key)", &c.QueuedMaxResponseBytes),
+		msSetting("socket.request.read.timeout.ms", "close a connection whose request frame has not arrived whole this long after its first byte (no Apache key)", &c.SocketRequestReadTimeout),
 		strSetting("log.level", "debug, info, warn or error", &c.LogLevel),
 		strSetting("log.format", "json or console (default: console on a terminal, else json)", &c.LogFormat),
 		msSetting("shutdown.timeout.ms", "how long a graceful stop may drain before it forces", &c.ShutdownTimeout),
@@ -309,6 +326,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("socket.request.max.bytes must be positive")
 	case c.MaxInflightPerConn <= 0:
 		return fmt.Errorf("connection.max.inflight.requests must be positive")
+	case c.QueuedMaxRequestBytes <= 0:
+		return fmt.Errorf("queued.max.request.bytes must be positive")
+	case c.ConnMaxQueuedResponseBytes <= 0:
+		return fmt.Errorf("connection.max.queued.response.bytes must be positive")
+	case c.QueuedMaxResponseBytes <= 0:
+		return fmt.Errorf("queued.max.response.bytes must be positive")
+	case c.SocketRequestReadTimeout <= 0:
+		return fmt.Errorf("socket.request.read.timeout.ms must be positive")
 	case c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout:
 		return fmt.Errorf("group.min.session.timeout.ms is above group.max.session.timeout.ms")
 	case c.GroupMaxSize < 1:

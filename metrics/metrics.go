@@ -20,6 +20,14 @@ type Metrics struct {
 	ClosedBadInput  *prometheus.CounterVec // by reason
 	Requests        *prometheus.CounterVec // by api, version, error
 	RequestSeconds  *prometheus.HistogramVec
+
+	// Memory clients can pin (actors/conn): bytes held by partly read requests, readers
+	// waiting for them, bytes of responses built but not yet written, and requests held
+	// until their connection's responses drain.
+	RequestBytesQueued     prometheus.Gauge
+	RequestReadsWaiting    prometheus.Gauge
+	ResponseBytesUnwritten prometheus.Gauge
+	RequestsHeld           prometheus.Gauge
 }
 
 // New makes a fresh registry (one per broker, so tests can run several brokers).
@@ -44,8 +52,21 @@ func New() *Metrics {
 			Help:    "Time from a request's arrival to its response being queued, by API.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"api"}),
+		RequestBytesQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kaas_request_bytes_queued", Help: "Bytes reserved by request frames being read (queued.max.request.bytes bounds it).",
+		}),
+		RequestReadsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kaas_request_reads_waiting", Help: "Connections whose reading waits for queued.max.request.bytes.",
+		}),
+		ResponseBytesUnwritten: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kaas_response_bytes_unwritten", Help: "Bytes of responses built and not yet written to their sockets.",
+		}),
+		RequestsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kaas_requests_held", Help: "Requests read and held until their connection's unwritten responses drain.",
+		}),
 	}
 	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
+		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

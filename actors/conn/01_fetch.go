@@ -41,6 +41,9 @@ func handleFetch(c *Call) {
 	if maxBytes <= 0 {
 		maxBytes = 1
 	}
+	// A connection that is not reading its responses, or a broker holding many unwritten
+	// ones, gets smaller answers; the first batch still comes whole.
+	maxBytes = c.ResponseBudget(maxBytes)
 	msg := &partition.Fetch{MaxWait: msDuration(req.MaxWaitMillis), MinBytes: req.MinBytes, MaxBytes: maxBytes}
 	for _, t := range req.Topics {
 		ft := partition.FetchTopic{Name: t.Topic, ID: t.TopicID}

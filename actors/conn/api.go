@@ -74,6 +74,7 @@ type Call struct {
 	Log    zerolog.Logger
 
 	conn  *connActor
+	slot  *slot
 	seq   uint64
 	start time.Time
 	done  bool
@@ -84,6 +85,12 @@ func (c *Call) Respond(resp kmsg.Response) { c.conn.complete(c, resp) }
 
 // NoResponse completes a call that gets no answer on the wire (Produce with acks=0).
 func (c *Call) NoResponse() { c.conn.complete(c, nil) }
+
+// ResponseBudget returns want, or less when the connection or the broker holds many
+// bytes of responses not yet written: the most this call's response should carry (a
+// Fetch caps its max bytes with it). The bytes are promised to the call until it is
+// completed.
+func (c *Call) ResponseBudget(want int32) int32 { return c.conn.responseBudget(c, want) }
 
 // Fail closes the connection: the request broke the protocol in a way that has no
 // error code (reason is logged with the remote address, key and version).

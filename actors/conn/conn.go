@@ -30,6 +30,12 @@ type Config struct {
 	Idle time.Duration
 	// MaxInflight bounds the requests read but not yet answered; past it reading pauses.
 	MaxInflight int
+	// MaxQueuedResponseBytes bounds the bytes of this connection's responses built and
+	// not yet written (connection.max.queued.response.bytes); zero: no bound.
+	MaxQueuedResponseBytes int64
+	// FrameTimeout closes the connection when a request frame has not arrived whole this
+	// long after its first byte (socket.request.read.timeout.ms); zero: no deadline.
+	FrameTimeout time.Duration
 	// OnStop is called once when the connection is done: the actor stopped and its last
 	// responses were written (the server counts live connections, and a graceful stop
 	// waits for them before the process exits).
@@ -64,13 +70,20 @@ var (
 	errNegativeFrame = errors.New("negative frame size")
 	errIdle          = errors.New("idle timeout")
 	errDraining      = errors.New("broker stopping")
+	errFrameTimeout  = errors.New("request frame not read whole within socket.request.read.timeout.ms")
 )
 
 type slot struct {
 	call  *Call
 	done  bool
 	bytes []byte // the encoded response, size prefix included; nil for no response
+	built int64  // len(bytes) while counted as unwritten and not yet handed to the writer
+	grant int64  // response bytes promised to this call's handler (part of granted)
 }
+
+// resume asks the connection to look at its held frames again: the writer drained, or
+// the broker's response budget has room.
+type resume struct{}
 
 type pending struct {
 	call    *Call
@@ -90,16 +103,34 @@ type connActor struct {
 	// goroutine alone touches them.
 	rbuf       []byte
 	rpos, rend int
-	tokens     chan struct{} // one per request read and not yet written: the in-flight bound
-	done       chan struct{} // closed when the actor stops
-	stopped    atomic.Bool   // read by the reader and writer goroutines
+	// frameStart is when the first byte of the frame being read arrived (zero between
+	// frames), frameEnd its deadline; lastShort is the bytes a timed-out read lacked.
+	// Reader goroutine only.
+	frameStart, frameEnd time.Time
+	lastShort            int
+	quit                 chan struct{} // closed on drain or stop: the reader stops waiting for budget
+	tokens               chan struct{} // one per request read and not yet written: the in-flight bound
+	done                 chan struct{} // closed when the actor stops
+	stopped              atomic.Bool   // read by the reader and writer goroutines
+	// unwritten is the bytes of responses built and not yet written: the actor adds, the
+	// writer takes away what it wrote.
+	unwritten atomic.Int64
 
-	slots    []*slot // in request order
-	nextSeq  uint64
-	awaiting map[uint64]pending
-	draining bool
-	readDone bool
-	closed   bool
+	slots []*slot // in request order
+	// held are frames read and not yet handed to handlers because this connection's
+	// responses are not being written (or the broker's are over budget); they go on in
+	// order as the writer drains.
+	held       []*frame
+	granted    int64 // response bytes promised to Fetches in flight (ResponseBudget)
+	wantWake   atomic.Bool
+	brokerWait bool
+	resuming   bool
+	quitClosed bool
+	nextSeq    uint64
+	awaiting   map[uint64]pending
+	draining   bool
+	readDone   bool
+	closed     bool
 	// txnWarned: this connection's client was told (in the log) that transactions are
 	// not supported yet; once per connection, however often it retries.
 	txnWarned bool
@@ -121,6 +152,9 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.closeWith(ctx, "write_failed", m.err, zerolog.DebugLevel)
 	case *Drain:
 		a.onDrain(ctx)
+	case *resume:
+		a.brokerWait = false
+		a.resumeHeld(ctx)
 	}
 }
 
@@ -133,6 +167,7 @@ func (a *connActor) onStarted(ctx actor.Context) {
 	a.out = make(chan []byte, a.cfg.MaxInflight)
 	a.tokens = make(chan struct{}, a.cfg.MaxInflight)
 	a.done = make(chan struct{})
+	a.quit = make(chan struct{})
 	a.awaiting = map[uint64]pending{}
 	if a.met != nil {
 		a.met.OpenConnections.Inc()
@@ -153,11 +188,22 @@ func (a *connActor) onStopping() {
 	} else {
 		_ = a.cfg.Conn.Close()
 	}
+	a.closeQuit()
 	if !a.closed {
 		a.closed = true
 		close(a.out)
 		close(a.done)
 	}
+	// What the writer was not handed is given back here; the writer gives back the rest.
+	for _, s := range a.slots {
+		a.unwritten.Add(-s.built)
+		a.env.ResponseBytes.Release(s.built)
+		s.built = 0
+	}
+	if a.met != nil && len(a.held) > 0 {
+		a.met.RequestsHeld.Sub(float64(len(a.held)))
+	}
+	a.held = nil
 	if a.met != nil {
 		a.met.OpenConnections.Dec()
 	}
@@ -165,6 +211,13 @@ func (a *connActor) onStopping() {
 
 // readLoop reads frames until the socket fails. It takes an in-flight token before each
 // frame, so a client with MaxInflight unanswered requests is simply not read from.
+//
+// A frame's buffer starts at firstChunk and doubles as its bytes arrive. A frame larger
+// than firstChunk reserves the rest of its size from the broker's request budget
+// (queued.max.request.bytes) and gives it back when the frame is whole: a reader that
+// cannot get budget stops reading until it can, and a client that announces 100 MB and
+// sends a byte a second holds a buffer the size of what it sent, until
+// socket.request.read.timeout.ms closes it.
 func (a *connActor) readLoop(send func(any)) {
 	nc := a.cfg.Conn
 	a.rbuf = make([]byte, readBuffer)
@@ -181,6 +234,7 @@ func (a *connActor) readLoop(send func(any)) {
 			send(&readerDone{err: errDraining})
 			return
 		}
+		a.frameStart = time.Time{}
 		if err := a.readFull(nc, size[:]); err != nil {
 			send(&readerDone{err: err})
 			return
@@ -194,8 +248,8 @@ func (a *connActor) readLoop(send func(any)) {
 			send(&readerDone{err: fmt.Errorf("%w: %d bytes", errFrameTooLarge, n)})
 			return
 		}
-		b := make([]byte, n)
-		if err := a.readFull(nc, b); err != nil {
+		b, err := a.readBody(nc, int(n))
+		if err != nil {
 			send(&readerDone{err: err})
 			return
 		}
@@ -203,18 +257,62 @@ func (a *connActor) readLoop(send func(any)) {
 	}
 }
 
-// readFull reads len(b) bytes, closing on idleness only when no request is in flight
-// (a JoinGroup may legitimately wait minutes for its round).
+// firstChunk is what a frame's buffer starts at, outside the request budget (a
+// connection holds at most one frame being read): most requests fit.
+const firstChunk = 32 << 10
+
+// readBody reads a frame body of n bytes into a buffer that grows as its bytes arrive.
+func (a *connActor) readBody(nc net.Conn, n int) ([]byte, error) {
+	budget := a.env.RequestBytes
+	b := make([]byte, min(n, firstChunk))
+	var reserved int64
+	defer func() { budget.Release(reserved) }()
+	got := 0
+	for {
+		if err := a.readFull(nc, b[got:]); err != nil {
+			if errors.Is(err, errFrameTimeout) {
+				err = fmt.Errorf("%w: %d of %d bytes after %d ms", err, len(b)-a.lastShort, n, a.cfg.FrameTimeout.Milliseconds())
+			}
+			return nil, err
+		}
+		got = len(b)
+		if got == n {
+			return b, nil
+		}
+		if reserved == 0 {
+			// The rest of the frame is reserved at once, as Apache's memory pool does: a
+			// reader never waits while holding part of the budget, so readers cannot
+			// deadlock one another. The buffer itself still grows only as bytes arrive.
+			waited := time.Now()
+			if !budget.Acquire(int64(n-len(b)), a.quit) {
+				return nil, errDraining
+			}
+			// Time spent waiting for the budget is the broker's, not the client's.
+			a.frameEnd = a.frameEnd.Add(time.Since(waited))
+			reserved = int64(n - len(b))
+		}
+		next := min(n, 2*len(b))
+		nb := make([]byte, next)
+		copy(nb, b)
+		b = nb
+	}
+}
+
+// readFull reads len(b) bytes. Between frames the idle deadline applies, and closes only
+// when no request is in flight (a JoinGroup may legitimately wait minutes for its round).
+// From a frame's first byte the frame has FrameTimeout to arrive whole, and the idle
+// deadline is not re-armed by its bytes: a client sending a byte a second is closed.
 //
 // Small reads go through rbuf: one system call usually brings a frame's size and body,
 // or several pipelined frames. A read at least as large as rbuf goes straight into b.
 func (a *connActor) readFull(nc net.Conn, b []byte) error {
 	got := copy(b, a.rbuf[a.rpos:a.rend])
 	a.rpos += got
+	if got > 0 {
+		a.startFrame()
+	}
 	for got < len(b) {
-		if a.cfg.Idle > 0 {
-			_ = nc.SetReadDeadline(time.Now().Add(a.cfg.Idle))
-		}
+		_ = nc.SetReadDeadline(a.readDeadline())
 		var n int
 		var err error
 		if len(b)-got >= len(a.rbuf) {
@@ -226,6 +324,9 @@ func (a *connActor) readFull(nc net.Conn, b []byte) error {
 			a.rpos = copy(b[got:], a.rbuf[:n])
 			got += a.rpos
 		}
+		if n > 0 {
+			a.startFrame()
+		}
 		if err == nil {
 			continue
 		}
@@ -233,6 +334,10 @@ func (a *connActor) readFull(nc net.Conn, b []byte) error {
 		if errors.As(err, &ne) && ne.Timeout() {
 			if a.stopped.Load() {
 				return errDraining
+			}
+			if !a.frameStart.IsZero() && a.cfg.FrameTimeout > 0 && !time.Now().Before(a.frameEnd) {
+				a.lastShort = len(b) - got
+				return errFrameTimeout
 			}
 			if len(a.tokens) > 1 {
 				continue
@@ -245,6 +350,34 @@ func (a *connActor) readFull(nc net.Conn, b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// startFrame notes the first byte of a frame.
+func (a *connActor) startFrame() {
+	if a.frameStart.IsZero() {
+		a.frameStart = time.Now()
+		a.frameEnd = a.frameStart.Add(a.cfg.FrameTimeout)
+	}
+}
+
+// readDeadline is the deadline of the next read: the frame's when one is being read, the
+// idle one counted from the frame's first byte (or from now between frames) when no
+// request is in flight; none when neither applies.
+func (a *connActor) readDeadline() time.Time {
+	var d time.Time
+	if !a.frameStart.IsZero() && a.cfg.FrameTimeout > 0 {
+		d = a.frameEnd
+	}
+	if a.cfg.Idle > 0 {
+		from := a.frameStart
+		if from.IsZero() || len(a.tokens) > 1 {
+			from = time.Now()
+		}
+		if idle := from.Add(a.cfg.Idle); d.IsZero() || idle.Before(d) {
+			d = idle
+		}
+	}
+	return d
 }
 
 // readBuffer is the read-ahead of a connection: a few typical requests (a heartbeat is
@@ -271,11 +404,20 @@ func (a *connActor) writeLoop(send func(any)) {
 			}
 		}
 		n := len(bufs)
+		var written int64
+		for _, b := range bufs {
+			written += int64(len(b))
+		}
 		if !failed {
 			if _, err := bufs.WriteTo(nc); err != nil {
 				failed = true
 				send(&writerDone{err: err})
 			}
+		}
+		a.unwritten.Add(-written)
+		a.env.ResponseBytes.Release(written)
+		if a.wantWake.Swap(false) {
+			send(&resume{})
 		}
 		for range n {
 			<-a.tokens
@@ -298,6 +440,8 @@ func (a *connActor) onReaderDone(ctx actor.Context, m *readerDone) {
 		a.closeWith(ctx, "idle", nil, zerolog.DebugLevel)
 	case errors.Is(m.err, errFrameTooLarge), errors.Is(m.err, errNegativeFrame):
 		a.badInput(ctx, "frame_size", -1, -1, m.err)
+	case errors.Is(m.err, errFrameTimeout):
+		a.badInput(ctx, "frame_timeout", -1, -1, m.err)
 	default:
 		a.closeWith(ctx, "read_failed", m.err, zerolog.DebugLevel)
 	}
@@ -308,14 +452,22 @@ func (a *connActor) onDrain(ctx actor.Context) {
 		return
 	}
 	a.draining = true
+	a.closeQuit()
 	// Wake the reader: it sees stopped and exits; frames it already sent are answered.
 	a.stopped.Store(true)
 	_ = a.cfg.Conn.SetReadDeadline(time.Now())
 	a.maybeFinishDrain(ctx)
 }
 
+func (a *connActor) closeQuit() {
+	if !a.quitClosed {
+		a.quitClosed = true
+		close(a.quit)
+	}
+}
+
 func (a *connActor) maybeFinishDrain(ctx actor.Context) {
-	if a.draining && a.readDone && len(a.slots) == 0 {
+	if a.draining && a.readDone && len(a.slots) == 0 && len(a.held) == 0 {
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -349,6 +501,83 @@ func (a *connActor) onFrame(ctx actor.Context, f *frame) {
 	if a.stopped.Load() && !a.draining {
 		return
 	}
+	if len(a.held) > 0 || a.mustHold(f) {
+		if len(a.held) == 0 {
+			a.log.Debug().Int64("unwritten_bytes", a.unwritten.Load()).Int64("granted_bytes", a.granted).
+				Msg("holding requests until responses are written")
+		}
+		a.held = append(a.held, f)
+		if a.met != nil {
+			a.met.RequestsHeld.Inc()
+		}
+		return
+	}
+	a.handleFrame(ctx, f)
+}
+
+// fetchKey is the API key of Fetch, whose responses are the large ones.
+const fetchKey = 1
+
+// mustHold says whether f waits: this connection's unwritten responses (and, for a
+// Fetch, the bytes promised to Fetches in flight) are at its budget, or f is a Fetch and
+// the broker's unwritten responses are at the broker's. Apache mutes a connection while
+// a response is outstanding; this lets a connection read ahead, within bytes.
+func (a *connActor) mustHold(f *frame) bool {
+	fetch := len(f.b) >= 2 && int16(binary.BigEndian.Uint16(f.b)) == fetchKey
+	if limit := a.cfg.MaxQueuedResponseBytes; limit > 0 {
+		over := func() bool {
+			used := a.unwritten.Load()
+			if fetch {
+				used += a.granted
+			}
+			return used >= limit
+		}
+		if over() {
+			// Ask the writer for a wake-up, then look again: it may have written
+			// everything between the two.
+			a.wantWake.Store(true)
+			if over() {
+				return true
+			}
+		}
+	}
+	if fetch && a.env.ResponseBytes.Free() <= 0 {
+		if !a.brokerWait {
+			a.brokerWait = true
+			sys, self := a.env.System, a.self
+			a.env.ResponseBytes.OnFree(func() { sys.Send(self, &resume{}) })
+		}
+		return true
+	}
+	return false
+}
+
+// resumeHeld hands held frames to their handlers, in order, while they may go.
+func (a *connActor) resumeHeld(ctx actor.Context) {
+	if a.resuming {
+		return
+	}
+	a.resuming = true
+	defer func() { a.resuming = false }()
+	for len(a.held) > 0 && !(a.stopped.Load() && !a.draining) {
+		f := a.held[0]
+		if a.mustHold(f) {
+			return
+		}
+		a.held[0] = nil
+		a.held = a.held[1:]
+		if a.met != nil {
+			a.met.RequestsHeld.Dec()
+		}
+		a.handleFrame(ctx, f)
+	}
+	if len(a.held) == 0 {
+		a.held = nil
+	}
+	a.maybeFinishDrain(ctx)
+}
+
+func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	h, body, err := parseHeader(f.b)
 	if err != nil {
 		a.badInput(ctx, "header", h.key, h.version, err)
@@ -371,7 +600,8 @@ func (a *connActor) onFrame(ctx actor.Context, f *frame) {
 		if h.key == apiVersionsKey {
 			// Apache answers an ApiVersions it cannot parse with UNSUPPORTED_VERSION and
 			// its table, at version 0, so the client can pick a version both speak.
-			a.slots = append(a.slots, &slot{call: call})
+			call.slot = &slot{call: call}
+			a.slots = append(a.slots, call.slot)
 			a.respondUnsupportedApiVersions(call)
 			return
 		}
@@ -386,7 +616,8 @@ func (a *connActor) onFrame(ctx actor.Context, f *frame) {
 		return
 	}
 	call.Req = req
-	a.slots = append(a.slots, &slot{call: call})
+	call.slot = &slot{call: call}
+	a.slots = append(a.slots, call.slot)
 	a.invoke(ctx, call, func() { entry.handle(call) })
 }
 
@@ -443,21 +674,20 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 		return
 	}
 	c.done = true
-	var s *slot
-	for _, x := range a.slots {
-		if x.call == c {
-			s = x
-			break
-		}
-	}
+	s := c.slot
 	if s == nil {
 		return
 	}
 	s.done = true
+	a.granted -= s.grant
+	s.grant = 0
 	code := int16(0)
 	if resp != nil {
 		resp.SetVersion(c.Version)
 		s.bytes = encodeResponse(c, resp)
+		s.built = int64(len(s.bytes))
+		a.unwritten.Add(s.built)
+		a.env.ResponseBytes.Add(s.built)
 		code = topErrorCode(resp)
 	}
 	if a.met != nil {
@@ -479,6 +709,7 @@ func (a *connActor) flush() {
 			continue
 		}
 		if s.bytes != nil {
+			s.built = 0 // the writer's to give back now
 			a.out <- s.bytes
 		} else {
 			<-a.tokens
@@ -491,7 +722,25 @@ func (a *connActor) flush() {
 		}
 		a.slots = a.slots[:len(a.slots)-n]
 	}
+	a.resumeHeld(a.ctx)
 	a.maybeFinishDrain(a.ctx)
+}
+
+// responseBudget promises c's handler up to want bytes of response: no more than what
+// is left of the connection's budget and of the broker's, and at least 1 (a Fetch
+// always answers with its first batch, KIP-74).
+func (a *connActor) responseBudget(c *Call, want int32) int32 {
+	if c.slot == nil || c.done || want <= 0 {
+		return want
+	}
+	left := int64(want)
+	if limit := a.cfg.MaxQueuedResponseBytes; limit > 0 {
+		left = min(left, limit-a.unwritten.Load()-a.granted)
+	}
+	left = max(1, min(left, a.env.ResponseBytes.Free()))
+	c.slot.grant += left
+	a.granted += left
+	return int32(left)
 }
 
 func (a *connActor) fail(c *Call, reason error) {

@@ -24,4 +24,10 @@ type Env struct {
 	Groups *actor.PID
 	// Topics is the topics manager (actors/partition): topic catalogue, produce, fetch.
 	Topics *actor.PID
+
+	// RequestBytes bounds the bytes held by request frames being read, across the broker
+	// (queued.max.request.bytes); ResponseBytes counts the bytes of responses built and
+	// not yet written (queued.max.response.bytes). Nil: no bound.
+	RequestBytes  *Budget
+	ResponseBytes *Budget
 }

@@ -469,38 +469,53 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 		}
 		pos += h.Size()
 	}
-	// Cut at the limit and at maxBytes, on batch boundaries.
-	end := pos
-	for end < s.size && l.corruptFrom(s, end) == nil {
-		h, ok, err := w.batch(end, true)
+	// One read of what can be served (up to maxBytes, or the first batch with minOne,
+	// never into a corrupt range), then cut at the limit and at maxBytes on batch
+	// boundaries, checking each batch's CRC in memory.
+	stop := s.size
+	for _, c := range l.corrupt {
+		if c.seg == s && c.pos >= pos && c.pos < stop {
+			stop = c.pos
+		}
+	}
+	if pos >= stop {
+		return nil, nil
+	}
+	want := int64(maxBytes)
+	if minOne {
+		hb, err := w.bytes(pos, batchHeaderSize)
 		if err != nil {
 			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
 		}
-		if !ok && h.BaseOffset < limit && end == pos {
+		h := parseHeader(hb)
+		want = max(want, h.Size())
+	}
+	want = min(want, stop-pos)
+	buf := make([]byte, want)
+	if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read segment %s: %w", s.path, err)
+	}
+	end := int64(0)
+	for end+batchHeaderSize <= want {
+		h := parseHeader(buf[end:])
+		if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || end+h.Size() > want || h.BaseOffset >= limit {
+			break
+		}
+		if !checkStored(buf[end : end+h.Size()]) {
+			if end > 0 {
+				break // served up to it; the next read starts there and reports it
+			}
 			// The header walk at start found it whole; its bytes fail now.
 			c := corruptRange{seg: s, from: h.BaseOffset, to: h.LastOffset() + 1, pos: pos, end: pos + h.Size()}
 			l.quarantine(c, "on_read")
 			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", s.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
 		}
-		if !ok || h.BaseOffset >= limit {
-			break
-		}
-		if end+h.Size()-pos > int64(maxBytes) {
-			if end == pos && minOne {
-				end += h.Size()
-			}
-			break
-		}
 		end += h.Size()
 	}
-	if end == pos {
+	if end == 0 {
 		return nil, nil
 	}
-	out := make([]byte, end-pos)
-	if _, err := f.ReadAt(out, pos); err != nil {
-		return nil, fmt.Errorf("read segment %s: %w", s.path, err)
-	}
-	return out, nil
+	return buf[:end:end], nil
 }
 
 // offsetForTime is the first offset whose batch holds a timestamp at or after ts, and

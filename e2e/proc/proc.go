@@ -135,3 +135,6 @@ func (b *Broker) Term(timeout time.Duration) (int, error) {
 	}
 	return 0, b.err
 }
+
+// Pid is the process id of the running broker.
+func (b *Broker) Pid() int { return b.cmd.Process.Pid }
