@@ -43,12 +43,21 @@ type Config struct {
 	// SyncFile makes an appended segment durable; nil is (*os.File).Sync. Tests inject
 	// failures here.
 	SyncFile func(*os.File) error
+	// BeforeCatalogWrite, if set, runs before each catalogue write, on the goroutine
+	// that makes it (tests hold a write back with it).
+	BeforeCatalogWrite func()
 }
 
 type topicState struct {
 	meta *topicMeta
 	id   TopicID
 	pids []*actor.PID
+	// deleting: a deletion of this topic is queued; it is not deleted or grown again.
+	deleting bool
+	// growTo is the partition count once the queued CreatePartitions are written (0:
+	// none queued), and growMeta the catalogue entry the last of them writes.
+	growTo   int32
+	growMeta *topicMeta
 }
 
 // manager is the topics manager: the catalogue under <data>/topics/, the parent of one
@@ -61,8 +70,20 @@ type manager struct {
 
 	topics map[string]*topicState
 	byID   map[TopicID]*topicState
+	// creating reserves the names whose creation is queued.
+	creating map[string]bool
 
 	nextProducerID, producerIDLimit int64
+	// idWaiters are InitProducerId requests waiting for a block of ids to be reserved.
+	idWaiters []actor.Promise
+	reserving bool
+
+	// jobs are the catalogue writes queued, the first running while writing.
+	jobs    []*catalogJob
+	writing bool
+	// stopping: the manager is stopping or restarting; a write that finishes now
+	// starts no partition (the next start loads it from the catalogue).
+	stopping bool
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -87,14 +108,18 @@ func (m *manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		m.onStarted(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		m.finishJobs(ctx)
+	case *catalogWritten:
+		m.onCatalogWritten(ctx, msg)
 	case *Describe:
-		msg.Reply.Resolve(m.handleDescribe(ctx, msg))
+		m.handleDescribe(ctx, msg)
 	case *CreateTopics:
-		msg.Reply.Resolve(m.handleCreateTopics(ctx, msg))
+		m.handleCreateTopics(ctx, msg)
 	case *DeleteTopics:
-		msg.Reply.Resolve(m.handleDeleteTopics(ctx, msg))
+		m.handleDeleteTopics(ctx, msg)
 	case *CreatePartitions:
-		msg.Reply.Resolve(m.handleCreatePartitions(ctx, msg))
+		m.handleCreatePartitions(ctx, msg)
 	case *PartitionsExist:
 		msg.Reply.Resolve(m.handleExist(msg))
 	case *Produce:
@@ -106,7 +131,8 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *EpochEnds:
 		m.handleEpochEnds(ctx, msg)
 	case *InitProducerID:
-		msg.Reply.Resolve(m.handleInitProducerID())
+		m.handleInitProducerID(ctx, msg)
+	case *filesRemoved:
 	}
 }
 
@@ -115,6 +141,7 @@ func (m *manager) onStarted(ctx actor.Context) {
 	m.root = topicsDir(m.cfg.Broker.DataDir)
 	m.topics = map[string]*topicState{}
 	m.byID = map[TopicID]*topicState{}
+	m.creating = map[string]bool{}
 	m.nextProducerID, m.producerIDLimit = 0, 0
 	metas, errs := loadCatalog(m.root)
 	for _, err := range errs {
@@ -131,12 +158,13 @@ func (m *manager) add(ctx actor.Context, meta *topicMeta) *topicState {
 	t := &topicState{meta: meta, id: meta.id()}
 	m.topics[meta.Name] = t
 	m.byID[t.id] = t
-	m.spawnPartitions(ctx, t, 0)
+	m.spawnPartitions(ctx, t)
 	return t
 }
 
-func (m *manager) spawnPartitions(ctx actor.Context, t *topicState, from int32) {
-	for p := from; p < t.meta.Partitions; p++ {
+// spawnPartitions starts the partitions of t's catalogue entry that have no actor yet.
+func (m *manager) spawnPartitions(ctx actor.Context, t *topicState) {
+	for p := int32(len(t.pids)); p < t.meta.Partitions; p++ {
 		t.pids = append(t.pids, actor.Spawn(ctx, PartitionProps(m.partitionConfig(t.meta, p))))
 	}
 }
@@ -179,7 +207,7 @@ func (m *manager) brokers() []int32 {
 	return []int32{m.cfg.NodeID}
 }
 
-func (m *manager) handleDescribe(ctx actor.Context, d *Describe) *Described {
+func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 	out := &Described{}
 	if d.All {
 		names := make([]string, 0, len(m.topics))
@@ -190,8 +218,11 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) *Described {
 		for _, n := range names {
 			out.Topics = append(out.Topics, m.info(m.topics[n]))
 		}
-		return out
+		d.Reply.Resolve(out)
+		return
 	}
+	out.Topics = make([]TopicInfo, 0, len(d.Names)+len(d.IDs))
+	w := newWaitAll(func() { d.Reply.Resolve(out) })
 	for _, name := range d.Names {
 		if t := m.topics[name]; t != nil {
 			out.Topics = append(out.Topics, m.info(t))
@@ -205,7 +236,19 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) *Described {
 			out.Topics = append(out.Topics, TopicInfo{Name: name, ErrorCode: kerr.UnknownTopicOrPartition.Code})
 			continue
 		}
-		out.Topics = append(out.Topics, m.create(ctx, NewTopic{Name: name, Partitions: -1, ReplicationFactor: -1}, false))
+		if m.creating[name] {
+			// Being created by another request: retriable, as Apache answers a topic
+			// whose creation has not finished.
+			out.Topics = append(out.Topics, TopicInfo{Name: name, ErrorCode: kerr.LeaderNotAvailable.Code})
+			continue
+		}
+		i := len(out.Topics)
+		out.Topics = append(out.Topics, TopicInfo{Name: name})
+		w.add()
+		m.create(ctx, NewTopic{Name: name, Partitions: -1, ReplicationFactor: -1}, false, func(ti TopicInfo) {
+			out.Topics[i] = ti
+			w.done()
+		})
 	}
 	for _, id := range d.IDs {
 		if t := m.byID[id]; t != nil {
@@ -214,46 +257,85 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) *Described {
 			out.Topics = append(out.Topics, TopicInfo{ID: id, ErrorCode: kerr.UnknownTopicID.Code})
 		}
 	}
-	return out
+	w.done()
 }
 
 func failed(name string, code int16, msg string) TopicInfo {
 	return TopicInfo{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
 
-func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) *Created {
+func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) {
 	count := map[string]int{}
 	for _, t := range c.Topics {
 		count[t.Name]++
 	}
-	out := &Created{}
-	for _, t := range c.Topics {
+	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
+	w := newWaitAll(func() { c.Reply.Resolve(out) })
+	for i, t := range c.Topics {
 		if count[t.Name] > 1 {
 			// Apache: every entry of a name given twice fails.
-			out.Topics = append(out.Topics, failed(t.Name, kerr.InvalidRequest.Code, "Create topics request from client contains multiple entries for the same topic"))
+			out.Topics[i] = failed(t.Name, kerr.InvalidRequest.Code, "Create topics request from client contains multiple entries for the same topic")
 			continue
 		}
-		out.Topics = append(out.Topics, m.create(ctx, t, c.ValidateOnly))
+		w.add()
+		m.create(ctx, t, c.ValidateOnly, func(ti TopicInfo) {
+			out.Topics[i] = ti
+			w.done()
+		})
 	}
-	return out
+	w.done()
 }
 
 // create checks a new topic as Apache's ReplicationControlManager.createTopic does and,
-// unless validateOnly, writes it to the catalogue and starts its partitions.
-func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool) TopicInfo {
-	if err := ValidateTopicName(t.Name); err != nil {
-		return failed(t.Name, kerr.InvalidTopicException.Code, err.Error())
+// unless validateOnly, queues its catalogue entry's write; once written, it starts the
+// topic's partitions. answer gets the outcome, at once or from the Receive that applies
+// the write.
+func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool, answer func(TopicInfo)) {
+	ti, meta := m.checkNew(t)
+	if meta == nil || validateOnly {
+		answer(ti)
+		return
 	}
-	if m.topics[t.Name] != nil {
-		return failed(t.Name, kerr.TopicAlreadyExists.Code, fmt.Sprintf("Topic '%s' already exists.", t.Name))
+	m.creating[t.Name] = true
+	root := m.root
+	m.enqueue(ctx, func() error {
+		err := saveMeta(root, meta)
+		if err != nil {
+			os.RemoveAll(filepath.Join(root, meta.Name))
+		}
+		return err
+	}, func(ctx actor.Context, err error) {
+		delete(m.creating, meta.Name)
+		if err != nil {
+			m.log.Error().Err(err).Str("topic", meta.Name).Msg("topic_create_failed")
+			answer(failed(meta.Name, kerr.KafkaStorageError.Code, "the topic could not be written to disk"))
+			return
+		}
+		m.log.Info().Str("topic", meta.Name).Int32("partitions", meta.Partitions).Str("topic_id", meta.ID).Msg("topic_created")
+		if m.stopping {
+			answer(m.info(&topicState{meta: meta, id: meta.id()}))
+			return
+		}
+		answer(m.info(m.add(ctx, meta)))
+	})
+}
+
+// checkNew validates a new topic; meta is nil when it fails (ti says why). For a valid
+// one, ti is what validate-only answers and meta the entry to write.
+func (m *manager) checkNew(t NewTopic) (TopicInfo, *topicMeta) {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return failed(t.Name, kerr.InvalidTopicException.Code, err.Error()), nil
+	}
+	if m.topics[t.Name] != nil || m.creating[t.Name] {
+		return failed(t.Name, kerr.TopicAlreadyExists.Code, fmt.Sprintf("Topic '%s' already exists.", t.Name)), nil
 	}
 	brokers := m.brokers()
 	if len(t.Assignment) > 0 {
 		if t.Partitions != -1 || t.ReplicationFactor != -1 {
-			return failed(t.Name, kerr.InvalidRequest.Code, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+			return failed(t.Name, kerr.InvalidRequest.Code, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."), nil
 		}
 		if err := checkAssignment(t.Assignment, brokers); err != nil {
-			return failed(t.Name, kerr.InvalidReplicaAssignment.Code, err.Error())
+			return failed(t.Name, kerr.InvalidReplicaAssignment.Code, err.Error()), nil
 		}
 		t.Partitions, t.ReplicationFactor = int32(len(t.Assignment)), int16(len(t.Assignment[0]))
 	}
@@ -265,18 +347,18 @@ func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool) Topic
 	}
 	switch {
 	case t.Partitions < 1:
-		return failed(t.Name, kerr.InvalidPartitions.Code, "Number of partitions was set to an invalid non-positive value.")
+		return failed(t.Name, kerr.InvalidPartitions.Code, "Number of partitions was set to an invalid non-positive value."), nil
 	case t.Partitions > maxPartitionsPerTopic:
-		return failed(t.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Number of partitions is above the limit of %d.", maxPartitionsPerTopic))
+		return failed(t.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Number of partitions is above the limit of %d.", maxPartitionsPerTopic)), nil
 	case t.ReplicationFactor < 1:
-		return failed(t.Name, kerr.InvalidReplicationFactor.Code, "Replication factor must be larger than 0, or -1 to use the default value.")
+		return failed(t.Name, kerr.InvalidReplicationFactor.Code, "Replication factor must be larger than 0, or -1 to use the default value."), nil
 	case int(t.ReplicationFactor) > len(brokers):
 		return failed(t.Name, kerr.InvalidReplicationFactor.Code, fmt.Sprintf(
 			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.",
-			t.ReplicationFactor, t.ReplicationFactor, len(brokers)))
+			t.ReplicationFactor, t.ReplicationFactor, len(brokers))), nil
 	}
 	if err := validateTopicConfigs(t.Configs); err != nil {
-		return failed(t.Name, kerr.InvalidConfig.Code, err.Error())
+		return failed(t.Name, kerr.InvalidConfig.Code, err.Error()), nil
 	}
 	meta := &topicMeta{
 		Version: 1, Name: t.Name, ID: uuid.NewString(), Partitions: t.Partitions,
@@ -285,19 +367,9 @@ func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool) Topic
 	if len(meta.Configs) == 0 {
 		meta.Configs = nil
 	}
-	if validateOnly {
-		ti := m.info(&topicState{meta: meta})
-		ti.ID = TopicID{}
-		return ti
-	}
-	if err := saveMeta(m.root, meta); err != nil {
-		m.log.Error().Err(err).Str("topic", t.Name).Msg("topic_create_failed")
-		os.RemoveAll(filepath.Join(m.root, t.Name))
-		return failed(t.Name, kerr.KafkaStorageError.Code, "the topic could not be written to disk")
-	}
-	st := m.add(ctx, meta)
-	m.log.Info().Str("topic", t.Name).Int32("partitions", t.Partitions).Str("topic_id", meta.ID).Msg("topic_created")
-	return m.info(st)
+	ti := m.info(&topicState{meta: meta})
+	ti.ID = TopicID{}
+	return ti, meta
 }
 
 // checkAssignment accepts replica lists that are non-empty, of one length, without
@@ -328,7 +400,7 @@ func checkAssignment(a [][]int32, brokers []int32) error {
 	return nil
 }
 
-func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) *Deleted {
+func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) {
 	out := &Deleted{}
 	seen := map[*topicState]int{}
 	type entry struct {
@@ -336,9 +408,10 @@ func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) *Delete
 		out int
 	}
 	var doomed []entry
+	unknown := func(t *topicState) bool { return t == nil || t.deleting }
 	for _, name := range d.Names {
 		t := m.topics[name]
-		if t == nil {
+		if unknown(t) {
 			out.Topics = append(out.Topics, failed(name, kerr.UnknownTopicOrPartition.Code, "This server does not host this topic-partition."))
 			continue
 		}
@@ -348,7 +421,7 @@ func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) *Delete
 	}
 	for _, id := range d.IDs {
 		t := m.byID[id]
-		if t == nil {
+		if unknown(t) {
 			out.Topics = append(out.Topics, TopicInfo{ID: id, ErrorCode: kerr.UnknownTopicID.Code, ErrorMessage: "This server does not host this topic ID."})
 			continue
 		}
@@ -357,6 +430,15 @@ func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) *Delete
 		out.Topics = append(out.Topics, TopicInfo{Name: t.meta.Name, ID: t.id})
 	}
 	var deleted []string
+	w := newWaitAll(func() {
+		if len(deleted) > 0 {
+			m.log.Info().Strs("topics", deleted).Msg("topics_deleted")
+			if m.cfg.TopicsDeleted != nil {
+				m.cfg.TopicsDeleted(deleted)
+			}
+		}
+		d.Reply.Resolve(out)
+	})
 	for _, e := range doomed {
 		if seen[e.t] > 1 {
 			// Apache: a topic named twice (or by name and id) is INVALID_REQUEST.
@@ -364,96 +446,142 @@ func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) *Delete
 			out.Topics[e.out].ErrorMessage = "Duplicate topic in request."
 			continue
 		}
-		if err := m.remove(ctx, e.t); err != nil {
-			m.log.Error().Err(err).Str("topic", e.t.meta.Name).Msg("topic_delete_failed")
-			out.Topics[e.out].ErrorCode = kerr.KafkaStorageError.Code
-			continue
-		}
-		deleted = append(deleted, e.t.meta.Name)
+		e := e
+		w.add()
+		m.remove(ctx, e.t, func(err error) {
+			if err != nil {
+				m.log.Error().Err(err).Str("topic", e.t.meta.Name).Msg("topic_delete_failed")
+				out.Topics[e.out].ErrorCode = kerr.KafkaStorageError.Code
+			} else {
+				deleted = append(deleted, e.t.meta.Name)
+			}
+			w.done()
+		})
 	}
-	if len(deleted) > 0 {
-		m.log.Info().Strs("topics", deleted).Msg("topics_deleted")
-		if m.cfg.TopicsDeleted != nil {
-			m.cfg.TopicsDeleted(deleted)
-		}
-	}
-	return out
+	w.done()
 }
 
-// remove stops a topic's partitions (after what their mailboxes hold) and moves its
-// directory aside; the files are removed in the background.
-func (m *manager) remove(ctx actor.Context, t *topicState) error {
-	aside, err := deleteTopicDir(m.root, t.meta.Name)
-	if err != nil {
+// filesRemoved is a deleted topic's files gone from disk (nothing waits for it).
+type filesRemoved struct{}
+
+// remove queues moving a topic's directory aside; once that is written it stops the
+// topic's partitions (after what their mailboxes hold) and removes the files in the
+// background. The topic serves until then, and is not deleted or grown again meanwhile.
+func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
+	t.deleting = true
+	root, name := m.root, t.meta.Name
+	var aside string
+	m.enqueue(ctx, func() (err error) {
+		aside, err = deleteTopicDir(root, name)
 		return err
-	}
-	for _, pid := range t.pids {
-		ctx.Poison(pid)
-	}
-	delete(m.topics, t.meta.Name)
-	delete(m.byID, t.id)
-	log := m.log
-	go func() {
-		if err := os.RemoveAll(aside); err != nil {
-			log.Warn().Err(err).Str("dir", aside).Msg("topic_files_remove_failed")
+	}, func(ctx actor.Context, err error) {
+		if err != nil {
+			t.deleting = false
+			answer(err)
+			return
 		}
-	}()
-	return nil
+		for _, pid := range t.pids {
+			ctx.Poison(pid)
+		}
+		delete(m.topics, name)
+		delete(m.byID, t.id)
+		log := m.log
+		actor.Background(ctx, func() any {
+			if err := os.RemoveAll(aside); err != nil {
+				log.Warn().Err(err).Str("dir", aside).Msg("topic_files_remove_failed")
+			}
+			return &filesRemoved{}
+		})
+		answer(nil)
+	})
 }
 
-func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) *Created {
+func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) {
 	count := map[string]int{}
 	for _, t := range c.Topics {
 		count[t.Name]++
 	}
-	out := &Created{}
-	for _, inc := range c.Topics {
+	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
+	w := newWaitAll(func() { c.Reply.Resolve(out) })
+	for i, inc := range c.Topics {
 		t := m.topics[inc.Name]
+		if t != nil && t.deleting {
+			t = nil
+		}
 		cur := int32(0)
 		if t != nil {
 			cur = t.meta.Partitions
+			if t.growTo > 0 {
+				cur = t.growTo
+			}
 		}
 		switch {
 		case count[inc.Name] > 1:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidRequest.Code, "Duplicate topic in request."))
+			out.Topics[i] = failed(inc.Name, kerr.InvalidRequest.Code, "Duplicate topic in request.")
 		case t == nil:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.UnknownTopicOrPartition.Code, "This server does not host this topic-partition."))
+			out.Topics[i] = failed(inc.Name, kerr.UnknownTopicOrPartition.Code, "This server does not host this topic-partition.")
 		case inc.Count < cur:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidPartitions.Code,
-				fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", cur, inc.Count)))
+			out.Topics[i] = failed(inc.Name, kerr.InvalidPartitions.Code,
+				fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", cur, inc.Count))
 		case inc.Count == cur:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Topic already has %d partitions.", cur)))
+			out.Topics[i] = failed(inc.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Topic already has %d partitions.", cur))
 		case inc.Count > maxPartitionsPerTopic:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Number of partitions is above the limit of %d.", maxPartitionsPerTopic)))
+			out.Topics[i] = failed(inc.Name, kerr.InvalidPartitions.Code, fmt.Sprintf("Number of partitions is above the limit of %d.", maxPartitionsPerTopic))
 		case inc.Assignment != nil && int32(len(inc.Assignment)) != inc.Count-cur:
-			out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidReplicaAssignment.Code,
-				fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", inc.Count-cur, len(inc.Assignment))))
+			out.Topics[i] = failed(inc.Name, kerr.InvalidReplicaAssignment.Code,
+				fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", inc.Count-cur, len(inc.Assignment)))
 		default:
 			if inc.Assignment != nil {
 				if err := checkAssignment(inc.Assignment, m.brokers()); err != nil {
-					out.Topics = append(out.Topics, failed(inc.Name, kerr.InvalidReplicaAssignment.Code, err.Error()))
+					out.Topics[i] = failed(inc.Name, kerr.InvalidReplicaAssignment.Code, err.Error())
 					continue
 				}
 			}
 			if c.ValidateOnly {
-				out.Topics = append(out.Topics, TopicInfo{Name: inc.Name, ID: t.id})
+				out.Topics[i] = TopicInfo{Name: inc.Name, ID: t.id}
 				continue
 			}
-			meta := *t.meta
-			meta.Partitions = inc.Count
-			meta.LeaderEpochs = append(append([]int32(nil), t.meta.LeaderEpochs...), make([]int32, inc.Count-cur)...)
-			if err := saveMeta(m.root, &meta); err != nil {
-				m.log.Error().Err(err).Str("topic", inc.Name).Msg("partitions_create_failed")
-				out.Topics = append(out.Topics, failed(inc.Name, kerr.KafkaStorageError.Code, "the topic could not be written to disk"))
-				continue
-			}
-			t.meta = &meta
-			m.spawnPartitions(ctx, t, cur)
-			m.log.Info().Str("topic", inc.Name).Int32("partitions", inc.Count).Msg("partitions_created")
-			out.Topics = append(out.Topics, TopicInfo{Name: inc.Name, ID: t.id})
+			w.add()
+			m.grow(ctx, t, inc.Count, func(ti TopicInfo) {
+				out.Topics[i] = ti
+				w.done()
+			})
 		}
 	}
-	return out
+	w.done()
+}
+
+// grow queues the write of t's catalogue entry with count partitions (built on the
+// last one queued, so increases queued together add up); once written, the new
+// partitions start.
+func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer func(TopicInfo)) {
+	base := t.meta
+	if t.growMeta != nil {
+		base = t.growMeta
+	}
+	meta := *base
+	meta.Partitions = count
+	meta.LeaderEpochs = append(append([]int32(nil), base.LeaderEpochs...), make([]int32, count-base.Partitions)...)
+	t.growTo, t.growMeta = count, &meta
+	root := m.root
+	m.enqueue(ctx, func() error { return saveMeta(root, &meta) }, func(ctx actor.Context, err error) {
+		if t.growMeta == &meta {
+			t.growTo, t.growMeta = 0, nil
+		}
+		if err != nil {
+			m.log.Error().Err(err).Str("topic", meta.Name).Msg("partitions_create_failed")
+			answer(failed(meta.Name, kerr.KafkaStorageError.Code, "the topic could not be written to disk"))
+			return
+		}
+		if meta.Partitions > t.meta.Partitions {
+			t.meta = &meta
+			if !m.stopping {
+				m.spawnPartitions(ctx, t)
+			}
+		}
+		m.log.Info().Str("topic", meta.Name).Int32("partitions", meta.Partitions).Msg("partitions_created")
+		answer(TopicInfo{Name: meta.Name, ID: t.id})
+	})
 }
 
 func (m *manager) handleExist(e *PartitionsExist) *Existence {
@@ -621,16 +749,52 @@ func (m *manager) handleEpochEnds(ctx actor.Context, e *EpochEnds) {
 
 // handleInitProducerID hands out ids from a block reserved on disk, so an id is never
 // reused after a restart (Apache allocates blocks through the controller likewise).
-func (m *manager) handleInitProducerID() *ProducerID {
-	if m.nextProducerID >= m.producerIDLimit {
-		next, err := reserveProducerIDs(m.root)
-		if err != nil {
-			m.log.Error().Err(err).Msg("producer_id_reserve_failed")
-			return &ProducerID{ErrorCode: kerr.CoordinatorNotAvailable.Code, ID: -1, Epoch: -1}
-		}
-		m.nextProducerID, m.producerIDLimit = next, next+producerIDBlock
+// When the block is used up, requests wait (in order) for the next one to be written.
+func (m *manager) handleInitProducerID(ctx actor.Context, r *InitProducerID) {
+	if len(m.idWaiters) == 0 && m.nextProducerID < m.producerIDLimit {
+		r.Reply.Resolve(m.takeProducerID())
+		return
 	}
+	m.idWaiters = append(m.idWaiters, r.Reply)
+	m.reserveIDs(ctx)
+}
+
+func (m *manager) takeProducerID() *ProducerID {
 	id := m.nextProducerID
 	m.nextProducerID++
 	return &ProducerID{ID: id, Epoch: 0}
+}
+
+// reserveIDs queues the write of the next block of producer ids, unless one is queued.
+func (m *manager) reserveIDs(ctx actor.Context) {
+	if m.reserving {
+		return
+	}
+	m.reserving = true
+	root := m.root
+	var next int64
+	m.enqueue(ctx, func() (err error) {
+		next, err = reserveProducerIDs(root)
+		return err
+	}, func(ctx actor.Context, err error) {
+		m.reserving = false
+		waiters := m.idWaiters
+		m.idWaiters = nil
+		if err != nil {
+			m.log.Error().Err(err).Msg("producer_id_reserve_failed")
+			for _, w := range waiters {
+				w.Resolve(&ProducerID{ErrorCode: kerr.CoordinatorNotAvailable.Code, ID: -1, Epoch: -1})
+			}
+			return
+		}
+		m.nextProducerID, m.producerIDLimit = next, next+producerIDBlock
+		for i, w := range waiters {
+			if m.nextProducerID >= m.producerIDLimit {
+				m.idWaiters = waiters[i:]
+				m.reserveIDs(ctx)
+				return
+			}
+			w.Resolve(m.takeProducerID())
+		}
+	})
 }
