@@ -83,8 +83,8 @@ func BenchmarkDribblingFrames(b *testing.B) {
 		}
 		b.ReportMetric(float64(base)/(1<<20), "idle_heap_MiB")
 		b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
-		b.Logf("in-process broker: heap in use %d MiB before, peak %d MiB with %d dribbling %d MB frames",
-			base>>20, peak>>20, dribblers, frameSize/1000000)
+		b.Logf("in-process broker: heap in use %d MiB before, peak %d MiB with %d dribbling %d MiB frames",
+			base>>20, peak>>20, dribblers, frameSize>>20)
 		for _, c := range conns {
 			c.C.Close()
 		}
