@@ -11,7 +11,9 @@ import (
 // DeleteTopics is passed on to the groups manager as *group.TopicsDeleted, so that
 // every group drops its committed offsets for the deleted topics.
 func (b *Broker) startTopics() error {
+	catalog := partition.NewCatalog()
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
+		Catalog: catalog,
 		Broker:  &b.cfg,
 		NodeID:  b.cfg.NodeID,
 		Log:     b.log,
@@ -33,5 +35,6 @@ func (b *Broker) startTopics() error {
 		return fmt.Errorf("start topics manager: %w", err)
 	}
 	b.env.Topics = pid
+	b.env.Catalog = catalog
 	return nil
 }

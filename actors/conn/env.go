@@ -4,6 +4,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/partition"
 	"kaas/config"
 	"kaas/metrics"
 	"kaas/registry"
@@ -24,6 +25,8 @@ type Env struct {
 	Groups *actor.PID
 	// Topics is the topics manager (actors/partition): topic catalogue, produce, fetch.
 	Topics *actor.PID
+	// Catalog is the topics manager's published catalogue, read without asking it.
+	Catalog *partition.Catalog
 
 	// RequestBytes bounds the bytes held by request frames being read, across the broker
 	// (queued.max.request.bytes); ResponseBytes counts the bytes of responses built and

@@ -65,6 +65,13 @@ func withExistence(c *Call, tps []offsets.TopicPartition, then func(exists []boo
 	for i, tp := range tps {
 		asked[i] = partition.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 	}
+	if c.Env.Catalog != nil {
+		// The published catalogue answers without a round trip to the topics manager.
+		if resp := then(c.Env.Catalog.Exists(asked)); resp != nil {
+			c.Respond(resp)
+		}
+		return
+	}
 	askTopics(c, &partition.PartitionsExist{Partitions: asked, Reply: c.Await(func(v any) kmsg.Response {
 		e, _ := v.(*partition.Existence)
 		if e == nil || len(e.Exists) != len(tps) {

@@ -118,3 +118,29 @@ func TestProducerIDsWaitForTheirBlock(t *testing.T) {
 		}
 	}
 }
+
+// The published catalogue follows every create, growth and deletion once written, so a
+// connection can answer "does this partition exist" without asking the manager.
+func TestCatalogIsPublished(t *testing.T) {
+	cat := NewCatalog()
+	h := newHarness(t, t.TempDir(), func(c *Config) { c.Catalog = cat })
+	defer h.stop()
+	tps := []TopicPartition{{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 2}, {Topic: "none", Partition: 0}}
+	h.create("orders", 2)
+	if got := cat.Exists(tps); !got[0] || got[1] || got[2] {
+		t.Fatalf("after create: %v", got)
+	}
+	grown := request[*Created](h, func(p actor.Promise) any {
+		return &CreatePartitions{Topics: []PartitionsIncrease{{Name: "orders", Count: 3}}, Reply: p}
+	})
+	if grown.Topics[0].ErrorCode != 0 {
+		t.Fatalf("grow: %v", kerr.ErrorForCode(grown.Topics[0].ErrorCode))
+	}
+	if got := cat.Exists(tps); !got[0] || !got[1] || got[2] {
+		t.Fatalf("after growing to 3: %v", got)
+	}
+	request[*Deleted](h, func(p actor.Promise) any { return &DeleteTopics{Names: []string{"orders"}, Reply: p} })
+	if got := cat.Exists(tps); got[0] || got[1] {
+		t.Fatalf("after delete: %v", got)
+	}
+}

@@ -43,6 +43,9 @@ type Config struct {
 	// SyncFile makes an appended segment durable; nil is (*os.File).Sync. Tests inject
 	// failures here.
 	SyncFile func(*os.File) error
+	// Catalog, if set, is published with every change of the topics, for the
+	// connections to read (see Catalog).
+	Catalog *Catalog
 	// BeforeCatalogWrite, if set, runs before each catalogue write, on the goroutine
 	// that makes it (tests hold a write back with it).
 	BeforeCatalogWrite func()
@@ -150,6 +153,7 @@ func (m *manager) onStarted(ctx actor.Context) {
 	for _, meta := range metas {
 		m.add(ctx, meta)
 	}
+	m.publish()
 	m.log.Info().Int("topics", len(m.topics)).Msg("topics_loaded")
 }
 
@@ -316,7 +320,9 @@ func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool, answe
 			answer(m.info(&topicState{meta: meta, id: meta.id()}))
 			return
 		}
-		answer(m.info(m.add(ctx, meta)))
+		st := m.add(ctx, meta)
+		m.publish()
+		answer(m.info(st))
 	})
 }
 
@@ -485,6 +491,7 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 		}
 		delete(m.topics, name)
 		delete(m.byID, t.id)
+		m.publish()
 		log := m.log
 		actor.Background(ctx, func() any {
 			if err := os.RemoveAll(aside); err != nil {
@@ -575,6 +582,7 @@ func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer fun
 		}
 		if meta.Partitions > t.meta.Partitions {
 			t.meta = &meta
+			m.publish()
 			if !m.stopping {
 				m.spawnPartitions(ctx, t)
 			}
