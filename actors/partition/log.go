@@ -98,9 +98,8 @@ type Log struct {
 	segs   []*segment
 	epochs []epochStart
 
-	recoveryPoint int64    // every offset below was on disk (recovery.go)
-	rpFile        *os.File // the recovery point file, nil while closed
-	rpDirSynced   bool
+	recoveryPoint int64          // every offset below was on disk (recovery.go)
+	rpFile        *os.File       // the recovery point file, nil while closed
 	corrupt       []corruptRange // quarantined: never served, never cut, never reused
 	accepted      [][2]int64     // offset ranges whose loss an operator accepted
 }
@@ -645,7 +644,9 @@ func (l *Log) closeIdle(active bool) {
 	for _, s := range l.segs[:n] {
 		s.close()
 	}
-	l.closeRecoveryPoint()
+	if active {
+		l.closeRecoveryPoint()
+	}
 }
 
 // Close syncs the active segment, records the log end as the recovery point and closes
@@ -653,14 +654,14 @@ func (l *Log) closeIdle(active bool) {
 func (l *Log) Close() error {
 	var err error
 	if len(l.segs) > 0 {
-		// A segment closed while idle may still hold unsynced appends (flush.messages > 1).
-		var f *os.File
-		if f, err = l.active().file(); err == nil {
+		if f := l.active().f; f != nil {
 			err = f.Sync()
-		}
-		if err == nil {
-			if rerr := l.saveRecoveryPoint(l.EndOffset(), true); rerr != nil {
-				l.cfg.log.Warn().Err(rerr).Msg("partition_recovery_point_write_failed")
+			// Only through a file still open: a deleted topic's directory has moved
+			// aside, and a new one of the same name may stand at the old path.
+			if err == nil && l.rpFile != nil {
+				if rerr := l.saveRecoveryPoint(l.EndOffset(), true); rerr != nil {
+					l.cfg.log.Warn().Err(rerr).Msg("partition_recovery_point_write_failed")
+				}
 			}
 		}
 	}

@@ -24,9 +24,9 @@ import (
 // The file is 16 bytes, overwritten in place: "KRP1", the offset (big-endian int64) and
 // the CRC-32C of those 12 bytes. It is rewritten without an fsync after each fsync of
 // the log (the page cache carries it to disk), and with one at a clean close. A lost or
-// torn write only leaves an older point, which is safe: it can make recovery take too
-// much for a torn tail, never too little. Without a file the point is the newest
-// segment's base, since rolling a segment fsyncs the one before.
+// torn write, or a lost file, only leaves an older point, which is safe: it can make
+// recovery take too much for a torn tail, never too little. Without a file the point is
+// the newest segment's base, since rolling a segment fsyncs the one before.
 const (
 	recoveryPointName  = "recovery-point"
 	recoveryPointMagic = "KRP1"
@@ -60,9 +60,9 @@ func readRecoveryPoint(dir string) (off int64, ok bool, err error) {
 }
 
 // saveRecoveryPoint records that every offset below off is on disk. With sync the file
-// (and, the first time, the directory entry) is fsynced too.
+// is fsynced too (not its directory entry: a file lost with it is safe, see above).
 func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
-	if off < l.recoveryPoint || (off == l.recoveryPoint && !sync) {
+	if off < l.recoveryPoint || (off == l.recoveryPoint && !sync && l.rpFile != nil) {
 		return nil
 	}
 	if l.rpFile == nil {
@@ -81,12 +81,6 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 	}
 	if err := l.rpFile.Sync(); err != nil {
 		return fmt.Errorf("sync recovery point in %s: %w", l.dir, err)
-	}
-	if !l.rpDirSynced {
-		if err := syncDir(l.dir); err != nil {
-			return err
-		}
-		l.rpDirSynced = true
 	}
 	return nil
 }
