@@ -66,3 +66,12 @@ func goroutinesOf(ctx Context) *Goroutines {
 	}
 	return nil
 }
+
+// Go runs f on a goroutine of the actor system of ctx (see Goroutines). Once the system
+// is shutting down, f runs at once in the caller instead, so what it answers is never
+// dropped and no goroutine outlives the system.
+func Go(ctx Context, f func()) {
+	if g := goroutinesOf(ctx); g == nil || !g.Go(f) {
+		f()
+	}
+}

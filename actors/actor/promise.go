@@ -19,6 +19,7 @@ type Promise struct {
 	sys *pa.ActorSystem
 	to  *pa.PID
 	id  uint64
+	fn  func(any) // a PromiseFunc's
 }
 
 // Settled is what Resolve delivers to the promise's owner.
@@ -39,14 +40,23 @@ func (s *System) PromiseTo(owner *PID) Promise {
 	return Promise{sys: s.sys, to: owner, id: promiseIDs.Add(1)}
 }
 
+// PromiseFunc is a promise whose Resolve calls f at once, on the resolver's goroutine:
+// for taking the value a request's own failure path produces (Gather's missing), never
+// for handing to another actor.
+func PromiseFunc(f func(v any)) Promise { return Promise{fn: f, id: promiseIDs.Add(1)} }
+
 // ID identifies the promise to its owner.
 func (p Promise) ID() uint64 { return p.id }
 
 // Valid reports whether the promise was made (the zero Promise resolves nowhere).
-func (p Promise) Valid() bool { return p.to != nil }
+func (p Promise) Valid() bool { return p.to != nil || p.fn != nil }
 
 // Resolve answers the waiter. Calling it on the zero Promise does nothing.
 func (p Promise) Resolve(v any) {
+	if p.fn != nil {
+		p.fn(v)
+		return
+	}
 	if p.to == nil {
 		return
 	}

@@ -113,7 +113,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 				return
 			}
 			// Anything else in flight (a commit) would be lost to a DeleteAll sent after it.
-			if st.Count > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || len(g.ops) > 0 {
+			if st.Count > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 {
 				if woken && g.idle() {
 					ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
 				}
@@ -127,7 +127,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			}
 			g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
 				if res, ok := v.(*offsets.Result); ok && res.ErrorCode == 0 && g.state == stateEmpty &&
-					len(g.members) == 0 && len(g.ops) == 0 {
+					len(g.members) == 0 && g.ops.Len() == 0 {
 					g.log.Info().Msg("group expired: no offsets left")
 					g.reset()
 					g.maybeForget(ctx)

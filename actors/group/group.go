@@ -156,7 +156,7 @@ type groupActor struct {
 	pendingTimer map[string]actor.Cancel
 	tick         actor.Cancel
 
-	ops     map[uint64]op
+	ops     actor.Pending[op]
 	current Request // the request being handled, until it is answered, parked or handed on
 }
 
@@ -218,7 +218,7 @@ func (g *groupActor) reset() {
 
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
-	g.ops = map[uint64]op{}
+	g.ops = actor.Pending[op]{}
 	pid, err := actor.SpawnNamed(ctx, g.cfg.Offsets, "offsets")
 	if err != nil {
 		// The name is free after a restart (children stop first); this is a broken invariant.
@@ -354,8 +354,7 @@ func (g *groupActor) handed(r Request) {
 // ask sends the offsets actor a message made with a promise to this actor; then runs with
 // the answer. client, if set, is answered with an error should the group stop first.
 func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promise) any, then func(any)) {
-	p := actor.NewPromise(ctx, ctx.Self())
-	g.ops[p.ID()] = op{then: then, client: client}
+	p := g.ops.Await(ctx, op{then: then, client: client})
 	if client != nil {
 		g.handed(client)
 	}
@@ -363,11 +362,10 @@ func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promi
 }
 
 func (g *groupActor) onSettled(m *actor.Settled) {
-	o, ok := g.ops[m.ID]
+	o, ok := g.ops.Take(m)
 	if !ok {
 		return // an answer to an earlier incarnation
 	}
-	delete(g.ops, m.ID)
 	if o.client != nil {
 		g.current = o.client
 		defer func() {
@@ -396,12 +394,11 @@ func (g *groupActor) shutdown(code int16) {
 		r.fail(code)
 	}
 	g.queue = nil
-	for id, o := range g.ops {
+	g.ops.Drain(func(o op) {
 		if o.client != nil {
 			o.client.fail(code)
 		}
-		delete(g.ops, id)
-	}
+	})
 	for _, m := range g.members {
 		if m.join != nil {
 			m.join.Reply.Resolve(joinError(code, m.id))
@@ -448,7 +445,7 @@ func (g *groupActor) drainOffsets(ctx actor.Context) {
 // idle: nothing would be lost by stopping this actor: no members, no rebalance, nothing
 // in flight. Its offsets and meta are on disk.
 func (g *groupActor) idle() bool {
-	return len(g.members) == 0 && len(g.pending) == 0 && len(g.ops) == 0 && !g.loading &&
+	return len(g.members) == 0 && len(g.pending) == 0 && g.ops.Len() == 0 && !g.loading &&
 		g.state == stateEmpty
 }
 
@@ -637,7 +634,7 @@ func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
 				g.reset()
 				// A commit that came in after the delete was queued behind it and made a new
 				// simple group (Apache handles them in the same order).
-				g.exists = len(g.ops) > 0
+				g.exists = g.ops.Len() > 0
 			}
 			r.Reply.Resolve(&Result{ErrorCode: res.ErrorCode})
 			g.maybeForget(ctx)

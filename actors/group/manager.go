@@ -99,7 +99,7 @@ type manager struct {
 	groups  map[string]*entry
 	byPID   map[string]*entry
 	dormant map[string]dormant // on-disk groups with no actor (passivated, or read for ListGroups)
-	ops     map[uint64]func(any)
+	ops     actor.Pending[func(any)]
 	sweep   []string   // groups on disk only, still to be woken for offset expiry
 	drops   []*dropJob // deleted topics whose offsets are still being dropped
 	tick    actor.Cancel
@@ -139,7 +139,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.groups = map[string]*entry{}
 		mg.byPID = map[string]*entry{}
 		mg.dormant = map[string]dormant{}
-		mg.ops = map[uint64]func(any){}
+		mg.ops = actor.Pending[func(any)]{}
 		if d := mg.cfg.Settings.RetentionCheck; d > 0 {
 			mg.tick = actor.Every(ctx, d, &sweepTick{})
 		}
@@ -167,8 +167,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		mg.onTerminated(ctx, m)
 	case *actor.Settled:
-		if then, ok := mg.ops[m.ID]; ok {
-			delete(mg.ops, m.ID)
+		if then, ok := mg.ops.Take(m); ok {
 			then(m.Value)
 		}
 	case *sweepTick:
@@ -186,9 +185,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 
 // ask makes a promise to the manager itself; then runs with its value.
 func (mg *manager) ask(ctx actor.Context, then func(any)) actor.Promise {
-	p := actor.NewPromise(ctx, ctx.Self())
-	mg.ops[p.ID()] = then
-	return p
+	return mg.ops.Await(ctx, then)
 }
 
 func (mg *manager) route(ctx actor.Context, r Request) {
@@ -288,7 +285,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 }
 
 func (mg *manager) handleBatch(ctx actor.Context, b *Batch) {
-	gather(ctx, len(b.Requests), b.Reply, func(i int, p actor.Promise) {
+	gather(ctx, len(b.Requests), b.Reply, func(i int) any { return failure(b.Requests[i], lost) }, func(i int, p actor.Promise) {
 		mg.route(ctx, b.Requests[i].withReply(p))
 	})
 }
@@ -315,12 +312,18 @@ func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
 	for id := range mg.groups {
 		known[id] = true
 	}
-	gather(ctx, len(live)+1, done, func(i int, p actor.Promise) {
+	missing := func(i int) any {
+		if i < len(live) {
+			return &listedGroup{}
+		}
+		return &fileIDs{err: errListTimedOut}
+	}
+	gather(ctx, len(live)+1, done, missing, func(i int, p actor.Promise) {
 		if i < len(live) {
 			mg.routeTo(ctx, live[i], &listEntry{group: live[i].id, reply: p})
 			return
 		}
-		go func() {
+		actor.Go(ctx, func() {
 			var f fileIDs
 			if list != nil {
 				f.ids, f.err = list()
@@ -329,7 +332,7 @@ func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
 				f.types = readTypes(readMeta, f.ids, known)
 			}
 			p.Resolve(&f)
-		}()
+		})
 	})
 }
 
@@ -458,11 +461,11 @@ func (mg *manager) onSweepTick(ctx actor.Context) {
 		mg.sweep = f.ids
 		mg.sweepSome(ctx)
 	})
-	go func() {
+	actor.Go(ctx, func() {
 		var f fileIDs
 		f.ids, f.err = list()
 		p.Resolve(&f)
-	}()
+	})
 }
 
 func (mg *manager) sweepSome(ctx actor.Context) {
@@ -515,11 +518,11 @@ func (mg *manager) onTopicsDeleted(ctx actor.Context, m *TopicsDeleted) {
 		job.toWake = f.ids
 		mg.dropSome(ctx, job)
 	})
-	go func() {
+	actor.Go(ctx, func() {
 		var f fileIDs
 		f.ids, f.err = list()
 		p.Resolve(&f)
-	}()
+	})
 }
 
 // dropSome wakes the next batch of on-disk groups of job; a woken group drops the
