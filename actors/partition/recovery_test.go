@@ -38,3 +38,25 @@ func TestLogAcknowledgedTailIsNotCut(t *testing.T) {
 		t.Fatalf("after the lost batch: %v", err)
 	}
 }
+
+// TestLogCloseAfterDirMovedAside closes a log whose directory was moved aside (a deleted
+// topic) while a new log of the same name stands at the old path: the old log's
+// recovery point must not land in the new one, whose log would then look truncated.
+func TestLogCloseAfterDirMovedAside(t *testing.T) {
+	root := t.TempDir()
+	dir := root + "/p"
+	old := openTestLog(t, dir, 1<<20)
+	appendN(t, old, 10, 3, 1000)
+	old.closeIdle(true)
+	if err := os.Rename(dir, root+"/p~deleted"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTestLog(t, dir, 1<<20)
+	fresh.Close()
+	old.Close()
+	fresh = openTestLog(t, dir, 1<<20)
+	defer fresh.Close()
+	if fresh.EndOffset() != 0 || len(fresh.corrupt) != 0 {
+		t.Fatalf("new log: end %d, corrupt %v", fresh.EndOffset(), fresh.corrupt)
+	}
+}
