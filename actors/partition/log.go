@@ -164,9 +164,28 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 		}
 		l.segs = append(l.segs, s)
 	}
+	// Offsets lost without a bad byte: a segment that ends before the next begins (its
+	// file cut at a batch boundary, or a whole file gone), or a log that ends below the
+	// recovery point.
+	for i, s := range l.segs {
+		to := rp
+		if i+1 < len(l.segs) {
+			to = l.segs[i+1].base
+		}
+		if s.next < to && l.corruptAt(s.next) == nil {
+			l.quarantine(corruptRange{seg: s, from: s.next, to: to, pos: s.size, end: s.size}, "at_open")
+		}
+	}
 	switch {
 	case len(l.segs) == 0:
-		if _, err := l.roll(0); err != nil {
+		if rp > 0 {
+			// Every segment is gone: the log starts again past every offset handed out.
+			cfg.log.Error().Str("dir", dir).Int64("recovery_point", rp).Msg("partition_segments_missing")
+			if cfg.corrupted != nil {
+				cfg.corrupted()
+			}
+		}
+		if _, err := l.roll(rp); err != nil {
 			return nil, err
 		}
 	case l.EndOffset() < rp || (len(l.corrupt) > 0 && l.corrupt[len(l.corrupt)-1].seg == l.active()):

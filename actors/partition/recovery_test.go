@@ -60,3 +60,66 @@ func TestLogCloseAfterDirMovedAside(t *testing.T) {
 		t.Fatalf("new log: end %d, corrupt %v", fresh.EndOffset(), fresh.corrupt)
 	}
 }
+
+// TestLogMissingOffsetsAreQuarantined loses acknowledged batches without leaving a bad
+// byte: the newest segment cut at a batch boundary below the recovery point, and a
+// middle segment's file gone. Both ranges answer the corrupt-range error instead of
+// being skipped, and no offset in them is handed out again.
+func TestLogMissingOffsetsAreQuarantined(t *testing.T) {
+	t.Run("cut at a batch boundary", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openTestLog(t, dir, 1<<20)
+		appendN(t, l, 10, 3, 1000)
+		path, size := l.active().path, l.active().size
+		l.Close()
+		if err := os.Truncate(path, size/10*9); err != nil {
+			t.Fatal(err)
+		}
+		l = openTestLog(t, dir, 1<<20)
+		defer l.Close()
+		if l.EndOffset() != 30 {
+			t.Fatalf("end %d", l.EndOffset())
+		}
+		if _, err := l.read(27, 30, 1<<20, true); !errors.Is(err, errCorruptRange) {
+			t.Fatalf("read of the lost batch: %v", err)
+		}
+	})
+	t.Run("middle segment gone", func(t *testing.T) {
+		dir := t.TempDir()
+		one := int64(len(testBatch(-1, -1, -1, 3, 0, []byte("value"))))
+		l := openTestLog(t, dir, 3*one)
+		appendN(t, l, 10, 3, 1000) // segments 0-8, 9-17, 18-26, 27-29
+		l.Close()
+		if err := os.Remove(dir + "/" + segmentName(9)); err != nil {
+			t.Fatal(err)
+		}
+		l = openTestLog(t, dir, 3*one)
+		defer l.Close()
+		for _, off := range []int64{9, 17} {
+			if _, err := l.read(off, 30, 1<<20, true); !errors.Is(err, errCorruptRange) {
+				t.Fatalf("read at %d of the lost segment: %v", off, err)
+			}
+		}
+		if b, err := l.read(18, 30, 1<<20, true); err != nil || parseHeader(b).BaseOffset != 18 {
+			t.Fatalf("read after the lost segment: %v", err)
+		}
+	})
+}
+
+// TestLogEverySegmentGone starts again past the recovery point when every segment file
+// is gone, so no offset a consumer may hold is handed out a second time.
+func TestLogEverySegmentGone(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, 1<<20)
+	appendN(t, l, 10, 3, 1000)
+	path := l.active().path
+	l.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	l = openTestLog(t, dir, 1<<20)
+	defer l.Close()
+	if l.StartOffset() != 30 || l.EndOffset() != 30 {
+		t.Fatalf("log %d-%d, want 30-30", l.StartOffset(), l.EndOffset())
+	}
+}
