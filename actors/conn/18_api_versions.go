@@ -32,7 +32,9 @@ func handleApiVersions(c *Call) {
 }
 
 func fillApiVersions(resp *kmsg.ApiVersionsResponse) {
-	for _, a := range supported() {
+	table := supported()
+	resp.ApiKeys = make([]kmsg.ApiVersionsResponseApiKey, 0, len(table))
+	for _, a := range table {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)

@@ -34,7 +34,7 @@ func handleInitProducerID(c *Call) {
 			if len(id) > 256 {
 				id = id[:256]
 			}
-			c.Log.Warn().Str("transactional_id", id).Int16("error_code", kerr.UnsupportedVersion.Code).
+			c.Log().Warn().Str("transactional_id", id).Int16("error_code", kerr.UnsupportedVersion.Code).
 				Msg("transactions_not_supported_yet_transactional_producer_refused")
 		}
 		fail(kerr.UnsupportedVersion.Code)

@@ -2,13 +2,16 @@ package conn
 
 import (
 	"net"
+	"reflect"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/logs"
 )
 
 // Handler answers one decoded request. It must complete the call exactly once: at once
@@ -22,18 +25,97 @@ type api struct {
 	key      int16
 	min, max int16
 	handle   Handler
+	// name is the API's name (the metrics label); errorField is the index of the
+	// response struct's top-level ErrorCode field, -1 when it has none.
+	name       string
+	errorField int
+	// flexibleFrom is the first version whose request header is v2 (-1: none).
+	flexibleFrom int16
+	// lastSize is the size of the last response encoded for this API, the starting
+	// capacity of the next one's buffer (most APIs answer alike each time).
+	lastSize atomic.Int32
+}
+
+// maxSizeHint bounds the buffer a response starts with: a Fetch of megabytes is not a
+// reason for the next small answer to take as much.
+const maxSizeHint = 64 << 10
+
+func (a *api) sizeHint() int {
+	if a == nil {
+		return 64
+	}
+	return max(64, int(a.lastSize.Load()))
+}
+
+func (a *api) noteSize(n int) {
+	if a != nil && int(a.lastSize.Load()) != n {
+		a.lastSize.Store(int32(min(n, maxSizeHint)))
+	}
+}
+
+// firstFlexible is the first version of key's request that is flexible (header v2),
+// -1 when none is.
+func firstFlexible(key int16) int16 {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return -1
+	}
+	for v := int16(0); v <= req.MaxVersion(); v++ {
+		req.SetVersion(v)
+		if req.IsFlexible() {
+			return v
+		}
+	}
+	return -1
 }
 
 // apis is filled by the init functions of the NN_name.go files, one per API key, and
 // never changed afterwards.
-var apis = map[int16]api{}
+var apis = map[int16]*api{}
 
 // register adds an API to the table; each NN_name.go file calls it from init.
 func register(key, min, max int16, h Handler) {
 	if _, dup := apis[key]; dup {
 		panic("conn: API registered twice: " + kmsg.NameForKey(key))
 	}
-	apis[key] = api{key: key, min: min, max: max, handle: refuseLongStrings(h)}
+	apis[key] = &api{key: key, min: min, max: max, handle: refuseLongStrings(h),
+		name: kmsg.NameForKey(key), errorField: errorCodeField(key), flexibleFrom: firstFlexible(key)}
+	table = nil
+}
+
+// errorCodeField finds, once per API, the index of its response's top-level ErrorCode
+// field, so that labelling a response with its code reads one field.
+func errorCodeField(key int16) int {
+	resp := kmsg.ResponseForKey(key)
+	if resp == nil {
+		return -1
+	}
+	t := reflect.TypeOf(resp)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return -1
+	}
+	f, ok := t.Elem().FieldByName("ErrorCode")
+	if !ok || f.Type.Kind() != reflect.Int16 || len(f.Index) != 1 {
+		return -1
+	}
+	return f.Index[0]
+}
+
+// topErrorCode reads resp's top-level ErrorCode, if its API has one, for metrics.
+func (a *api) topErrorCode(resp kmsg.Response) int16 {
+	if a.errorField < 0 {
+		return 0
+	}
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct ||
+		v.Elem().NumField() <= a.errorField {
+		return 0
+	}
+	f := v.Elem().Field(a.errorField)
+	if f.Kind() != reflect.Int16 {
+		return 0
+	}
+	return int16(f.Int())
 }
 
 // refuseLongStrings closes the connection of a request with a string field longer than
@@ -49,13 +131,22 @@ func refuseLongStrings(h Handler) Handler {
 	}
 }
 
+// table is the ApiVersions table in key order, made on first use after the last
+// register (registration happens in init functions only, so it is not written while
+// connections read it).
+var table []*api
+
 // supported lists the table in key order, as ApiVersions advertises it.
-func supported() []api {
-	out := make([]api, 0, len(apis))
+func supported() []*api {
+	if table != nil {
+		return table
+	}
+	out := make([]*api, 0, len(apis))
 	for _, a := range apis {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	table = out
 	return out
 }
 
@@ -71,13 +162,25 @@ type Call struct {
 	// Remote is the client's address.
 	Remote net.Addr
 	Env    *Env
-	Log    zerolog.Logger
 
 	conn  *connActor
+	api   *api
+	log   *zerolog.Logger // built on first use: most requests log nothing
 	slot  *slot
+	own   slot // what slot points to: one allocation for both
 	seq   uint64
 	start time.Time
 	done  bool
+}
+
+// Log is the connection's logger with the request's API, version and client id.
+func (c *Call) Log() *zerolog.Logger {
+	if c.log == nil {
+		l := c.conn.log.With().Str("api", c.api.name).Int16("api_version", c.Version).
+			Str("client_id", logs.ID(c.ClientID)).Logger()
+		c.log = &l
+	}
+	return c.log
 }
 
 // Respond completes the call with resp (its version is set to the request's).

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"reflect"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -90,15 +90,55 @@ type pending struct {
 	convert func(any) kmsg.Response
 }
 
+// slotQueue is the connection's calls in request order, a ring: a response completes
+// its slot through its call, and the head leaves as soon as it is done.
+type slotQueue struct {
+	buf     []*slot
+	head, n int
+}
+
+func (q *slotQueue) len() int { return q.n }
+
+func (q *slotQueue) push(s *slot) {
+	if q.n == len(q.buf) {
+		nb := make([]*slot, max(8, 2*len(q.buf)))
+		for i := range q.n {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = s
+	q.n++
+}
+
+// front is the oldest slot; the queue must not be empty.
+func (q *slotQueue) front() *slot { return q.buf[q.head] }
+
+func (q *slotQueue) pop() {
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+}
+
+func (q *slotQueue) each(fn func(*slot)) {
+	for i := range q.n {
+		fn(q.buf[(q.head+i)%len(q.buf)])
+	}
+}
+
+// requestLabels are the labels of one kaas_requests_total child.
+type requestLabels struct{ key, version, code int16 }
+
 type connActor struct {
 	cfg Config
 	env *Env
 	log zerolog.Logger
 	met *metrics.Metrics
 
-	self *actor.PID
-	ctx  actor.Context // the same context for every message of this actor
-	out  chan []byte   // to the writer; never blocks (see tokens)
+	self   *actor.PID
+	ctx    actor.Context // the same context for every message of this actor
+	remote net.Addr
+	out    chan []byte // to the writer; never blocks (see tokens)
 	// rbuf[rpos:rend] is read from the socket and not yet consumed; the reader
 	// goroutine alone touches them.
 	rbuf       []byte
@@ -116,7 +156,7 @@ type connActor struct {
 	// writer takes away what it wrote.
 	unwritten atomic.Int64
 
-	slots []*slot // in request order
+	slots slotQueue // in request order
 	// held are frames read and not yet handed to handlers because this connection's
 	// responses are not being written (or the broker's are over budget); they go on in
 	// order as the writer drains.
@@ -127,10 +167,14 @@ type connActor struct {
 	resuming   bool
 	quitClosed bool
 	nextSeq    uint64
-	awaiting   map[uint64]pending
+	awaiting   actor.Pending[pending]
 	draining   bool
 	readDone   bool
 	closed     bool
+	// requests and seconds are the metric children this connection counted into, by
+	// labels: found once, not per response.
+	requests map[requestLabels]prometheus.Counter
+	seconds  map[int16]prometheus.Observer
 	// txnWarned: this connection's client was told (in the log) that transactions are
 	// not supported yet; once per connection, however often it retries.
 	txnWarned bool
@@ -163,12 +207,12 @@ func (a *connActor) onStarted(ctx actor.Context) {
 	a.met = a.env.Metrics
 	a.self = ctx.Self()
 	a.ctx = ctx
-	a.log = a.env.Log.With().Str("remote", a.cfg.Conn.RemoteAddr().String()).Str("listener", a.cfg.Listener).Logger()
+	a.remote = a.cfg.Conn.RemoteAddr()
+	a.log = a.env.Log.With().Str("remote", a.remote.String()).Str("listener", a.cfg.Listener).Logger()
 	a.out = make(chan []byte, a.cfg.MaxInflight)
 	a.tokens = make(chan struct{}, a.cfg.MaxInflight)
 	a.done = make(chan struct{})
 	a.quit = make(chan struct{})
-	a.awaiting = map[uint64]pending{}
 	if a.met != nil {
 		a.met.OpenConnections.Inc()
 		a.met.Connections.WithLabelValues(a.cfg.Listener).Inc()
@@ -195,11 +239,11 @@ func (a *connActor) onStopping() {
 		close(a.done)
 	}
 	// What the writer was not handed is given back here; the writer gives back the rest.
-	for _, s := range a.slots {
+	a.slots.each(func(s *slot) {
 		a.unwritten.Add(-s.built)
 		a.env.ResponseBytes.Release(s.built)
 		s.built = 0
-	}
+	})
 	if a.met != nil && len(a.held) > 0 {
 		a.met.RequestsHeld.Sub(float64(len(a.held)))
 	}
@@ -467,7 +511,7 @@ func (a *connActor) closeQuit() {
 }
 
 func (a *connActor) maybeFinishDrain(ctx actor.Context) {
-	if a.draining && a.readDone && len(a.slots) == 0 && len(a.held) == 0 {
+	if a.draining && a.readDone && a.slots.len() == 0 && len(a.held) == 0 {
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -590,18 +634,17 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	}
 	call := &Call{
 		Key: h.key, Version: h.version, CorrelationID: h.correlationID, ClientID: h.clientID,
-		Listener: a.cfg.Listener, Remote: a.cfg.Conn.RemoteAddr(), Env: a.env, conn: a,
+		Listener: a.cfg.Listener, Remote: a.remote, Env: a.env, conn: a, api: entry,
 		seq: a.nextSeq, start: f.read,
 	}
 	a.nextSeq++
-	call.Log = a.log.With().Str("api", kmsg.NameForKey(h.key)).Int16("api_version", h.version).
-		Str("client_id", h.clientID).Logger()
 	if h.version < entry.min || h.version > entry.max {
 		if h.key == apiVersionsKey {
 			// Apache answers an ApiVersions it cannot parse with UNSUPPORTED_VERSION and
 			// its table, at version 0, so the client can pick a version both speak.
-			call.slot = &slot{call: call}
-			a.slots = append(a.slots, call.slot)
+			call.own = slot{call: call}
+			call.slot = &call.own
+			a.slots.push(call.slot)
 			a.respondUnsupportedApiVersions(call)
 			return
 		}
@@ -616,8 +659,9 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 		return
 	}
 	call.Req = req
-	call.slot = &slot{call: call}
-	a.slots = append(a.slots, call.slot)
+	call.own = slot{call: call}
+	call.slot = &call.own
+	a.slots.push(call.slot)
 	a.invoke(ctx, call, func() { entry.handle(call) })
 }
 
@@ -637,17 +681,14 @@ func (a *connActor) invoke(ctx actor.Context, call *Call, fn func()) {
 }
 
 func (a *connActor) await(c *Call, convert func(any) kmsg.Response) actor.Promise {
-	p := a.env.System.PromiseTo(a.self)
-	a.awaiting[p.ID()] = pending{call: c, convert: convert}
-	return p
+	return a.awaiting.Await(a.ctx, pending{call: c, convert: convert})
 }
 
 func (a *connActor) onSettled(m *actor.Settled) {
-	p, ok := a.awaiting[m.ID]
+	p, ok := a.awaiting.Take(m)
 	if !ok {
 		return
 	}
-	delete(a.awaiting, m.ID)
 	var resp kmsg.Response
 	func() {
 		defer func() {
@@ -684,27 +725,50 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 	code := int16(0)
 	if resp != nil {
 		resp.SetVersion(c.Version)
-		s.bytes = encodeResponse(c, resp)
+		s.bytes = encodeResponse(c, resp, c.api.sizeHint())
+		c.api.noteSize(len(s.bytes))
 		s.built = int64(len(s.bytes))
 		a.unwritten.Add(s.built)
 		a.env.ResponseBytes.Add(s.built)
-		code = topErrorCode(resp)
+		code = c.api.topErrorCode(resp)
 	}
 	if a.met != nil {
-		name := kmsg.NameForKey(c.Key)
-		a.met.Requests.WithLabelValues(name, metrics.Version(c.Version), strconv.Itoa(int(code))).Inc()
-		a.met.RequestSeconds.WithLabelValues(name).Observe(time.Since(c.start).Seconds())
+		a.countRequest(c, code)
 	}
 	a.flush()
 }
 
+// countRequest counts c in kaas_requests_total and its duration, through the metric
+// children this connection already looked up.
+func (a *connActor) countRequest(c *Call, code int16) {
+	l := requestLabels{key: c.Key, version: c.Version, code: code}
+	ctr, ok := a.requests[l]
+	if !ok {
+		if a.requests == nil {
+			a.requests = map[requestLabels]prometheus.Counter{}
+		}
+		ctr = a.met.Requests.WithLabelValues(c.api.name, metrics.Version(c.Version), strconv.Itoa(int(code)))
+		a.requests[l] = ctr
+	}
+	ctr.Inc()
+	obs, ok := a.seconds[c.Key]
+	if !ok {
+		if a.seconds == nil {
+			a.seconds = map[int16]prometheus.Observer{}
+		}
+		obs = a.met.RequestSeconds.WithLabelValues(c.api.name)
+		a.seconds[c.Key] = obs
+	}
+	obs.Observe(time.Since(c.start).Seconds())
+}
+
 func (a *connActor) flush() {
-	n := 0
-	for _, s := range a.slots {
+	for a.slots.len() > 0 {
+		s := a.slots.front()
 		if !s.done {
 			break
 		}
-		n++
+		a.slots.pop()
 		if a.closed {
 			continue
 		}
@@ -714,13 +778,6 @@ func (a *connActor) flush() {
 		} else {
 			<-a.tokens
 		}
-	}
-	if n > 0 {
-		copy(a.slots, a.slots[n:])
-		for i := len(a.slots) - n; i < len(a.slots); i++ {
-			a.slots[i] = nil
-		}
-		a.slots = a.slots[:len(a.slots)-n]
 	}
 	a.resumeHeld(a.ctx)
 	a.maybeFinishDrain(a.ctx)
@@ -752,17 +809,4 @@ func (a *connActor) fail(c *Call, reason error) {
 	a.stopped.Store(true)
 	c.done = true
 	a.ctx.Stop(a.self)
-}
-
-// topErrorCode reads a response's top-level ErrorCode field, if it has one, for metrics.
-func topErrorCode(resp kmsg.Response) int16 {
-	v := reflect.ValueOf(resp)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return 0
-	}
-	f := v.Elem().FieldByName("ErrorCode")
-	if f.IsValid() && f.Kind() == reflect.Int16 {
-		return int16(f.Int())
-	}
-	return 0
 }

@@ -32,18 +32,29 @@ func parseHeader(b []byte) (header, []byte, error) {
 	h.key = r.Int16()
 	h.version = r.Int16()
 	h.correlationID = r.Int32()
-	id := r.NullableString()
-	if id != nil {
-		h.clientID = *id
+	// The client id is a nullable non-compact string; null reads as "".
+	if n := r.Int16(); n > 0 {
+		h.clientID = string(r.Span(int(n)))
 	}
 	if !r.Ok() {
 		return h, nil, errShortHeader
 	}
+	rest := r.Src
 	if requestFlexible(h.key, h.version) {
-		kmsg.SkipTags(&r)
-		if !r.Ok() {
-			return h, nil, errShortHeader
+		if len(rest) > 0 && rest[0] == 0 {
+			// No tagged fields, the usual case.
+			return h, rest[1:], nil
 		}
+		return skipHeaderTags(h, rest)
+	}
+	return h, rest, nil
+}
+
+func skipHeaderTags(h header, b []byte) (header, []byte, error) {
+	r := kbin.Reader{Src: b}
+	kmsg.SkipTags(&r)
+	if !r.Ok() {
+		return h, nil, errShortHeader
 	}
 	return h, r.Src, nil
 }
@@ -52,6 +63,17 @@ func parseHeader(b []byte) (header, []byte, error) {
 // beyond kmsg's are treated as flexible: such requests are refused anyway, except
 // ApiVersions, whose newer versions are flexible.
 func requestFlexible(key, version int16) bool {
+	if a, ok := apis[key]; ok {
+		if version > a.max {
+			// Beyond what this broker speaks: decided by kmsg, as for unknown keys.
+			return requestFlexibleKmsg(key, version)
+		}
+		return a.flexibleFrom >= 0 && version >= a.flexibleFrom
+	}
+	return requestFlexibleKmsg(key, version)
+}
+
+func requestFlexibleKmsg(key, version int16) bool {
 	req := kmsg.RequestForKey(key)
 	if req == nil {
 		return false
@@ -65,8 +87,9 @@ func requestFlexible(key, version int16) bool {
 
 // encodeResponse frames resp: size, correlation id, header tags (flexible responses
 // except ApiVersions, whose response header is always v0), body.
-func encodeResponse(c *Call, resp kmsg.Response) []byte {
-	buf := make([]byte, 4, 64)
+// sizeHint is the buffer's starting capacity.
+func encodeResponse(c *Call, resp kmsg.Response, sizeHint int) []byte {
+	buf := make([]byte, 4, max(sizeHint, 16))
 	buf = kbin.AppendInt32(buf, c.CorrelationID)
 	if resp.IsFlexible() && c.Key != apiVersionsKey {
 		buf = append(buf, 0)
