@@ -10,12 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,58 +23,14 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/logs/logtest"
 )
-
-// lockedLog is a log sink a test reads while the broker writes to it.
-type lockedLog struct {
-	t  *testing.T
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// count is how many log lines hold s.
-func (l *lockedLog) count(s string) int {
-	n := 0
-	for _, line := range strings.Split(l.String(), "\n") {
-		if strings.Contains(line, s) {
-			n++
-		}
-	}
-	return n
-}
 
 // startLogged starts a broker on c whose JSON log goes to the returned sink (and to the
 // test log when it fails).
-func startLogged(t *testing.T, c config.Config) (*broker.Broker, *lockedLog, error) {
+func startLogged(t *testing.T, c config.Config) (*broker.Broker, *logtest.Sink, error) {
 	t.Helper()
-	logs := &lockedLog{t: t}
-	b, err := broker.Start(c, zerolog.New(logs).With().Timestamp().Logger())
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log:\n%s", logs)
-		}
-	})
-	if err != nil {
-		return nil, logs, err
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Stop(ctx)
-	})
-	return b, logs, nil
+	return brokertest.StartLogged(t, c)
 }
 
 // copySparse copies a directory as it is at this moment (a crash image), leaving the
@@ -270,11 +224,11 @@ func TestStartsOnFullVolume(t *testing.T) {
 	}
 	// One line for the first failure and then one per interval, with a count.
 	for _, event := range []string{"offsets_journal_write_failed", "offsets_write_failed"} {
-		if n := logs.count(`"` + event + `"`); n == 0 || n > 3 {
+		if n := logs.Count(`"` + event + `"`); n == 0 || n > 3 {
 			t.Fatalf("%d failed commits logged %s %d times", attempts, event, n)
 		}
 	}
-	if n := logs.count("no space left on device"); n > 12 {
+	if n := logs.Count("no space left on device"); n > 12 {
 		t.Fatalf("%d failed commits logged %d lines about the full disk", attempts, n)
 	}
 	for g, want := range groups {
@@ -407,7 +361,7 @@ func TestJournalDamagedMidSegment(t *testing.T) {
 	if code := commitRaw(c2, 2, "billing", 101); code != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("commit to a held group: code %d, want COORDINATOR_NOT_AVAILABLE", code)
 	}
-	if n := logs.count(`"level":"error"`); n == 0 || logs.count("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed") != 1 {
+	if n := logs.Count(`"level":"error"`); n == 0 || logs.Count("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed") != 1 {
 		t.Fatalf("damage not logged at error level once")
 	}
 	resp, err := http.Get("http://" + b2.HTTPAddr() + "/metrics")

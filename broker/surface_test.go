@@ -1,53 +1,23 @@
 package broker_test
 
 import (
-	"bytes"
-	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"kaas/broker"
 	"kaas/broker/brokertest"
 )
-
-// lockedBuffer is a log sink the broker's actors may write to concurrently.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A transactional producer is refused with UNSUPPORTED_VERSION (transactions are not
 // built yet); the broker says so in its log once per connection, with the client and
 // transactional ids, however often the client retries.
 func TestTransactionalProducerIsLoggedOnce(t *testing.T) {
-	var logs lockedBuffer
-	b, err := broker.Start(brokertest.Config(t), zerolog.New(&logs))
+	b, logs, err := brokertest.StartLogged(t, brokertest.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Stop(ctx)
-	})
 	c := brokertest.Dial(t, b.Addr())
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.SetVersion(4)

@@ -120,7 +120,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 				return
 			}
 			if !st.Exists {
-				g.log.Info().Msg("empty group removed")
+				g.log.Info().Msg("empty_group_removed")
 				g.reset()
 				g.maybeForget(ctx)
 				return
@@ -128,7 +128,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
 				if res, ok := v.(*offsets.Result); ok && res.ErrorCode == 0 && g.state == stateEmpty &&
 					len(g.members) == 0 && g.ops.Len() == 0 {
-					g.log.Info().Msg("group expired: no offsets left")
+					g.log.Info().Msg("group_expired_no_offsets_left")
 					g.reset()
 					g.maybeForget(ctx)
 				}
@@ -147,7 +147,7 @@ func (g *groupActor) handleDropTopics(ctx actor.Context, m *dropTopics) {
 	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DropTopics{Topics: m.topics, Reply: p} },
 		func(v any) {
 			if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
-				g.log.Error().Strs("topics", m.topics).Msg("offsets of deleted topics not dropped")
+				g.log.Error().Strs("topics", m.topics).Msg("deleted_topics_offsets_not_dropped")
 			}
 			if m.woken && g.idle() {
 				ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})

@@ -2,7 +2,6 @@ package group
 
 import (
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/google/uuid"
@@ -247,7 +246,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			g.broken = notAvailable
 		case st.ErrorCode != 0:
 			if !wasBroken {
-				g.log.Error().Int16("error_code", st.ErrorCode).Msg("group file unreadable; group answers coordinator not available")
+				g.log.Error().Int16("error_code", st.ErrorCode).Msg("group_file_unusable_answers_coordinator_not_available")
 			}
 			g.broken = st.ErrorCode
 		case st.Exists:
@@ -297,7 +296,7 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 	g.current = r
 	defer func() {
 		if p := recover(); p != nil {
-			g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("group actor panicked; restarting it")
+			logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
 			if g.current != nil {
 				g.current.fail(notAvailable)
 				g.current = nil
@@ -437,7 +436,7 @@ func (g *groupActor) drainOffsets(ctx actor.Context) {
 		return
 	}
 	if _, ok := actor.Call(ctx, g.offsets, func(p actor.Promise) any { return &offsets.Flush{Reply: p} }, flushTimeout); !ok {
-		g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets actor did not finish its writes in time; what it acknowledged is on disk")
+		g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
 	}
 	g.offsets = nil
 }
@@ -481,7 +480,7 @@ func (g *groupActor) saveEmpty(ctx actor.Context) {
 		EmptySince: g.stateSince.UnixMilli()}
 	g.saveMeta(ctx, nil, meta, func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("group meta not saved")
+			g.log.Warn().Int16("error_code", code).Msg("group_meta_not_saved")
 		}
 	})
 }
@@ -549,7 +548,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	g.computeTopics()
 	g.setState(stateStable)
 	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
-		Int("members", len(g.members)).Msg("group loaded stable with its members")
+		Int("members", len(g.members)).Msg("group_loaded_stable_with_its_members")
 	if len(g.members) > g.cfg.Settings.MaxSize {
 		g.prepareRebalance(ctx, "loaded group is larger than group.max.size")
 	}
@@ -630,7 +629,7 @@ func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
 				res = &offsets.Result{ErrorCode: notAvailable}
 			}
 			if res.ErrorCode == 0 && g.state == stateEmpty && len(g.members) == 0 {
-				g.log.Info().Msg("group deleted")
+				g.log.Info().Msg("group_deleted")
 				g.reset()
 				// A commit that came in after the delete was queued behind it and made a new
 				// simple group (Apache handles them in the same order).

@@ -22,7 +22,7 @@ func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
 		return
 	}
 	if r.Reason != "" {
-		g.log.Info().Str("member", logs.ID(r.MemberID)).Str("instance", logs.ID(r.InstanceID)).Str("reason", logs.ID(r.Reason)).Msg("member joining")
+		g.log.Info().Str("member", logs.ID(r.MemberID)).Str("instance", logs.ID(r.InstanceID)).Str("reason", logs.ID(r.Reason)).Msg("member_joining")
 	}
 	m := g.members[r.MemberID]
 	if !acceptJoin(g.state, s.MaxSize, m != nil, m != nil && m.join != nil, g.awaitingJoin, len(g.members)) {
@@ -249,7 +249,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 	// The deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
 	g.renameMember(ctx, m, newID)
 	g.updateMember(m, r)
-	g.log.Info().Str("member", logs.ID(newID)).Str("instance", logs.ID(r.InstanceID)).Str("replaced", logs.ID(oldID)).Msg("static member replaced")
+	g.log.Info().Str("member", logs.ID(newID)).Str("instance", logs.ID(r.InstanceID)).Str("replaced", logs.ID(oldID)).Msg("static_member_replaced")
 
 	switch g.state {
 	case stateStable:
@@ -270,7 +270,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 			g.saveMeta(ctx, r, meta, func(code int16) {
 				if code != 0 {
 					g.log.Warn().Int16("error_code", code).Str("instance", logs.ID(r.InstanceID)).
-						Msg("static member replacement not saved; undone")
+						Msg("static_member_replacement_not_saved_undone")
 					g.undoReplacement(ctx, m, newID, oldID, prev)
 					g.replyJoin(r, joinError(code, ""))
 					return
@@ -393,7 +393,7 @@ func (g *groupActor) prepareRebalance(ctx actor.Context, reason string) {
 	g.pendingSync = map[string]bool{}
 	wasEmpty := g.state == stateEmpty
 	g.setState(statePreparingRebalance)
-	g.log.Info().Str("reason", logs.ID(reason)).Int32("generation", g.generation).Msg("rebalance started")
+	g.log.Info().Str("reason", logs.ID(reason)).Int32("generation", g.generation).Msg("rebalance_started")
 	if wasEmpty {
 		d := g.cfg.Settings.InitialRebalanceDelay
 		g.initialDelay = true
@@ -475,7 +475,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	joined := ""
 	for _, m := range ms {
 		if m.join == nil && m.instanceID == "" {
-			g.log.Info().Str("member", logs.ID(m.id)).Msg("member removed: did not rejoin in time")
+			g.log.Info().Str("member", logs.ID(m.id)).Msg("member_removed_did_not_rejoin_in_time")
 			g.removeMember(m, 0)
 			continue
 		}
@@ -499,7 +499,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		g.protocol, g.leader = "", ""
 		g.topics, g.topicsKnown = nil, false
 		g.setState(stateEmpty)
-		g.log.Info().Int32("generation", g.generation).Msg("group is empty")
+		g.log.Info().Int32("generation", g.generation).Msg("group_empty")
 		g.saveEmpty(ctx)
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
 		return
@@ -509,12 +509,12 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		// Every join checks that its protocols are shared by all members (§4.3 step 7b/8b),
 		// so an empty vote is a broken invariant: say so rather than answer silently.
 		g.log.Error().Int32("generation", g.generation).Int("members", len(ms)).
-			Msg("no protocol is supported by every member; the generation has no protocol")
+			Msg("no_protocol_common_to_all_members_generation_without_protocol")
 	}
 	g.computeTopics()
 	g.setState(stateCompletingRebalance)
 	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
-		Int("members", len(ms)).Msg("join phase complete")
+		Int("members", len(ms)).Msg("join_phase_complete")
 	now := time.Now()
 	for _, m := range ms {
 		g.pendingSync[m.id] = true
@@ -561,7 +561,7 @@ func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
 	}
 	for id := range g.pendingSync {
 		if mm := g.members[id]; mm != nil {
-			g.log.Info().Str("member", logs.ID(id)).Msg("member removed: no SyncGroup in time")
+			g.log.Info().Str("member", logs.ID(id)).Msg("member_removed_no_syncgroup_in_time")
 			g.removeMember(mm, kerr.UnknownMemberID.Code)
 		}
 	}
@@ -656,7 +656,7 @@ func (g *groupActor) onSessionCheck(ctx actor.Context, c *sessionCheck) {
 		g.armSession(ctx, m)
 		return
 	}
-	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member session expired")
+	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member_session_expired")
 	g.removeMember(m, 0)
 	g.afterRemoval(ctx, "member "+m.id+" session expired")
 }
@@ -665,7 +665,7 @@ func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {
 	if seq, ok := g.pending[m.member]; !ok || seq != m.seq {
 		return
 	}
-	g.log.Info().Str("member", logs.ID(m.member)).Msg("pending member expired")
+	g.log.Info().Str("member", logs.ID(m.member)).Msg("pending_member_expired")
 	g.dropPending(m.member)
 	if g.state == statePreparingRebalance {
 		g.tryCompleteJoin(ctx)
@@ -755,7 +755,7 @@ func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]by
 			return // the group moved on meanwhile; its parked syncs were answered then
 		}
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Int32("generation", gen).Msg("generation not saved; rebalancing")
+			g.log.Warn().Int16("error_code", code).Int32("generation", gen).Msg("generation_not_saved_rebalancing")
 			for _, m := range g.members {
 				if m.sync != nil {
 					m.sync.fail(code)
@@ -770,7 +770,7 @@ func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]by
 			m.assignment = assign(m)
 		}
 		g.setState(stateStable)
-		g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group stable")
+		g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group_stable")
 		for _, m := range g.members {
 			if m.sync != nil {
 				s := m.sync
@@ -826,7 +826,7 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 	}
 	removed, pendingLeft := false, false
 	for i, lm := range r.Members {
-		g.log.Info().Str("member", logs.ID(lm.MemberID)).Str("instance", logs.ID(lm.InstanceID)).Str("reason", logs.ID(lm.Reason)).Msg("member leaving")
+		g.log.Info().Str("member", logs.ID(lm.MemberID)).Str("instance", logs.ID(lm.InstanceID)).Str("reason", logs.ID(lm.Reason)).Msg("member_leaving")
 		switch {
 		case lm.MemberID == "":
 			// Admin removal by group.instance.id (KIP-345).
