@@ -42,6 +42,9 @@ func apiVersionsFrame(t testing.TB, corr int32) *frame {
 // An ApiVersions request with logging at Warn costs its decode, its response and its
 // encoding: no per-request logger, no reflection and no label formatting for metrics.
 func TestRequestPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates for itself")
+	}
 	a := idleConn(t, zerolog.New(io.Discard).Level(zerolog.WarnLevel))
 	f := apiVersionsFrame(t, 7)
 	run := func() {
