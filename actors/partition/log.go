@@ -509,6 +509,9 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 		want = max(want, h.Size())
 	}
 	want = min(want, stop-pos)
+	if want < batchHeaderSize {
+		return nil, nil // no room for a batch
+	}
 	buf := make([]byte, want)
 	if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read segment %s: %w", s.path, err)

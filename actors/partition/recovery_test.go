@@ -123,3 +123,16 @@ func TestLogEverySegmentGone(t *testing.T) {
 		t.Fatalf("log %d-%d, want 30-30", l.StartOffset(), l.EndOffset())
 	}
 }
+
+// TestLogReadNoRoom reads with no room for a batch (a client's zero or negative max
+// bytes, without min-one): nothing, and no panic.
+func TestLogReadNoRoom(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), 1<<20)
+	defer l.Close()
+	appendN(t, l, 3, 1, 1000)
+	for _, max := range []int32{0, -1} {
+		if b, err := l.read(0, 3, max, false); err != nil || len(b) != 0 {
+			t.Fatalf("max %d: %d bytes, %v", max, len(b), err)
+		}
+	}
+}
