@@ -148,9 +148,17 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(dir, segmentName(base))}
 		if i > 0 && base < l.segs[len(l.segs)-1].next {
-			// Overlap means a torn roll; the later file wins nothing we can trust.
-			cfg.log.Error().Str("segment", s.path).Msg("partition_overlapping_segment_removed")
-			os.Remove(s.path)
+			// Segments never overlap; the later file cannot be served in line, but it
+			// is moved aside for the operator rather than deleted (offsets it alone held
+			// are quarantined as missing).
+			aside := s.path + ".overlapping"
+			err := os.Rename(s.path, aside)
+			cfg.log.Error().Err(err).Str("segment", s.path).Str("moved_to", aside).
+				Int64("previous_end_offset", l.segs[len(l.segs)-1].next).Msg("partition_overlapping_segment_moved_aside")
+			if err != nil {
+				l.closeFiles()
+				return nil, fmt.Errorf("move overlapping segment %s aside: %w", s.path, err)
+			}
 			continue
 		}
 		upTo := rp // where offsets lost at the end of this segment end

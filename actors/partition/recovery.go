@@ -205,11 +205,10 @@ func (w *walker) scan(from, bad, expect int64) (int64, header, bool, error) {
 }
 
 // plausibleNext says whether the bytes at pos could start the batch after prev: what
-// walking an older segment by headers alone checks before trusting prev's length.
+// walking an older segment by headers alone checks before trusting prev's length and
+// offsets. A segment's last batch has no successor to vouch for it (and the next
+// segment's base is judged by its offsets), so it is never taken on trust.
 func (w *walker) plausibleNext(pos int64, prev *header) bool {
-	if pos >= w.end {
-		return pos == w.end
-	}
 	if w.end-pos < batchHeaderSize {
 		return false
 	}

@@ -136,3 +136,35 @@ func TestLogReadNoRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestLogOlderSegmentLastBatchChecked flips a bit in the last-offset delta of an older
+// segment's last batch, which the header walk alone would trust: the segment would then
+// seem to overlap the next one. The batch is found corrupt and the next segment stays.
+func TestLogOlderSegmentLastBatchChecked(t *testing.T) {
+	dir := t.TempDir()
+	one := int64(len(testBatch(-1, -1, -1, 1, 0, []byte("value"))))
+	l := openTestLog(t, dir, 3*one)
+	appendN(t, l, 10, 1, 1000) // segments 0-2, 3-5, 6-8, 9
+	l.Close()
+	path := dir + "/" + segmentName(0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, 2*one+offLastOffsetDelta+3)
+	b[0] ^= 0x04
+	f.WriteAt(b, 2*one+offLastOffsetDelta+3)
+	f.Close()
+	l = openTestLog(t, dir, 3*one)
+	defer l.Close()
+	if _, err := os.Stat(dir + "/" + segmentName(3)); err != nil {
+		t.Fatalf("next segment: %v", err)
+	}
+	if _, err := l.read(2, 10, 1<<20, true); !errors.Is(err, errCorruptRange) {
+		t.Fatalf("read of the corrupt batch: %v", err)
+	}
+	if b, err := l.read(3, 10, 1<<20, true); err != nil || parseHeader(b).BaseOffset != 3 {
+		t.Fatalf("read of the next segment: %v", err)
+	}
+}
