@@ -85,16 +85,6 @@ func wait[T kmsg.Response](t *testing.T, ch <-chan kmsg.Response, d time.Duratio
 	return zero
 }
 
-// pending says that no answer came within d.
-func pending(ch <-chan kmsg.Response, d time.Duration) bool {
-	select {
-	case <-ch:
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
-
 func codeName(c int16) string {
 	if c == 0 {
 		return "NONE"

@@ -158,10 +158,8 @@ func TestStaticMembership(t *testing.T) {
 		if l.Generation != 2 || f.Generation != 2 {
 			t.Fatalf("generations %d %d", l.Generation, f.Generation)
 		}
+		// Answered before the leader's sync, it would carry code 0.
 		parked := w.async(staticSync("g", f.MemberID, "follower", 2))
-		if !pending(parked, 20*time.Millisecond) {
-			t.Fatal("follower sync answered before the leader's")
-		}
 		dup := w.async(staticJoin("g", "", "follower", 5, superset))
 		wantCode(t, "parked sync", wait[*kmsg.SyncGroupResponse](t, parked, 5*time.Second).ErrorCode, kerr.FencedInstanceID.Code)
 		if d := describe(w, 5, "g"); d.Groups[0].State != "PreparingRebalance" {
