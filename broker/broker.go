@@ -27,6 +27,7 @@ import (
 	"kaas/datamode"
 	"kaas/metrics"
 	"kaas/registry"
+	"kaas/storage"
 )
 
 // Broker is one running broker.
@@ -67,10 +68,10 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	// Process-wide, set before anything under data.dir is made.
 	datamode.Set(cfg.DataFileMode)
 	clusterDir := filepath.Join(cfg.DataDir, "__cluster")
-	if err := os.MkdirAll(clusterDir, datamode.Dir()); err != nil {
+	if err := storage.MkdirDurably(storage.OSFS{}, clusterDir); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
-	clusterID, err := loadClusterID(clusterDir)
+	clusterID, err := loadClusterID(storage.OSFS{}, clusterDir)
 	if err != nil {
 		return nil, err
 	}
@@ -309,9 +310,9 @@ func (b *Broker) startHTTP() error {
 
 // loadClusterID reads the cluster id kept in the data dir, creating it on first start
 // (22 characters of URL-safe base64 of 16 random bytes, as Kafka's are).
-func loadClusterID(dir string) (string, error) {
+func loadClusterID(fsys storage.FS, dir string) (string, error) {
 	path := filepath.Join(dir, "cluster.id")
-	raw, err := os.ReadFile(path)
+	raw, err := fsys.ReadFile(path)
 	if err == nil {
 		id := strings.TrimSpace(string(raw))
 		if id == "" {
@@ -327,26 +328,9 @@ func loadClusterID(dir string) (string, error) {
 		return "", fmt.Errorf("new cluster id: %w", err)
 	}
 	id := base64.RawURLEncoding.EncodeToString(u[:])
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
-	if err != nil {
+	// Clients cache the id: one that might not survive a crash must not be served.
+	if err := storage.WriteFileAtomic(fsys, dir, "cluster.id", []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("write cluster id: %w", err)
-	}
-	if _, err := f.WriteString(id + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("write cluster id: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("sync cluster id: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("rename cluster id: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return id, nil
 }

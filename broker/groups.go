@@ -5,6 +5,7 @@ import (
 
 	"kaas/actors/group"
 	"kaas/actors/offsets"
+	"kaas/storage"
 )
 
 // startGroups replays the offsets journal into the group files, starts the journal actor
@@ -16,7 +17,7 @@ func (b *Broker) startGroups() error {
 	// A group file replay cannot write (a full disk) does not stop the start: the journal
 	// keeps its records and serves them through the group's actor (offsets.Replayed).
 	replayed, err := offsets.Replay(offsets.ReplayConfig{
-		FS: offsets.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
+		FS: storage.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
 	})
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)

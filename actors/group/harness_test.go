@@ -12,6 +12,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
+	"kaas/storage"
 )
 
 // harness drives a groups manager with real offsets actors in a temp dir, without
@@ -39,12 +40,12 @@ func testSettings() Settings {
 }
 
 func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
-	return newHarnessFS(t, dir, offsets.OSFS{}, mutate)
+	return newHarnessFS(t, dir, storage.OSFS{}, mutate)
 }
 
 // newHarnessFS is newHarness with the offsets actors' files on fsys (a FaultFS to fail
 // or hold writes).
-func newHarnessFS(t *testing.T, dir string, fsys offsets.FS, mutate func(*Settings)) *harness {
+func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settings)) *harness {
 	s := testSettings()
 	if mutate != nil {
 		mutate(&s)

@@ -13,6 +13,7 @@ import (
 	"kaas/actors/offsets"
 	"kaas/config"
 	"kaas/logs"
+	"kaas/storage"
 )
 
 // ManagerConfig is everything the groups manager needs.
@@ -40,7 +41,7 @@ type ManagerConfig struct {
 // (nil: every batch rewrites its group file).
 func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
-	fsys := offsets.OSFS{}
+	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
 	return ManagerConfig{
 		Settings: SettingsFrom(cfg),

@@ -10,6 +10,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
+	"kaas/storage"
 )
 
 // What the group saves in its file and how it comes back (§5.1, §5.2 of the reference),
@@ -149,11 +150,11 @@ func TestRestartLoadsEmptyGroup(t *testing.T) {
 func TestSyncAnsweredAfterSave(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		fsys := offsets.NewFaultFS(nil)
+		fsys := storage.NewFaultFS(nil)
 		hold := make(chan struct{})
 		held := make(chan struct{}, 1)
-		fsys.Before = func(op offsets.Op, path string) error {
-			if op == offsets.OpSync {
+		fsys.Before = func(op storage.Op, path string) error {
+			if op == storage.OpSync {
 				select {
 				case held <- struct{}{}:
 					<-hold
@@ -200,7 +201,7 @@ func TestSyncAnsweredAfterSave(t *testing.T) {
 func TestSyncSaveFailureRebalances(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		fsys := offsets.NewFaultFS(nil)
+		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		defer h.stop()
 		a, b := h.send(joinMsg("g", "", time.Minute, time.Minute)), h.send(joinMsg("g", "", time.Minute, time.Minute))
@@ -210,7 +211,7 @@ func TestSyncSaveFailureRebalances(t *testing.T) {
 			leader, follower = jb, ja
 		}
 		fs := h.send(&SyncGroup{Group: "g", MemberID: follower.MemberID, Generation: follower.Generation})
-		fsys.FailNext(offsets.OpSync, nil)
+		fsys.FailNext(storage.OpSync, nil)
 		ls := h.send(&SyncGroup{Group: "g", MemberID: leader.MemberID, Generation: leader.Generation,
 			Assignments: map[string][]byte{leader.MemberID: {1}, follower.MemberID: {2}}})
 		for _, w := range []*actor.Waiter{ls, fs} {
@@ -234,7 +235,7 @@ func TestSyncSaveFailureRebalances(t *testing.T) {
 func TestStaticReplacementSaved(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		fsys := offsets.NewFaultFS(nil)
+		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		static := func(member string) *JoinGroup {
 			j := joinMsg("g", member, time.Minute, time.Minute)
@@ -250,7 +251,7 @@ func TestStaticReplacementSaved(t *testing.T) {
 			return call[*Result](h, &Heartbeat{Group: "g", MemberID: id, InstanceID: "i", Generation: first.Generation}).ErrorCode
 		}
 
-		fsys.FailNext(offsets.OpSync, nil)
+		fsys.FailNext(storage.OpSync, nil)
 		failed := call[*JoinResult](h, static(""))
 		if failed.ErrorCode != kerr.NotCoordinator.Code || failed.MemberID != "" {
 			t.Fatalf("replacement with a failed save: %s %q", codeName(failed.ErrorCode), failed.MemberID)

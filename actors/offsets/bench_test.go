@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // Benchmarks of the durable path. Run on the volume kaas will use:
@@ -64,7 +65,7 @@ func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
 	dir := filepath.Join(root, "offsets")
 	sys := actor.NewSystem(zerolog.Nop())
 	defer sys.Shutdown()
-	fsys := NewFaultFS(nil) // no faults: it counts the syncs
+	fsys := storage.NewFaultFS(nil) // no faults: it counts the syncs
 	var journal *actor.PID
 	if withJournal {
 		journal = sys.Spawn(JournalProps(JournalConfig{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
@@ -89,7 +90,7 @@ func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
 			b.Fatal("warm-up commit timed out")
 		}
 	}
-	syncs0 := fsys.Count(OpSync)
+	syncs0 := fsys.Count(storage.OpSync)
 
 	var next atomic.Int64
 	lat := make([][]time.Duration, committers)
@@ -122,7 +123,7 @@ func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
 
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
 	reportPercentiles(b, lat)
-	if w := fsys.Count(OpSync) - syncs0; w > 0 {
+	if w := fsys.Count(storage.OpSync) - syncs0; w > 0 {
 		b.ReportMetric(float64(b.N)/float64(w), "commits/write")
 	}
 }
@@ -147,7 +148,7 @@ func BenchmarkDiskCycle(b *testing.B) {
 					name := fmt.Sprintf("f%d.json", w)
 					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 						t0 := time.Now()
-						if err := writeFileAtomic(OSFS{}, dir, name, data); err != nil {
+						if err := storage.WriteFileAtomic(storage.OSFS{}, dir, name, data); err != nil {
 							b.Error(err)
 							return
 						}
@@ -202,7 +203,7 @@ func BenchmarkListGroupIDs100k(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		ids, err := ListGroupIDs(OSFS{}, dir)
+		ids, err := ListGroupIDs(storage.OSFS{}, dir)
 		if err != nil || len(ids) != 100_000 {
 			b.Fatalf("%d ids, %v", len(ids), err)
 		}

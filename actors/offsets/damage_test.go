@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"kaas/storage"
 )
 
 // seqFrame is a journal frame as the journal writes it: flagged, with the sequence
@@ -184,8 +186,8 @@ func TestJournalFailedWritesLeaveNoFiles(t *testing.T) {
 	if got := j.commit(entry("t", 0, 1)); !codesOK(got) {
 		t.Fatalf("commit codes %v", got)
 	}
-	setBefore(j.fs, func(op Op, path string) error {
-		if op == OpWrite && strings.HasPrefix(path, j.jdir) {
+	j.fs.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpWrite && strings.HasPrefix(path, j.jdir) {
 			return syscall.ENOSPC
 		}
 		return nil
@@ -202,7 +204,7 @@ func TestJournalFailedWritesLeaveNoFiles(t *testing.T) {
 	if n := strings.Count(j.logs.String(), `"offsets_journal_write_failed"`); n != 1 {
 		t.Fatalf("20 failed appends logged %d times", n)
 	}
-	setBefore(j.fs, nil)
+	j.fs.SetBefore(nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for got := j.commit(entry("t", 0, 99)); !codesOK(got); got = j.commit(entry("t", 0, 99)) {
 		if time.Now().After(deadline) {

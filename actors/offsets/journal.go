@@ -20,6 +20,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/logs"
+	"kaas/storage"
 )
 
 // The journal is the broker's one append-only log of offset changes, shared by every
@@ -67,7 +68,7 @@ type JournalConfig struct {
 	// Dir is JournalDir(data.dir, node.id).
 	Dir string
 	// FS does the file access; nil is OSFS.
-	FS FS
+	FS storage.FS
 	// Log is the broker logger.
 	Log zerolog.Logger
 	// Metrics is the offsets metrics; nil records nothing.
@@ -161,7 +162,7 @@ type JournalStatus struct {
 // has stopped: it answers what it has accepted, then closes its segment.
 func JournalProps(cfg JournalConfig) *actor.Props {
 	if cfg.FS == nil {
-		cfg.FS = OSFS{}
+		cfg.FS = storage.OSFS{}
 	}
 	if cfg.SegmentBytes <= 0 {
 		cfg.SegmentBytes = DefaultSegmentBytes
@@ -206,7 +207,7 @@ type journal struct {
 	cfg JournalConfig
 	log zerolog.Logger
 
-	f        File // the active segment, nil until the first write or after a roll
+	f        storage.File // the active segment, nil until the first write or after a roll
 	active   *segment
 	size     int64
 	prealloc bool       // f is a zero-filled spare: records overwrite, the size never changes
@@ -469,7 +470,7 @@ func (j *journal) open(ctx actor.Context) error {
 			prealloc = true
 		}
 	}
-	var f File
+	var f storage.File
 	var err error
 	if prealloc {
 		f, err = j.cfg.FS.OpenWrite(path)
@@ -556,7 +557,7 @@ func (j *journal) onSpare(m *spareReady) {
 }
 
 // zeroFill writes size zero bytes to a new file at path and fsyncs it.
-func zeroFill(fsys FS, path string, size int64) error {
+func zeroFill(fsys storage.FS, path string, size int64) error {
 	f, err := fsys.Create(path)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // Checkpoint intervals of the journal tests: short, so a test polls for the background
@@ -45,7 +46,7 @@ func newJournalHarness(t *testing.T, group string, interval time.Duration, tune 
 	t.Helper()
 	root := t.TempDir()
 	h := &harness{t: t, dir: Dir(root), logs: &syncBuffer{}}
-	h.fs = NewFaultFS(nil)
+	h.fs = storage.NewFaultFS(nil)
 	h.reg = prometheus.NewRegistry()
 	h.metrics = NewMetrics(h.reg)
 	h.nowMs.Store(1_700_000_000_000)
@@ -66,7 +67,7 @@ func newJournalHarness(t *testing.T, group string, interval time.Duration, tune 
 	}
 	h.pid = h.sys.Spawn(Props(h.cfg))
 	t.Cleanup(func() {
-		setBefore(h.fs, nil)
+		h.fs.SetBefore(nil)
 		// The offsets actors first: they journal and checkpoint what they hold.
 		_ = h.sys.Poison(h.pid, waitFor)
 		j.mu.Lock()
@@ -141,7 +142,7 @@ func (j *journalHarness) segmentFiles() []string {
 
 func segmentFilesIn(t *testing.T, dir string) []string {
 	t.Helper()
-	names, err := OSFS{}.ReadDirNames(dir)
+	names, err := storage.OSFS{}.ReadDirNames(dir)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -228,14 +229,6 @@ func copyTree(t *testing.T, src, dst, skip string) {
 	}
 }
 
-// setBefore sets f.Before under f's lock: actors (and background checkpoints) call the
-// FS concurrently with the test.
-func setBefore(f *FaultFS, before func(Op, string) error) {
-	f.mu.Lock()
-	f.Before = before
-	f.mu.Unlock()
-}
-
 // gate holds one FS step until opened.
 type gate struct {
 	entered chan struct{}
@@ -255,26 +248,26 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 type segmentHook struct {
 	syncs atomic.Int32
 	hold  map[int32]*gate
-	other func(op Op, path string) error
+	other func(op storage.Op, path string) error
 
 	mu    sync.Mutex
-	fails map[Op]int
+	fails map[storage.Op]int
 }
 
-// failNext makes the next op on a journal segment fail with ErrInjected (a failed write
+// failNext makes the next op on a journal segment fail with storage.ErrInjected (a failed write
 // writes half its buffer first, as FaultFS does).
-func (s *segmentHook) failNext(op Op) {
+func (s *segmentHook) failNext(op storage.Op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fails == nil {
-		s.fails = map[Op]int{}
+		s.fails = map[storage.Op]int{}
 	}
 	s.fails[op]++
 }
 
 // hookSegments installs a segmentHook holding the segment fsyncs numbered in holds. Every
 // gate is opened at cleanup, before the harness stops its actors.
-func (j *journalHarness) hookSegments(other func(Op, string) error, holds ...int32) (*segmentHook, []*gate) {
+func (j *journalHarness) hookSegments(other func(storage.Op, string) error, holds ...int32) (*segmentHook, []*gate) {
 	hk := &segmentHook{hold: map[int32]*gate{}, other: other}
 	var gates []*gate
 	for _, n := range holds {
@@ -282,7 +275,7 @@ func (j *journalHarness) hookSegments(other func(Op, string) error, holds ...int
 		hk.hold[n] = g
 		gates = append(gates, g)
 	}
-	setBefore(j.fs, hk.before)
+	j.fs.SetBefore(hk.before)
 	j.t.Cleanup(func() {
 		for _, g := range gates {
 			g.open()
@@ -291,7 +284,7 @@ func (j *journalHarness) hookSegments(other func(Op, string) error, holds ...int
 	return hk, gates
 }
 
-func (s *segmentHook) before(op Op, path string) error {
+func (s *segmentHook) before(op storage.Op, path string) error {
 	segment := strings.HasSuffix(path, segmentSuffix)
 	armed := false
 	if segment {
@@ -303,14 +296,14 @@ func (s *segmentHook) before(op Op, path string) error {
 		}
 		s.mu.Unlock()
 	}
-	if op == OpSync && segment {
+	if op == storage.OpSync && segment {
 		if g := s.hold[s.syncs.Add(1)]; g != nil {
 			close(g.entered)
 			<-g.release
 		}
 	}
 	if armed {
-		return ErrInjected
+		return storage.ErrInjected
 	}
 	if s.other != nil {
 		return s.other(op, path)
@@ -485,7 +478,7 @@ func groupName(i int) string { return "g" + string(rune('0'+i/10)) + string(rune
 // (a first run of the 5 commits) waits in the journal and is the one that fails; the
 // commits that queue behind it in the actor go in a batch after the failure and are stored.
 func TestJournalWriteFailure(t *testing.T) {
-	for _, op := range []Op{OpWrite, OpSync} {
+	for _, op := range []storage.Op{storage.OpWrite, storage.OpSync} {
 		t.Run(string(op), func(t *testing.T) {
 			j := newJournalHarness(t, "g", ckptNever)
 			hk, gates := j.hookSegments(nil, 1)
@@ -560,7 +553,7 @@ func TestJournalWriteFailure(t *testing.T) {
 			if got := counterValue(j.metrics.journalWrites.WithLabelValues("ok")); got != wantOK {
 				t.Fatalf("journal writes ok = %v, want %v", got, wantOK)
 			}
-			if op == OpWrite {
+			if op == storage.OpWrite {
 				// The failed write left half a frame: a crash now replays the records on
 				// both sides of it and not the torn one.
 				img := j.crashImage()
@@ -756,8 +749,8 @@ func TestJournalPanicRestart(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptSoon)
 	panicked := make(chan struct{})
 	var once sync.Once
-	_, gates := j.hookSegments(func(op Op, path string) error {
-		if op == OpMkdir && path == j.dir {
+	_, gates := j.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpMkdir && path == j.dir {
 			once.Do(func() {
 				close(panicked)
 				panic("mkdir bug")
@@ -850,8 +843,8 @@ func TestJournalPanicAnswersBatch(t *testing.T) {
 		t.Fatal(got)
 	}
 	var once sync.Once
-	j.hookSegments(func(op Op, path string) error {
-		if op == OpWrite && strings.HasSuffix(path, segmentSuffix) {
+	j.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpWrite && strings.HasSuffix(path, segmentSuffix) {
 			once.Do(func() { panic("journal write bug") })
 		}
 		return nil
@@ -915,13 +908,13 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 // cannot be created).
 func (j *journalHarness) failFirstFileWrite(name string) {
 	var once sync.Once
-	j.hookSegments(func(op Op, path string) error {
+	j.hookSegments(func(op storage.Op, path string) error {
 		fail := false
-		if op == OpCreate && filepath.Base(path) == name+tmpSuffix {
+		if op == storage.OpCreate && filepath.Base(path) == name+tmpSuffix {
 			once.Do(func() { fail = true })
 		}
 		if fail {
-			return ErrInjected
+			return storage.ErrInjected
 		}
 		return nil
 	})
@@ -951,7 +944,7 @@ func TestJournalFailedBatchMeta(t *testing.T) {
 	j.sys.Send(j.pid, &SaveMeta{Meta: m2})
 	inBatch := j.commitW(entry("t", 0, 1))
 	j.fetch() // both are queued behind the held append
-	hk.failNext(OpWrite)
+	hk.failNext(storage.OpWrite)
 	gates[0].open()
 	if got := wait[*CommitResult](t, held).Codes; !codesOK(got) {
 		t.Fatalf("held commit answered %v", got)
@@ -984,13 +977,13 @@ func TestJournalFailedBatchMeta(t *testing.T) {
 func TestJournalPanicRestartCheckpointFails(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptSoon)
 	var calls atomic.Int32
-	j.hookSegments(func(op Op, path string) error {
-		if op == OpMkdir && path == j.dir {
+	j.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpMkdir && path == j.dir {
 			switch calls.Add(1) {
 			case 1:
 				panic("mkdir bug") // in the checkpoint tick, inside Receive
 			case 2:
-				return ErrInjected // the restart's own write
+				return storage.ErrInjected // the restart's own write
 			}
 		}
 		return nil
@@ -1037,8 +1030,8 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(open) // before the harness's cleanup, which stops the actors
-	j.hookSegments(func(op Op, path string) error {
-		if op == OpCreate && strings.HasSuffix(path, ".json"+tmpSuffix) {
+	j.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpCreate && strings.HasSuffix(path, ".json"+tmpSuffix) {
 			entered <- filepath.Base(path)
 			<-release
 		}
@@ -1153,13 +1146,13 @@ func TestJournalRetriesUnsavedFile(t *testing.T) {
 	var creates atomic.Int32
 	held := newGate()
 	t.Cleanup(held.open)
-	j.hookSegments(func(op Op, path string) error {
-		if op != OpCreate || filepath.Base(path) != "u.json"+tmpSuffix {
+	j.hookSegments(func(op storage.Op, path string) error {
+		if op != storage.OpCreate || filepath.Base(path) != "u.json"+tmpSuffix {
 			return nil
 		}
 		switch creates.Add(1) {
 		case 1, 2: // the actor's checkpoint as it stops, the journal's first retry
-			return ErrInjected
+			return storage.ErrInjected
 		case 3:
 			close(held.entered)
 			<-held.release

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"kaas/storage"
 )
 
 // File names. A group id is any string a client sends (Apache accepts "", "..", "a/b",
@@ -32,7 +34,7 @@ import (
 
 const (
 	fileSuffix = ".json"
-	tmpSuffix  = ".tmp"
+	tmpSuffix  = storage.TmpSuffix
 	// maxEncodedLen keeps the longest name, with ".json.tmp", under eCryptfs' 143 bytes.
 	maxEncodedLen = 128
 	hashedPrefix  = "~"
@@ -147,13 +149,13 @@ type Listing struct {
 // lists names and reads no file, except the rare file of an id longer than the name
 // encoding allows (see FileName). A missing dir has no groups. Files whose id cannot be
 // read are left out; List reports them.
-func ListGroupIDs(fsys FS, dir string) ([]string, error) {
+func ListGroupIDs(fsys storage.FS, dir string) ([]string, error) {
 	l, err := List(fsys, dir)
 	return l.IDs, err
 }
 
 // List is ListGroupIDs with what it left out.
-func List(fsys FS, dir string) (Listing, error) {
+func List(fsys storage.FS, dir string) (Listing, error) {
 	var l Listing
 	names, err := fsys.ReadDirNames(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kaas/storage"
 )
 
 // nameCases are the group ids the file-name rules must survive.
@@ -121,7 +123,7 @@ func TestListGroupIDs(t *testing.T) {
 	broken := FileName(strings.Repeat("z", 200))
 	must(t, os.WriteFile(filepath.Join(dir, broken), []byte("garbage"), 0o644))
 
-	l, err := List(OSFS{}, dir)
+	l, err := List(storage.OSFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +137,12 @@ func TestListGroupIDs(t *testing.T) {
 	if len(l.Stray) != 2 {
 		t.Errorf("Stray = %q, want the tmp file and README", l.Stray)
 	}
-	got, err := ListGroupIDs(OSFS{}, filepath.Join(dir, "missing"))
+	got, err := ListGroupIDs(storage.OSFS{}, filepath.Join(dir, "missing"))
 	if err != nil || len(got) != 0 {
 		t.Errorf("ListGroupIDs(missing dir) = %q, %v; want none", got, err)
 	}
-	f := NewFaultFS(nil)
-	f.FailNext(OpReadDir, nil)
+	f := storage.NewFaultFS(nil)
+	f.FailNext(storage.OpReadDir, nil)
 	if _, err := ListGroupIDs(f, dir); err == nil {
 		t.Error("ListGroupIDs with a failing directory read: no error")
 	}

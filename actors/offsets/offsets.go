@@ -13,6 +13,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/logs"
+	"kaas/storage"
 )
 
 // Wire codes of the actor's own failures, in one table (the group actor passes them on).
@@ -52,7 +53,7 @@ type Config struct {
 	// Dir is the offsets directory, Dir(data.dir).
 	Dir string
 	// FS does the file access; nil is OSFS.
-	FS FS
+	FS storage.FS
 	// Log is the broker logger; the actor adds the group and file.
 	Log zerolog.Logger
 	// MaxMetadataBytes is offset.metadata.max.bytes, in UTF-16 units as Apache counts;
@@ -95,7 +96,7 @@ const DefaultCheckpointInterval = 2 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.FS == nil {
-		c.FS = OSFS{}
+		c.FS = storage.OSFS{}
 	}
 	if c.MaxMetadataBytes == 0 {
 		c.MaxMetadataBytes = DefaultMaxMetadataBytes
@@ -558,15 +559,32 @@ func (a *offsetsActor) flushDirect() {
 	a.commitBatch(b)
 }
 
-// applyQueue applies the queue to a copy of the state.
+// applyQueue applies the queue to what the state will be once the batches in flight
+// are durable. A journaled batch of commits only is applied to an overlay holding just
+// what it sets (a commit's outcome does not depend on the state), so a commit costs
+// what it commits, not a copy of the group's offsets; any other batch is applied to a
+// copy.
 func (a *offsetsActor) applyQueue(journaled bool) *batch {
 	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
 	// it to onRestarting.
-	base, exists := a.st, a.exists
-	if n := len(a.inflight); n > 0 {
-		base, exists = a.inflight[n-1].next, a.inflight[n-1].exists
+	base, exists, overlays := a.st, a.exists, a.inflight
+	for i := len(a.inflight) - 1; i >= 0; i-- {
+		if !a.inflight[i].next.partial {
+			base, exists, overlays = a.inflight[i].next, a.inflight[i].exists, a.inflight[i+1:]
+			break
+		}
 	}
-	b := &batch{reqs: a.queue, next: base.clone(), exists: exists, results: make([]any, len(a.queue))}
+	var next state
+	if journaled && commitsOnly(a.queue) {
+		next = base.overlay()
+	} else {
+		next = base.clone()
+		for _, o := range overlays {
+			next.setAll(o.next)
+			exists = exists || o.exists
+		}
+	}
+	b := &batch{reqs: a.queue, next: next, exists: exists, results: make([]any, len(a.queue))}
 	if journaled {
 		b.rec = &recorder{cache: &a.metaJSON}
 	}
@@ -710,9 +728,9 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 		}
 		start := time.Now()
 		if exists {
-			job.err = writeFileAtomic(fsys, dir, name, data)
+			job.err = storage.WriteFileAtomic(fsys, dir, name, data)
 		} else {
-			job.err = removeFileDurably(fsys, dir, name)
+			job.err = storage.RemoveDurably(fsys, dir, name)
 		}
 		job.took = time.Since(start)
 		close(job.done)
@@ -802,13 +820,13 @@ func (a *offsetsActor) flushSync(ctx actor.Context) {
 // persist writes the state, or removes the file of a group that no longer has one.
 func (a *offsetsActor) persist(s state, exists bool) error {
 	if !exists {
-		return removeFileDurably(a.cfg.FS, a.cfg.Dir, a.name)
+		return storage.RemoveDurably(a.cfg.FS, a.cfg.Dir, a.name)
 	}
 	data, err := a.fileData(s, exists)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(a.cfg.FS, a.cfg.Dir, a.name, data)
+	return storage.WriteFileAtomic(a.cfg.FS, a.cfg.Dir, a.name, data)
 }
 
 // fileData is the file content of s; it also makes sure the directory exists, once.

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 const waitFor = 5 * time.Second
@@ -46,7 +47,7 @@ type harness struct {
 	t       *testing.T
 	sys     *actor.System
 	dir     string
-	fs      *FaultFS
+	fs      *storage.FaultFS
 	logs    *syncBuffer
 	metrics *Metrics
 	reg     *prometheus.Registry
@@ -58,7 +59,7 @@ type harness struct {
 func newHarness(t *testing.T, group string, tune ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "__cluster", "__consumer_offsets"), logs: &syncBuffer{}}
-	h.fs = NewFaultFS(nil)
+	h.fs = storage.NewFaultFS(nil)
 	h.reg = prometheus.NewRegistry()
 	h.metrics = NewMetrics(h.reg)
 	h.nowMs.Store(1_700_000_000_000)
@@ -161,7 +162,7 @@ func (h *harness) onDisk() (state, bool) {
 
 func (h *harness) dirNames() []string {
 	h.t.Helper()
-	names, err := OSFS{}.ReadDirNames(h.dir)
+	names, err := storage.OSFS{}.ReadDirNames(h.dir)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestMetadataTooLarge(t *testing.T) {
 	if got := h2.commit(in[1], in[4]); !slices.Equal(got, []int16{tooLarge, tooLarge}) {
 		t.Fatalf("codes %v", got)
 	}
-	if _, ok := h2.onDisk(); ok || h2.fs.Count(OpCreate) != 0 {
+	if _, ok := h2.onDisk(); ok || h2.fs.Count(storage.OpCreate) != 0 {
 		t.Fatal("a commit with nothing to store wrote a file")
 	}
 }
@@ -248,10 +249,10 @@ func TestMetadataTooLarge(t *testing.T) {
 // retriable error (never a false success), memory must stay as it was, no partial file
 // may be visible, and the next commit must succeed.
 func TestWriteFaults(t *testing.T) {
-	for _, op := range []Op{OpMkdir, OpCreate, OpWrite, OpSync, OpClose, OpRename, OpSyncDir} {
+	for _, op := range []storage.Op{storage.OpMkdir, storage.OpCreate, storage.OpWrite, storage.OpSync, storage.OpClose, storage.OpRename, storage.OpSyncDir} {
 		t.Run(string(op), func(t *testing.T) {
 			h := newHarness(t, "g")
-			if op != OpMkdir {
+			if op != storage.OpMkdir {
 				if got := h.commit(entry("t", 0, 1)); !slices.Equal(got, []int16{0}) {
 					t.Fatalf("first commit %v", got)
 				}
@@ -261,7 +262,7 @@ func TestWriteFaults(t *testing.T) {
 				t.Fatalf("commit with a failing %s answered %v, want NOT_COORDINATOR", op, got)
 			}
 			f := h.fetch()
-			if op == OpMkdir {
+			if op == storage.OpMkdir {
 				if len(f.Offsets) != 0 {
 					t.Fatalf("memory changed by a failed write: %+v", f.Offsets)
 				}
@@ -272,11 +273,11 @@ func TestWriteFaults(t *testing.T) {
 			// the whole new one. Never a mix, never a tmp file left behind.
 			s, ok := h.onDisk()
 			switch {
-			case op == OpMkdir:
+			case op == storage.OpMkdir:
 				if ok {
 					t.Fatal("file exists after a failed first write")
 				}
-			case op == OpSyncDir:
+			case op == storage.OpSyncDir:
 				if s.offsets[TopicPartition{"t", 0}].Offset != 2 || len(s.offsets) != 2 {
 					t.Fatalf("after a failed directory sync the file is %+v", s.offsets)
 				}
@@ -285,7 +286,7 @@ func TestWriteFaults(t *testing.T) {
 					t.Fatalf("after a failed %s the file is %+v", op, s.offsets)
 				}
 			}
-			if op != OpMkdir {
+			if op != storage.OpMkdir {
 				if names := h.dirNames(); !slices.Equal(names, []string{"g.json"}) {
 					t.Fatalf("directory holds %q", names)
 				}
@@ -304,7 +305,7 @@ func TestWriteFaults(t *testing.T) {
 			if s.offsets[TopicPartition{"t", 0}].Offset != 3 {
 				t.Fatalf("file after recovery %+v", s.offsets)
 			}
-			if op == OpSyncDir {
+			if op == storage.OpSyncDir {
 				// Memory never had u-0 (its commit failed), and the rewrite follows memory.
 				if _, ok := s.offsets[TopicPartition{"u", 0}]; ok {
 					t.Fatal("a failed commit's partition came back")
@@ -320,8 +321,8 @@ func TestWriteFaults(t *testing.T) {
 func TestLeftoverTmpCleanedAtLoad(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
-	h.fs.FailNext(OpSync, nil)
-	h.fs.FailNext(OpRemove, nil)
+	h.fs.FailNext(storage.OpSync, nil)
+	h.fs.FailNext(storage.OpRemove, nil)
 	if got := h.commit(entry("t", 0, 2)); got[0] != kerr.NotCoordinator.Code {
 		t.Fatalf("codes %v", got)
 	}
@@ -339,10 +340,10 @@ func TestLeftoverTmpCleanedAtLoad(t *testing.T) {
 
 // blockFirst makes the first call of op block until release is closed; entered is
 // closed when it has started.
-func blockFirst(f *FaultFS, op Op) (entered chan struct{}, release chan struct{}) {
+func blockFirst(f *storage.FaultFS, op storage.Op) (entered chan struct{}, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	f.Before = func(o Op, _ string) error {
+	f.Before = func(o storage.Op, _ string) error {
 		if o == op {
 			once.Do(func() {
 				close(entered)
@@ -358,7 +359,7 @@ func blockFirst(f *FaultFS, op Op) (entered chan struct{}, release chan struct{}
 // the next single write, and each is answered only after that write.
 func TestGroupCommit(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, OpSync)
+	entered, release := blockFirst(h.fs, storage.OpSync)
 	first := h.commitW(entry("t", 0, 0))
 	<-entered
 	const n = 50
@@ -387,7 +388,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("commit %d answered before it was on disk", i)
 		}
 	}
-	if got := h.fs.Count(OpSync); got != 2 {
+	if got := h.fs.Count(storage.OpSync); got != 2 {
 		t.Fatalf("%d file syncs for 51 commits, want 2 (one write in flight, one for the rest)", got)
 	}
 	if got := counterValue(h.metrics.writes.WithLabelValues("ok")); got != 2 {
@@ -401,14 +402,14 @@ func TestGroupCommitFailure(t *testing.T) {
 	h := newHarness(t, "g")
 	// The first write blocks after its fault check for the rename, so the fault armed
 	// below hits the batch's rename, not this one's.
-	entered, release := blockFirst(h.fs, OpRename)
+	entered, release := blockFirst(h.fs, storage.OpRename)
 	first := h.commitW(entry("t", 0, 1))
 	<-entered
 	var waiters []*actor.Waiter
 	for i := range 10 {
 		waiters = append(waiters, h.commitW(entry("t", int32(i), 100)))
 	}
-	h.fs.FailNext(OpRename, nil)
+	h.fs.FailNext(storage.OpRename, nil)
 	close(release)
 	if got := wait[*CommitResult](t, first).Codes; got[0] != 0 {
 		t.Fatalf("first write %v", got)
@@ -496,7 +497,7 @@ func TestUnreadableFile(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
 	h.restart()
-	h.fs.FailNext(OpRead, nil)
+	h.fs.FailNext(storage.OpRead, nil)
 	if f := h.fetch(); f.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("fetch with a failing read %+v", f)
 	}
@@ -535,9 +536,9 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	// A SaveMeta without a reply rides on the next write.
 	meta2 := GroupMeta{ProtocolType: "consumer", Generation: 6}
 	h.sys.Send(h.pid, &SaveMeta{Meta: meta2})
-	syncs := h.fs.Count(OpSync)
-	if s := h.stat(); !reflect.DeepEqual(s.Meta, meta2) || h.fs.Count(OpSync) != syncs {
-		t.Fatalf("SaveMeta without reply: %+v, wrote %d", s, h.fs.Count(OpSync)-syncs)
+	syncs := h.fs.Count(storage.OpSync)
+	if s := h.stat(); !reflect.DeepEqual(s.Meta, meta2) || h.fs.Count(storage.OpSync) != syncs {
+		t.Fatalf("SaveMeta without reply: %+v, wrote %d", s, h.fs.Count(storage.OpSync)-syncs)
 	}
 	h.commit(entry("a", 1, 2))
 	if s, _ := h.onDisk(); !reflect.DeepEqual(s.meta, meta2) {
@@ -558,7 +559,7 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	}
 	// A failed removal keeps the group.
 	h.commit(entry("a", 0, 1))
-	h.fs.FailNext(OpRemove, nil)
+	h.fs.FailNext(storage.OpRemove, nil)
 	if c := h.result(func(p actor.Promise) any { return &DeleteAll{Reply: p} }); c != kerr.NotCoordinator.Code {
 		t.Fatalf("DeleteAll with a failing remove: %d", c)
 	}
@@ -625,8 +626,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
 	var once sync.Once
-	h.fs.Before = func(op Op, _ string) error {
-		if op == OpWrite {
+	h.fs.Before = func(op storage.Op, _ string) error {
+		if op == storage.OpWrite {
 			once.Do(func() { panic("disk driver bug") })
 		}
 		return nil
@@ -644,8 +645,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	// A panic in a request's own handler (here: the load) answers that request.
 	h2 := newHarness(t, "g2")
 	var once2 sync.Once
-	h2.fs.Before = func(op Op, _ string) error {
-		if op == OpRead {
+	h2.fs.Before = func(op storage.Op, _ string) error {
+		if op == storage.OpRead {
 			once2.Do(func() { panic("read bug") })
 		}
 		return nil
@@ -662,7 +663,7 @@ func TestPanicAnswersWaiters(t *testing.T) {
 // answered by Stopping, not dropped.
 func TestStopFlushesQueue(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, OpSync)
+	entered, release := blockFirst(h.fs, storage.OpSync)
 	first := h.commitW(entry("t", 0, 1))
 	<-entered
 	second := h.commitW(entry("t", 1, 1))
@@ -680,7 +681,7 @@ func TestStopFlushesQueue(t *testing.T) {
 	if s, _ := h.onDisk(); len(s.offsets) != 2 {
 		t.Fatalf("on disk %+v", s.offsets)
 	}
-	if got := h.fs.Count(OpSync); got != 2 {
+	if got := h.fs.Count(storage.OpSync); got != 2 {
 		t.Fatalf("%d syncs, want 2", got)
 	}
 }
@@ -689,7 +690,7 @@ func TestStopFlushesQueue(t *testing.T) {
 // disk; a change queued behind a write in flight is written by the Flush itself.
 func TestFlushWritesQueue(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, OpSync)
+	entered, release := blockFirst(h.fs, storage.OpSync)
 	first := h.commitW(entry("t", 0, 1))
 	<-entered
 	second := h.commitW(entry("t", 1, 1))
@@ -736,7 +737,7 @@ func TestEveryNameCaseThroughTheActor(t *testing.T) {
 			must(t, sys.Poison(pid, waitFor))
 		}
 	}
-	ids, err := ListGroupIDs(OSFS{}, dir)
+	ids, err := ListGroupIDs(storage.OSFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/logs"
+	"kaas/storage"
 )
 
 // ReplayJournal is Replay without metrics, returning only the sequence number the journal
 // goes on from (tests). What Replay leaves to the journal (groups whose file could not be
 // written, held groups) is dropped; their segments stay and replay again at the next start.
-func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (uint64, error) {
+func ReplayJournal(fsys storage.FS, offsetsDir, journalDir string, log zerolog.Logger) (uint64, error) {
 	r, err := Replay(ReplayConfig{FS: fsys, OffsetsDir: offsetsDir, JournalDir: journalDir, Log: log})
 	if err != nil {
 		return 0, err
@@ -30,7 +31,7 @@ func ReplayJournal(fsys FS, offsetsDir, journalDir string, log zerolog.Logger) (
 // ReplayConfig is what Replay needs.
 type ReplayConfig struct {
 	// FS does the file access; nil is OSFS.
-	FS FS
+	FS storage.FS
 	// OffsetsDir is Dir(data.dir); JournalDir is JournalDir(data.dir, node.id).
 	OffsetsDir, JournalDir string
 	Log                    zerolog.Logger
@@ -102,7 +103,7 @@ const (
 func Replay(cfg ReplayConfig) (*Replayed, error) {
 	fsys, journalDir, offsetsDir, log := cfg.FS, cfg.JournalDir, cfg.OffsetsDir, cfg.Log
 	if fsys == nil {
-		fsys = OSFS{}
+		fsys = storage.OSFS{}
 	}
 	out := &Replayed{Next: 1}
 	names, err := fsys.ReadDirNames(journalDir)
@@ -216,7 +217,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	// about 1,000 a second): they are made durable at once here, before the segments that
 	// could redo them are deleted. A crash before this replays again.
 	if len(written) > 0 {
-		if err := syncWritten(fsys, offsetsDir, written); err != nil {
+		if err := storage.SyncWritten(fsys, offsetsDir, written); err != nil {
 			// Not durable: every written group stays in the journal and the journal
 			// writes its file again.
 			log.Error().Err(err).Int("groups", len(writtenGroups)).Msg("offsets_journal_replay_sync_failed_kept_in_journal")
@@ -262,7 +263,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 
 // dropSegment deletes a replayed segment, or moves a damaged one to the quarantine
 // directory.
-func dropSegment(fsys FS, journalDir, name string, damaged bool) error {
+func dropSegment(fsys storage.FS, journalDir, name string, damaged bool) error {
 	path := filepath.Join(journalDir, name)
 	if damaged {
 		to := filepath.Join(QuarantineDir(journalDir), name)
@@ -281,7 +282,7 @@ func dropSegment(fsys FS, journalDir, name string, damaged bool) error {
 }
 
 // unsavedOf is the Unsaved of a group whose replayed file could not be written.
-func unsavedOf(fsys FS, dir, group string, res replayed, seq uint64) *Unsaved {
+func unsavedOf(fsys storage.FS, dir, group string, res replayed, seq uint64) *Unsaved {
 	st, exists, name := res.st, res.exists, FileName(group)
 	return &Unsaved{Group: group, st: st, exists: exists, seq: seq,
 		write: func() error { return saveGroupFile(fsys, dir, name, group, st, exists) }}
@@ -311,7 +312,7 @@ func logIDs(groups []string) []string {
 // groups it holds: those with valid records in it and those still named in the damaged
 // bytes. The list is written before the marker, both durably, so that a crash leaves
 // either no marker (the segment is still in place and found damaged again) or both.
-func holdDamaged(fsys FS, journalDir, name string, sc scanned, segGroups map[string]uint64, m *Metrics, log zerolog.Logger) ([]string, error) {
+func holdDamaged(fsys storage.FS, journalDir, name string, sc scanned, segGroups map[string]uint64, m *Metrics, log zerolog.Logger) ([]string, error) {
 	seen := map[string]bool{}
 	var groups []string
 	add := func(g string) {
@@ -349,13 +350,13 @@ func holdDamaged(fsys FS, journalDir, name string, sc scanned, segGroups map[str
 	if err != nil {
 		return nil, fmt.Errorf("encode held groups of %s: %w", name, err)
 	}
-	if err := writeFileAtomic(fsys, dir, name+groupsSuffix, data); err != nil {
+	if err := storage.WriteFileAtomic(fsys, dir, name+groupsSuffix, data); err != nil {
 		return nil, fmt.Errorf("write held groups of damaged journal segment %s: %w", name, err)
 	}
 	note := fmt.Sprintf("Journal segment %s is damaged in the middle; up to %d acknowledged records are lost.\n"+
 		"The groups in %s answer COORDINATOR_NOT_AVAILABLE while this file exists.\n"+
 		"Check their offsets (docs/offsets.md), then remove this file.\n", name, lost, name+groupsSuffix)
-	if err := writeFileAtomic(fsys, dir, name+heldSuffix, []byte(note)); err != nil {
+	if err := storage.WriteFileAtomic(fsys, dir, name+heldSuffix, []byte(note)); err != nil {
 		return nil, fmt.Errorf("write hold marker of damaged journal segment %s: %w", name, err)
 	}
 	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.damaged)).Uint64("records_lost", lost).
@@ -367,7 +368,7 @@ func holdDamaged(fsys FS, journalDir, name string, sc scanned, segGroups map[str
 
 // readHolds reads the hold markers left by earlier starts: each quarantine/<s>.held still
 // there holds the groups of quarantine/<s>.groups.json.
-func readHolds(fsys FS, journalDir string, log zerolog.Logger) (map[string][]string, error) {
+func readHolds(fsys storage.FS, journalDir string, log zerolog.Logger) (map[string][]string, error) {
 	held := map[string][]string{}
 	dir := QuarantineDir(journalDir)
 	names, err := fsys.ReadDirNames(dir)
@@ -412,7 +413,7 @@ type replayed struct {
 
 // replayGroup applies recs to group's file; written collects what it wrote (nil: the
 // file is not written, only the state computed).
-func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (replayed, error) {
+func replayGroup(fsys storage.FS, dir, group string, recs [][]op, written *[]string) (replayed, error) {
 	name := FileName(group)
 	path := filepath.Join(dir, name)
 	st, exists := newState(), false
@@ -458,7 +459,7 @@ func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (re
 		res.writeErr = fmt.Errorf("create %s: %w", dir, err)
 		return res, nil
 	}
-	if err := writeFileUnsynced(fsys, dir, name, data); err != nil {
+	if err := storage.WriteFileUnsynced(fsys, dir, name, data); err != nil {
 		res.writeErr = fmt.Errorf("replay journal for group %q: %w", group, err)
 		return res, nil
 	}
@@ -468,7 +469,7 @@ func replayGroup(fsys FS, dir, group string, recs [][]op, written *[]string) (re
 }
 
 // saveUnapplied writes a group's records, one per line, where the operator can find them.
-func saveUnapplied(fsys FS, journalDir, group string, recs [][]byte) (string, error) {
+func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]byte) (string, error) {
 	dir := filepath.Join(journalDir, "unapplied")
 	if err := fsys.MkdirAll(dir); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
@@ -479,7 +480,7 @@ func saveUnapplied(fsys FS, journalDir, group string, recs [][]byte) (string, er
 		data = append(data, r...)
 		data = append(data, '\n')
 	}
-	if err := writeFileAtomic(fsys, dir, name, data); err != nil {
+	if err := storage.WriteFileAtomic(fsys, dir, name, data); err != nil {
 		return "", fmt.Errorf("save unapplied journal records of group %q: %w", group, err)
 	}
 	return filepath.Join(dir, name), nil

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // frame is a journal frame holding the one record payload, as the journal writes a
@@ -171,7 +172,7 @@ func TestReplayAfterCrash(t *testing.T) {
 	}
 
 	logs := &syncBuffer{}
-	next, err := ReplayJournal(NewFaultFS(nil), dir, jdir, zerolog.New(logs))
+	next, err := ReplayJournal(storage.NewFaultFS(nil), dir, jdir, zerolog.New(logs))
 	must(t, err)
 	if next <= last {
 		t.Fatalf("ReplayJournal returned %d, not after the last sequence number %d", next, last)
@@ -437,23 +438,23 @@ func TestReplayTornTail(t *testing.T) {
 // for byte; its records are saved under unapplied/, one per line, with an error logged;
 // the other groups of the journal are replayed.
 func TestReplayUnusableFile(t *testing.T) {
-	for name, setup := range map[string]func(t *testing.T, dir string) *FaultFS{
-		"corrupt": func(t *testing.T, dir string) *FaultFS {
+	for name, setup := range map[string]func(t *testing.T, dir string) *storage.FaultFS{
+		"corrupt": func(t *testing.T, dir string) *storage.FaultFS {
 			must(t, os.MkdirAll(dir, 0o755))
 			must(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("not json {"), 0o644))
-			return NewFaultFS(nil)
+			return storage.NewFaultFS(nil)
 		},
-		"another group": func(t *testing.T, dir string) *FaultFS {
+		"another group": func(t *testing.T, dir string) *storage.FaultFS {
 			writeGroupFile(t, dir, "other", groupState(GroupMeta{}, map[TopicPartition]Committed{{"t", 0}: {Offset: 1}}))
 			must(t, os.Rename(filepath.Join(dir, "other.json"), filepath.Join(dir, "bad.json")))
-			return NewFaultFS(nil)
+			return storage.NewFaultFS(nil)
 		},
-		"unreadable": func(t *testing.T, dir string) *FaultFS {
+		"unreadable": func(t *testing.T, dir string) *storage.FaultFS {
 			writeGroupFile(t, dir, "bad", groupState(GroupMeta{}, map[TopicPartition]Committed{{"t", 0}: {Offset: 1}}))
-			f := NewFaultFS(nil)
-			f.Before = func(op Op, path string) error {
-				if op == OpRead && filepath.Base(path) == "bad.json" {
-					return ErrInjected
+			f := storage.NewFaultFS(nil)
+			f.Before = func(op storage.Op, path string) error {
+				if op == storage.OpRead && filepath.Base(path) == "bad.json" {
+					return storage.ErrInjected
 				}
 				return nil
 			}
@@ -649,12 +650,12 @@ func TestReplaySyncsOnceThenDeletes(t *testing.T) {
 
 	t.Run("syncfs", func(t *testing.T) {
 		dir, jdir := setup(t)
-		fsys := NewFaultFS(nil)
+		fsys := storage.NewFaultFS(nil)
 		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
 		must(t, err)
 		check(t, dir)
-		if fsys.Count(OpSyncFS) != 1 || fsys.Count(OpSync) != 0 {
-			t.Fatalf("%d syncfs and %d file fsyncs, want one syncfs", fsys.Count(OpSyncFS), fsys.Count(OpSync))
+		if fsys.Count(storage.OpSyncFS) != 1 || fsys.Count(storage.OpSync) != 0 {
+			t.Fatalf("%d syncfs and %d file fsyncs, want one syncfs", fsys.Count(storage.OpSyncFS), fsys.Count(storage.OpSync))
 		}
 		if got := segmentFilesIn(t, jdir); len(got) != 0 {
 			t.Fatalf("segments left %q", got)
@@ -662,21 +663,21 @@ func TestReplaySyncsOnceThenDeletes(t *testing.T) {
 	})
 	t.Run("no syncfs", func(t *testing.T) {
 		dir, jdir := setup(t)
-		fsys := NewFaultFS(nil)
-		fsys.FailNext(OpSyncFS, errors.ErrUnsupported)
+		fsys := storage.NewFaultFS(nil)
+		fsys.FailNext(storage.OpSyncFS, errors.ErrUnsupported)
 		_, err := ReplayJournal(fsys, dir, jdir, zerolog.Nop())
 		must(t, err)
 		check(t, dir)
-		if fsys.Count(OpSync) != 2 {
-			t.Fatalf("%d file fsyncs, want one for each of the 2 files written", fsys.Count(OpSync))
+		if fsys.Count(storage.OpSync) != 2 {
+			t.Fatalf("%d file fsyncs, want one for each of the 2 files written", fsys.Count(storage.OpSync))
 		}
 	})
 	// A failed sync does not stop the start: every group written stays in the journal,
 	// which gets their state to serve and to write again.
 	t.Run("sync fails", func(t *testing.T) {
 		dir, jdir := setup(t)
-		fsys := NewFaultFS(nil)
-		fsys.FailNext(OpSyncFS, nil)
+		fsys := storage.NewFaultFS(nil)
+		fsys.FailNext(storage.OpSyncFS, nil)
 		r, err := Replay(ReplayConfig{FS: fsys, OffsetsDir: dir, JournalDir: jdir, Log: zerolog.Nop()})
 		must(t, err)
 		var unsaved []string

@@ -4,14 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 
-	"kaas/datamode"
+	"kaas/storage"
 )
 
 // topicMeta is a topic's catalogue entry, kept in <data>/topics/<topic>/topic.json.
@@ -49,55 +49,31 @@ func partitionDir(root, topic string, p int32) string {
 	return filepath.Join(root, topic, strconv.Itoa(int(p)))
 }
 
-// writeFileAtomic writes data to path durably: a temp file, fsync, rename, fsync the dir.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
 // saveMeta writes a topic's catalogue entry, creating its partition directories first so
 // that a topic.json on disk always names partitions that exist.
-func saveMeta(root string, m *topicMeta) error {
+func saveMeta(fsys storage.FS, root string, m *topicMeta) error {
 	dir := filepath.Join(root, m.Name)
 	for p := int32(0); p < m.Partitions; p++ {
-		if err := os.MkdirAll(partitionDir(root, m.Name, p), datamode.Dir()); err != nil {
+		if err := fsys.MkdirAll(partitionDir(root, m.Name, p)); err != nil {
 			return fmt.Errorf("create partition dir: %w", err)
 		}
 	}
-	if err := syncDir(root); err != nil {
-		return err
+	if err := fsys.SyncDir(root); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", root, err)
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", m.Name, err)
 	}
-	return writeFileAtomic(filepath.Join(dir, metaFile), data)
+	return storage.WriteFileAtomic(fsys, dir, metaFile, data)
 }
 
 // loadCatalog reads every topic under root and removes what deletions left behind.
-func loadCatalog(root string) ([]*topicMeta, []error) {
-	if err := os.MkdirAll(root, datamode.Dir()); err != nil {
+func loadCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
+	if err := fsys.MkdirAll(root); err != nil {
 		return nil, []error{fmt.Errorf("create %s: %w", root, err)}
 	}
-	entries, err := os.ReadDir(root)
+	entries, err := fsys.ReadDir(root)
 	if err != nil {
 		return nil, []error{fmt.Errorf("list %s: %w", root, err)}
 	}
@@ -109,13 +85,13 @@ func loadCatalog(root string) ([]*topicMeta, []error) {
 			continue
 		}
 		if strings.Contains(name, "~") { // a deleted topic not yet removed
-			os.RemoveAll(filepath.Join(root, name))
+			_ = fsys.RemoveAll(filepath.Join(root, name))
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(root, name, metaFile))
-		if errors.Is(err, os.ErrNotExist) {
+		data, err := fsys.ReadFile(filepath.Join(root, name, metaFile))
+		if errors.Is(err, fs.ErrNotExist) {
 			// A creation that crashed before its catalogue entry was written.
-			os.RemoveAll(filepath.Join(root, name))
+			_ = fsys.RemoveAll(filepath.Join(root, name))
 			continue
 		}
 		if err != nil {
@@ -137,13 +113,10 @@ func loadCatalog(root string) ([]*topicMeta, []error) {
 
 // deleteTopicDir moves a topic's directory aside at once (so a topic of the same name can
 // be created right away) and returns where it went, for removal in the background.
-func deleteTopicDir(root, name string) (string, error) {
+func deleteTopicDir(fsys storage.FS, root, name string) (string, error) {
 	aside := filepath.Join(root, name+"~"+uuid.NewString()+deletedSuffix)
-	if err := os.Rename(filepath.Join(root, name), aside); err != nil {
+	if err := storage.RenameDurably(fsys, root, filepath.Join(root, name), aside); err != nil {
 		return "", fmt.Errorf("delete topic %s: %w", name, err)
-	}
-	if err := syncDir(root); err != nil {
-		return "", err
 	}
 	return aside, nil
 }
@@ -154,22 +127,22 @@ type producerIDState struct {
 
 // reserveProducerIDs persists that ids below next+block are taken and returns next: ids
 // stay unique across restarts, at one file write per block.
-func reserveProducerIDs(root string) (int64, error) {
+func reserveProducerIDs(fsys storage.FS, root string) (int64, error) {
 	path := filepath.Join(root, producerIDFile)
 	var st producerIDState
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(data, &st); err != nil {
 			return 0, fmt.Errorf("corrupt %s: %w", path, err)
 		}
-	case !errors.Is(err, os.ErrNotExist):
+	case !errors.Is(err, fs.ErrNotExist):
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	next := st.Next
 	st.Next += producerIDBlock
 	out, _ := json.Marshal(st)
-	if err := writeFileAtomic(path, out); err != nil {
+	if err := storage.WriteFileAtomic(fsys, root, producerIDFile, out); err != nil {
 		return 0, err
 	}
 	return next, nil

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/config"
+	"kaas/storage"
 )
 
 // maxPartitionsPerTopic bounds one CreateTopics or CreatePartitions: each partition is an
@@ -40,9 +40,9 @@ type Config struct {
 	Now            func() time.Time
 	// Metrics are shared by every partition; nil records nothing.
 	Metrics *Metrics
-	// SyncFile makes an appended segment durable; nil is (*os.File).Sync. Tests inject
-	// failures here.
-	SyncFile func(*os.File) error
+	// FS does the catalogue's file access and the fsync of appended segments; nil is
+	// storage.OSFS. Tests inject failures here (storage.FaultFS).
+	FS storage.FS
 	// Catalog, if set, is published with every change of the topics, for the
 	// connections to read (see Catalog).
 	Catalog *Catalog
@@ -146,7 +146,10 @@ func (m *manager) onStarted(ctx actor.Context) {
 	m.byID = map[TopicID]*topicState{}
 	m.creating = map[string]bool{}
 	m.nextProducerID, m.producerIDLimit = 0, 0
-	metas, errs := loadCatalog(m.root)
+	if m.cfg.FS == nil {
+		m.cfg.FS = storage.OSFS{}
+	}
+	metas, errs := loadCatalog(m.cfg.FS, m.root)
 	for _, err := range errs {
 		m.log.Error().Err(err).Msg("topic_load_failed")
 	}
@@ -190,7 +193,7 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		Now:             m.cfg.Now,
 		Log:             m.cfg.Log,
 		Metrics:         m.cfg.Metrics,
-		SyncFile:        m.cfg.SyncFile,
+		FS:              m.cfg.FS,
 	}
 }
 
@@ -301,11 +304,11 @@ func (m *manager) create(ctx actor.Context, t NewTopic, validateOnly bool, answe
 		return
 	}
 	m.creating[t.Name] = true
-	root := m.root
+	root, fsys := m.root, m.cfg.FS
 	m.enqueue(ctx, func() error {
-		err := saveMeta(root, meta)
+		err := saveMeta(fsys, root, meta)
 		if err != nil {
-			os.RemoveAll(filepath.Join(root, meta.Name))
+			_ = fsys.RemoveAll(filepath.Join(root, meta.Name))
 		}
 		return err
 	}, func(ctx actor.Context, err error) {
@@ -475,10 +478,10 @@ type filesRemoved struct{}
 // background. The topic serves until then, and is not deleted or grown again meanwhile.
 func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 	t.deleting = true
-	root, name := m.root, t.meta.Name
+	root, name, fsys := m.root, t.meta.Name, m.cfg.FS
 	var aside string
 	m.enqueue(ctx, func() (err error) {
-		aside, err = deleteTopicDir(root, name)
+		aside, err = deleteTopicDir(fsys, root, name)
 		return err
 	}, func(ctx actor.Context, err error) {
 		if err != nil {
@@ -494,7 +497,7 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 		m.publish()
 		log := m.log
 		actor.Background(ctx, func() any {
-			if err := os.RemoveAll(aside); err != nil {
+			if err := fsys.RemoveAll(aside); err != nil {
 				log.Warn().Err(err).Str("dir", aside).Msg("topic_files_remove_failed")
 			}
 			return &filesRemoved{}
@@ -570,8 +573,8 @@ func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer fun
 	meta.Partitions = count
 	meta.LeaderEpochs = append(append([]int32(nil), base.LeaderEpochs...), make([]int32, count-base.Partitions)...)
 	t.growTo, t.growMeta = count, &meta
-	root := m.root
-	m.enqueue(ctx, func() error { return saveMeta(root, &meta) }, func(ctx actor.Context, err error) {
+	root, fsys := m.root, m.cfg.FS
+	m.enqueue(ctx, func() error { return saveMeta(fsys, root, &meta) }, func(ctx actor.Context, err error) {
 		if t.growMeta == &meta {
 			t.growTo, t.growMeta = 0, nil
 		}
@@ -582,10 +585,11 @@ func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer fun
 		}
 		if meta.Partitions > t.meta.Partitions {
 			t.meta = &meta
-			m.publish()
 			if !m.stopping {
 				m.spawnPartitions(ctx, t)
 			}
+			// Published once the new partitions run: connections route to their actors.
+			m.publish()
 		}
 		m.log.Info().Str("topic", meta.Name).Int32("partitions", meta.Partitions).Msg("partitions_created")
 		answer(TopicInfo{Name: meta.Name, ID: t.id})
@@ -779,10 +783,10 @@ func (m *manager) reserveIDs(ctx actor.Context) {
 		return
 	}
 	m.reserving = true
-	root := m.root
+	root, fsys := m.root, m.cfg.FS
 	var next int64
 	m.enqueue(ctx, func() (err error) {
-		next, err = reserveProducerIDs(root)
+		next, err = reserveProducerIDs(fsys, root)
 		return err
 	}, func(ctx actor.Context, err error) {
 		m.reserving = false

@@ -3,13 +3,13 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // Special ListOffsets timestamps (KIP-79, KIP-734, KIP-405).
@@ -41,8 +41,8 @@ type PartitionConfig struct {
 	Now            func() time.Time
 	Log            zerolog.Logger
 	Metrics        *Metrics
-	// SyncFile makes an append durable; nil is (*os.File).Sync.
-	SyncFile func(*os.File) error
+	// FS fsyncs appended segments (FS.SyncFile); nil is storage.OSFS.
+	FS storage.FS
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -261,13 +261,13 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 	batches := p.unsynced
 	p.unsynced = 0
 	met := p.cfg.Metrics
-	sync := p.cfg.SyncFile
-	if sync == nil {
-		sync = (*os.File).Sync
+	fsys := p.cfg.FS
+	if fsys == nil {
+		fsys = storage.OSFS{}
 	}
 	actor.Background(ctx, func() any {
 		start := time.Now()
-		err := sync(f)
+		err := fsys.SyncFile(f)
 		met.synced(time.Since(start), batches)
 		return &syncDone{end: end, err: err}
 	})

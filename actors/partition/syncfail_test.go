@@ -2,11 +2,13 @@ package partition
 
 import (
 	"errors"
-	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/storage"
 )
 
 // TestFailedFsyncIsNeverAcknowledged injects an fsync failure under a produce: the
@@ -15,15 +17,18 @@ import (
 func TestFailedFsyncIsNeverAcknowledged(t *testing.T) {
 	var failNext atomic.Bool
 	var syncs atomic.Int64
-	h := newHarness(t, t.TempDir(), func(c *Config) {
-		c.SyncFile = func(f *os.File) error {
-			syncs.Add(1)
-			if failNext.CompareAndSwap(true, false) {
-				return errors.New("injected fsync failure")
-			}
-			return f.Sync()
+	fsys := storage.NewFaultFS(nil)
+	fsys.Before = func(op storage.Op, path string) error {
+		if op != storage.OpSync || !strings.HasSuffix(path, ".log") {
+			return nil // the catalogue's writes
 		}
-	})
+		syncs.Add(1)
+		if failNext.CompareAndSwap(true, false) {
+			return errors.New("injected fsync failure")
+		}
+		return nil
+	}
+	h := newHarness(t, t.TempDir(), func(c *Config) { c.FS = fsys })
 	defer h.stop()
 	if ti := h.create("t", 1); ti.ErrorCode != 0 {
 		t.Fatalf("create: %+v", ti)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package offsets
+package storage
 
 import (
 	"errors"
