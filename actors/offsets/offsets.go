@@ -559,15 +559,32 @@ func (a *offsetsActor) flushDirect() {
 	a.commitBatch(b)
 }
 
-// applyQueue applies the queue to a copy of the state.
+// applyQueue applies the queue to what the state will be once the batches in flight
+// are durable. A journaled batch of commits only is applied to an overlay holding just
+// what it sets (a commit's outcome does not depend on the state), so a commit costs
+// what it commits, not a copy of the group's offsets; any other batch is applied to a
+// copy.
 func (a *offsetsActor) applyQueue(journaled bool) *batch {
 	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
 	// it to onRestarting.
-	base, exists := a.st, a.exists
-	if n := len(a.inflight); n > 0 {
-		base, exists = a.inflight[n-1].next, a.inflight[n-1].exists
+	base, exists, overlays := a.st, a.exists, a.inflight
+	for i := len(a.inflight) - 1; i >= 0; i-- {
+		if !a.inflight[i].next.partial {
+			base, exists, overlays = a.inflight[i].next, a.inflight[i].exists, a.inflight[i+1:]
+			break
+		}
 	}
-	b := &batch{reqs: a.queue, next: base.clone(), exists: exists, results: make([]any, len(a.queue))}
+	var next state
+	if journaled && commitsOnly(a.queue) {
+		next = base.overlay()
+	} else {
+		next = base.clone()
+		for _, o := range overlays {
+			next.setAll(o.next)
+			exists = exists || o.exists
+		}
+	}
+	b := &batch{reqs: a.queue, next: next, exists: exists, results: make([]any, len(a.queue))}
 	if journaled {
 		b.rec = &recorder{cache: &a.metaJSON}
 	}

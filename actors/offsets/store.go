@@ -62,6 +62,9 @@ type state struct {
 	// invisible to Fetch (KIP-98; Apache keeps them in pendingTransactionalOffsetCommits).
 	// Nothing fills it yet.
 	pending map[int64]map[TopicPartition]Committed
+	// partial: offsets holds only what one batch of commits set over the state it was
+	// built on (overlay), not the group's whole offsets.
+	partial bool
 }
 
 func newState() state {
@@ -75,6 +78,29 @@ func (s state) clone() state {
 		c.offsets[tp] = o
 	}
 	return c
+}
+
+// overlay is an empty partial state over s, for a batch of commits: they only set
+// offsets, and what they answer does not depend on what s holds.
+func (s state) overlay() state {
+	return state{meta: s.meta, offsets: map[TopicPartition]Committed{}, pending: s.pending, partial: true}
+}
+
+// setAll sets over s what the partial state o set.
+func (s *state) setAll(o state) {
+	for tp, c := range o.offsets {
+		s.offsets[tp] = c
+	}
+}
+
+// commitsOnly says whether every request of q is a Commit.
+func commitsOnly(q []queued) bool {
+	for _, r := range q {
+		if _, ok := r.msg.(*Commit); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 type fileV1 struct {
