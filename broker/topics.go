@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"time"
 
 	"kaas/actors/group"
 	"kaas/actors/partition"
@@ -36,5 +37,16 @@ func (b *Broker) startTopics() error {
 	}
 	b.env.Topics = pid
 	b.env.Catalog = catalog
+	// Connections read the catalogue without asking the manager (OffsetCommit's
+	// existence check, the data path's routes): it is loaded before they are accepted.
+	select {
+	case <-catalog.Loaded():
+	case <-time.After(catalogLoadWait):
+		return fmt.Errorf("start topics manager: the catalogue was not loaded within %v", catalogLoadWait)
+	}
 	return nil
 }
+
+// catalogLoadWait bounds the wait for the topics manager's first catalogue at start (it
+// reads one topic.json per topic; partitions recover on their own afterwards).
+const catalogLoadWait = 2 * time.Minute

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/actor"
 	"kaas/actors/partition"
 )
 
@@ -21,14 +22,6 @@ func init() { register(0, 3, 13, handleProduce) }
 
 func handleProduce(c *Call) {
 	req := c.Req.(*kmsg.ProduceRequest)
-	msg := &partition.Produce{Timeout: msDuration(req.TimeoutMillis)}
-	for _, t := range req.Topics {
-		pt := partition.ProduceTopic{Name: t.Topic, ID: t.TopicID}
-		for _, p := range t.Partitions {
-			pt.Partitions = append(pt.Partitions, partition.ProducePartition{Partition: p.Partition, Records: p.Records})
-		}
-		msg.Topics = append(msg.Topics, pt)
-	}
 	code := int16(0)
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
@@ -44,6 +37,18 @@ func handleProduce(c *Call) {
 		c.Respond(produceResponse(req, nil, code))
 		return
 	}
+	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
+		produceDirect(c, req)
+		return
+	}
+	msg := &partition.Produce{Timeout: msDuration(req.TimeoutMillis)}
+	for _, t := range req.Topics {
+		pt := partition.ProduceTopic{Name: t.Topic, ID: t.TopicID}
+		for _, p := range t.Partitions {
+			pt.Partitions = append(pt.Partitions, partition.ProducePartition{Partition: p.Partition, Records: p.Records})
+		}
+		msg.Topics = append(msg.Topics, pt)
+	}
 	if req.Acks == 0 {
 		c.NoResponse()
 		askTopics(c, msg)
@@ -53,6 +58,64 @@ func handleProduce(c *Call) {
 		return produceResponse(req, v.(*partition.ProduceResult), 0)
 	})
 	askTopics(c, msg)
+}
+
+// produceDirect sends each partition its batch, in request order, from the connection
+// (route.go), with the topics manager's codes for partitions the catalogue does not
+// name: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION; REQUEST_TIMED_OUT for a partition
+// that does not answer within the request's timeout or stops first.
+func produceDirect(c *Call, req *kmsg.ProduceRequest) {
+	routes := c.Env.Catalog.Routes()
+	if req.Acks == 0 {
+		c.NoResponse()
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if r := routes.Find(t.Topic, t.TopicID, p.Partition); r.PID != nil {
+					c.conn.ctx.Send(r.PID, partition.AppendMessage(p.Records, actor.Promise{}))
+				}
+			}
+		}
+		return
+	}
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	a := c.conn
+	g := a.newGather(c, n, func(int) any {
+		return &partition.Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1}
+	}, func(results []any) kmsg.Response {
+		return produceResponseFlat(req, results)
+	})
+	i := 0
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			r := routes.Find(t.Topic, t.TopicID, p.Partition)
+			if r.PID == nil {
+				g.results[i] = &partition.Produced{ErrorCode: r.Code, BaseOffset: -1, LogStartOffset: -1}
+			} else {
+				records := p.Records
+				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.AppendMessage(records, reply) })
+			}
+			i++
+		}
+	}
+	a.start(g, partition.ProduceTimeout(msDuration(req.TimeoutMillis)))
+}
+
+// produceResponseFlat builds the response from one *partition.Produced per partition,
+// in request order.
+func produceResponseFlat(req *kmsg.ProduceRequest, flat []any) *kmsg.ProduceResponse {
+	res := &partition.ProduceResult{Topics: make([][]*partition.Produced, len(req.Topics))}
+	k := 0
+	for i, t := range req.Topics {
+		res.Topics[i] = make([]*partition.Produced, len(t.Partitions))
+		for j := range t.Partitions {
+			res.Topics[i][j] = flat[k].(*partition.Produced)
+			k++
+		}
+	}
+	return produceResponse(req, res, 0)
 }
 
 // produceResponse builds the response from the partitions' results, or with code for

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/actor"
 	"kaas/actors/partition"
 )
 
@@ -22,8 +23,53 @@ func handleListOffsets(c *Call) {
 		c.Respond(listOffsetsResponse(req, nil))
 		return
 	}
+	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
+		listOffsetsDirect(c, req, msg.Topics)
+		return
+	}
 	msg.Reply = c.Await(func(v any) kmsg.Response { return listOffsetsResponse(req, v.(*partition.ListOffsetsResult)) })
 	askTopics(c, msg)
+}
+
+// listOffsetsDirect asks each partition from the connection (route.go), with the topics
+// manager's codes: UNKNOWN_TOPIC_OR_PARTITION for what the catalogue does not name,
+// REQUEST_TIMED_OUT for a partition that does not answer or stops first.
+func listOffsetsDirect(c *Call, req *kmsg.ListOffsetsRequest, topics []partition.OffsetTopic) {
+	routes := c.Env.Catalog.Routes()
+	none := func(code int16) *partition.Listed {
+		return &partition.Listed{ErrorCode: code, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+	}
+	n := 0
+	for _, t := range topics {
+		n += len(t.Partitions)
+	}
+	a := c.conn
+	g := a.newGather(c, n, func(int) any { return none(kerr.RequestTimedOut.Code) }, func(flat []any) kmsg.Response {
+		res := &partition.ListOffsetsResult{Topics: make([][]*partition.Listed, len(topics))}
+		k := 0
+		for i, t := range topics {
+			res.Topics[i] = make([]*partition.Listed, len(t.Partitions))
+			for j := range t.Partitions {
+				res.Topics[i][j] = flat[k].(*partition.Listed)
+				k++
+			}
+		}
+		return listOffsetsResponse(req, res)
+	})
+	i := 0
+	for _, t := range topics {
+		for _, q := range t.Partitions {
+			r := routes.Find(t.Name, partition.TopicID{}, q.Partition)
+			if r.PID == nil {
+				g.results[i] = none(r.Code)
+			} else {
+				q := q
+				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.ListOffsetMessage(q, reply) })
+			}
+			i++
+		}
+	}
+	a.start(g, partition.DefaultRequestTimeout)
 }
 
 func offsetTopics(req *kmsg.ListOffsetsRequest) []partition.OffsetTopic {

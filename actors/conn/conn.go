@@ -85,9 +85,13 @@ type slot struct {
 // the broker's response budget has room.
 type resume struct{}
 
+// pending is a reply the connection waits for: a call's (convert makes its response), or
+// answer i of a gather's.
 type pending struct {
 	call    *Call
 	convert func(any) kmsg.Response
+	g       *partGather
+	i       int
 }
 
 // slotQueue is the connection's calls in request order, a ring: a response completes
@@ -171,6 +175,10 @@ type connActor struct {
 	draining   bool
 	readDone   bool
 	closed     bool
+	// gathers are the requests waiting for partition actors' answers (route.go), and
+	// watched the partition actors this connection watches.
+	gathers map[*partGather]struct{}
+	watched map[string]*actor.PID
 	// requests and seconds are the metric children this connection counted into, by
 	// labels: found once, not per response.
 	requests map[requestLabels]prometheus.Counter
@@ -199,6 +207,10 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *resume:
 		a.brokerWait = false
 		a.resumeHeld(ctx)
+	case *gatherExpired:
+		a.finishGather(m.g)
+	case *actor.Terminated:
+		a.onPartitionStopped(m.Who)
 	}
 }
 
@@ -225,6 +237,7 @@ func (a *connActor) onStarted(ctx actor.Context) {
 
 func (a *connActor) onStopping() {
 	a.stopped.Store(true)
+	a.stopGathers()
 	if a.draining {
 		// Graceful: the writer sends what is queued (bounded by a deadline, so a client
 		// that stopped reading cannot hold the stop), then closes the socket.
@@ -687,6 +700,10 @@ func (a *connActor) await(c *Call, convert func(any) kmsg.Response) actor.Promis
 func (a *connActor) onSettled(m *actor.Settled) {
 	p, ok := a.awaiting.Take(m)
 	if !ok {
+		return
+	}
+	if p.g != nil {
+		a.onGatherAnswer(p.g, p.i, m.Value)
 		return
 	}
 	var resp kmsg.Response

@@ -585,10 +585,11 @@ func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer fun
 		}
 		if meta.Partitions > t.meta.Partitions {
 			t.meta = &meta
-			m.publish()
 			if !m.stopping {
 				m.spawnPartitions(ctx, t)
 			}
+			// Published once the new partitions run: connections route to their actors.
+			m.publish()
 		}
 		m.log.Info().Str("topic", meta.Name).Int32("partitions", meta.Partitions).Msg("partitions_created")
 		answer(TopicInfo{Name: meta.Name, ID: t.id})

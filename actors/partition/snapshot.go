@@ -1,25 +1,60 @@
 package partition
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
 
 // Catalog is the topic catalogue as the connections read it: an immutable snapshot the
 // topics manager replaces (copy on write) each time a topic is created, grown or deleted,
 // as the registry publishes the broker set. A connection answers "does this partition
 // exist" from it directly instead of asking the manager, whose mailbox carries the data
-// path. Reads are lock-free; only the manager writes.
+// path, and sends Produce and ListOffsets straight to the partition actors it names.
+// Reads are lock-free; only the manager writes.
 type Catalog struct {
-	p atomic.Pointer[catalogSnap]
+	p          atomic.Pointer[catalogSnap]
+	loaded     chan struct{} // closed by the first publish
+	loadedOnce sync.Once
 }
 
 type catalogSnap struct {
-	partitions map[string]int32 // topic → partition count
+	topics map[string]*snapTopic
+	byID   map[TopicID]*snapTopic
+}
+
+// snapTopic is one topic as published: never changed once stored.
+type snapTopic struct {
+	name       string
+	id         TopicID
+	partitions int32        // the catalogue entry's count
+	pids       []*actor.PID // the partition actors started, by partition
 }
 
 // NewCatalog is an empty catalogue (the manager fills it at start).
 func NewCatalog() *Catalog {
-	c := &Catalog{}
-	c.p.Store(&catalogSnap{partitions: map[string]int32{}})
+	c := &Catalog{loaded: make(chan struct{})}
+	c.p.Store(&catalogSnap{topics: map[string]*snapTopic{}, byID: map[TopicID]*snapTopic{}})
 	return c
+}
+
+// Loaded is closed once the manager has published the catalogue it loaded at start:
+// before, the snapshot is empty, and only the manager can answer (it handles requests
+// after its load). The broker accepts connections once it is closed.
+func (c *Catalog) Loaded() <-chan struct{} { return c.loaded }
+
+// IsLoaded says whether Loaded is closed.
+func (c *Catalog) IsLoaded() bool {
+	select {
+	case <-c.loaded:
+		return true
+	default:
+		return false
+	}
 }
 
 // Exists reports, for each partition, whether its topic has it.
@@ -27,26 +62,93 @@ func (c *Catalog) Exists(tps []TopicPartition) []bool {
 	snap := c.p.Load()
 	out := make([]bool, len(tps))
 	for i, tp := range tps {
-		n, ok := snap.partitions[tp.Topic]
-		out[i] = ok && tp.Partition >= 0 && tp.Partition < n
+		t, ok := snap.topics[tp.Topic]
+		out[i] = ok && tp.Partition >= 0 && tp.Partition < t.partitions
 	}
 	return out
 }
 
 // Partitions is the partition count of topic, false when there is no such topic.
 func (c *Catalog) Partitions(topic string) (int32, bool) {
-	n, ok := c.p.Load().partitions[topic]
-	return n, ok
+	t, ok := c.p.Load().topics[topic]
+	if !ok {
+		return 0, false
+	}
+	return t.partitions, true
 }
 
-// publish replaces the snapshot with the manager's topics (the manager's Receive only).
+// Route is where one partition of a data request goes: its actor, or the error code the
+// topics manager would answer (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION). Topic and
+// ID name the topic when it is known.
+type Route struct {
+	PID   *actor.PID
+	Topic string
+	ID    TopicID
+	Code  int16
+}
+
+// Routes is one snapshot of the catalogue for the partitions of one request: every
+// partition of a request is routed by the same catalogue.
+type Routes struct{ snap *catalogSnap }
+
+// Routes takes the catalogue as it is now.
+func (c *Catalog) Routes() Routes { return Routes{c.p.Load()} }
+
+// Find routes partition p of the topic named name, or, when name is empty, of the topic
+// with id (Produce and Fetch v13+), as the topics manager looks partitions up.
+func (r Routes) Find(name string, id TopicID, p int32) Route {
+	t := r.snap.topics[name]
+	if name == "" && id != (TopicID{}) {
+		t = r.snap.byID[id]
+		if t == nil {
+			return Route{Code: kerr.UnknownTopicID.Code}
+		}
+	}
+	if t == nil {
+		return Route{Code: kerr.UnknownTopicOrPartition.Code}
+	}
+	if p < 0 || p >= int32(len(t.pids)) {
+		return Route{Topic: t.name, ID: t.id, Code: kerr.UnknownTopicOrPartition.Code}
+	}
+	return Route{PID: t.pids[p], Topic: t.name, ID: t.id}
+}
+
+// DefaultRequestTimeout bounds a produce (without a timeout of its own) or a list
+// request whose partitions do not answer (a restart lost the message).
+const DefaultRequestTimeout = 30 * time.Second
+
+// ProduceTimeout is how long a produce with timeout_ms d waits for its partitions: d,
+// at least a second, or DefaultRequestTimeout when d is not positive.
+func ProduceTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultRequestTimeout
+	}
+	return max(d, time.Second)
+}
+
+// AppendMessage is what a partition actor appends records from; reply gets *Produced
+// once the batch is durable (a zero Promise for acks=0).
+func AppendMessage(records []byte, reply actor.Promise) any {
+	return &appendBatch{records: records, reply: reply}
+}
+
+// ListOffsetMessage asks a partition actor for one ListOffsets answer; reply gets *Listed.
+func ListOffsetMessage(q OffsetQuery, reply actor.Promise) any {
+	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
+}
+
+// publish replaces the snapshot with the manager's topics (the manager's Receive only),
+// after the partitions of a new or grown topic are started.
 func (m *manager) publish() {
 	if m.cfg.Catalog == nil {
 		return
 	}
-	snap := &catalogSnap{partitions: make(map[string]int32, len(m.topics))}
+	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics))}
 	for name, t := range m.topics {
-		snap.partitions[name] = t.meta.Partitions
+		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...)}
+		snap.topics[name] = st
+		snap.byID[t.id] = st
 	}
 	m.cfg.Catalog.p.Store(snap)
+	m.cfg.Catalog.loadedOnce.Do(func() { close(m.cfg.Catalog.loaded) })
 }

@@ -1,0 +1,154 @@
+package conn
+
+import (
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/actor"
+)
+
+// What the data handlers (00 Produce, 02 ListOffsets) share: a request's partitions are
+// asked of their partition actors directly, named by the published catalogue
+// (partition.Catalog), and the answers are gathered here, in the connection actor: no
+// hop through the topics manager and no actor spawned per request. The connection is
+// the one sender of its requests' parts, so pipelined produces reach each partition in
+// the order they were sent (a mailbox keeps one sender's order).
+
+// partGather is one request's questions to partition actors.
+type partGather struct {
+	call    *Call
+	results []any
+	to      []*actor.PID // who owes results[i]; nil when answered or preset
+	ids     []uint64     // the promise results[i] is answered through
+	left    int
+	missing func(i int) any // the answer of a partition that timed out or stopped
+	finish  func(results []any) kmsg.Response
+	cancel  actor.Cancel
+	done    bool
+}
+
+// gatherExpired: a gather's timeout passed.
+type gatherExpired struct{ g *partGather }
+
+// newGather makes a gather of n answers for c; results preset by the caller stay.
+func (a *connActor) newGather(c *Call, n int, missing func(int) any, finish func([]any) kmsg.Response) *partGather {
+	return &partGather{call: c, results: make([]any, n), to: make([]*actor.PID, n), ids: make([]uint64, n),
+		missing: missing, finish: finish}
+}
+
+// ask sends partition to its question for g's answer i.
+func (a *connActor) ask(g *partGather, i int, to *actor.PID, msg func(actor.Promise) any) {
+	pr := a.awaiting.Await(a.ctx, pending{g: g, i: i})
+	g.to[i], g.ids[i] = to, pr.ID()
+	g.left++
+	a.watchPartition(to)
+	a.ctx.Send(to, msg(pr))
+}
+
+// start waits for g's answers, at most timeout; with none asked it finishes at once.
+func (a *connActor) start(g *partGather, timeout time.Duration) {
+	if g.left == 0 {
+		a.finishGather(g)
+		return
+	}
+	if a.gathers == nil {
+		a.gathers = map[*partGather]struct{}{}
+	}
+	a.gathers[g] = struct{}{}
+	g.cancel = actor.After(a.ctx, timeout, &gatherExpired{g: g})
+}
+
+// watchPartition asks to hear when a partition actor stops (its topic deleted), once
+// per connection: a question sent to it is then not waited for in vain.
+func (a *connActor) watchPartition(pid *actor.PID) {
+	if _, ok := a.watched[pid.Id]; ok {
+		return
+	}
+	if a.watched == nil {
+		a.watched = map[string]*actor.PID{}
+	}
+	a.watched[pid.Id] = pid
+	a.ctx.Watch(pid)
+}
+
+func (a *connActor) onGatherAnswer(g *partGather, i int, v any) {
+	if g.done || g.to[i] == nil {
+		return
+	}
+	g.to[i] = nil
+	g.results[i] = v
+	if g.left--; g.left == 0 {
+		a.finishGather(g)
+	}
+}
+
+// onPartitionStopped gives the questions a stopped partition still owed their missing
+// answer.
+func (a *connActor) onPartitionStopped(who *actor.PID) {
+	delete(a.watched, who.Id)
+	for g := range a.gathers {
+		for i, to := range g.to {
+			if to != nil && to.Id == who.Id {
+				a.awaiting.Take(&actor.Settled{ID: g.ids[i]})
+				g.to[i] = nil
+				g.results[i] = g.missing(i)
+				g.left--
+			}
+		}
+		if g.left == 0 {
+			a.finishGather(g)
+		}
+	}
+}
+
+// finishGather answers g's call once: what never came gets its missing answer.
+func (a *connActor) finishGather(g *partGather) {
+	if g.done {
+		return
+	}
+	g.done = true
+	delete(a.gathers, g)
+	if g.cancel != nil {
+		g.cancel()
+	}
+	for i, to := range g.to {
+		if to != nil {
+			a.awaiting.Take(&actor.Settled{ID: g.ids[i]})
+			g.to[i] = nil
+			g.results[i] = g.missing(i)
+		}
+	}
+	var resp kmsg.Response
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				a.log.Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
+					Msg("response conversion panicked; closing connection")
+				a.stopped.Store(true)
+				a.ctx.Stop(a.self)
+			}
+		}()
+		resp = g.finish(g.results)
+	}()
+	if resp != nil {
+		a.complete(g.call, resp)
+	}
+}
+
+// stopGathers drops every gather and watch of a stopping connection.
+func (a *connActor) stopGathers() {
+	for g := range a.gathers {
+		g.done = true
+		if g.cancel != nil {
+			g.cancel()
+		}
+	}
+	a.gathers = nil
+	for _, pid := range a.watched {
+		a.ctx.Unwatch(pid)
+	}
+	a.watched = nil
+}
