@@ -2,7 +2,6 @@ package offsets
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
@@ -25,9 +25,9 @@ func seqFrame(seq uint64, payloads ...[]byte) []byte {
 		body = binary.BigEndian.AppendUint32(body, uint32(len(p)))
 		body = append(body, p...)
 	}
-	var h [frameHeader]byte
-	binary.BigEndian.PutUint32(h[0:4], uint32(len(body))|frameSeqFlag)
-	binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(body, crcTable))
+	var h [journal.FrameHeader]byte
+	binary.BigEndian.PutUint32(h[0:4], uint32(len(body))|journal.SeqFlag)
+	binary.BigEndian.PutUint32(h[4:8], journal.Checksum(body))
 	return append(h[:], body...)
 }
 
@@ -72,7 +72,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 			if out.Next != 7 {
 				t.Fatalf("next seq %d, want 7", out.Next)
 			}
-			marker := filepath.Join(QuarantineDir(jdir), segmentName(1)+heldSuffix)
+			marker := filepath.Join(QuarantineDir(jdir), journal.SegmentName(1)+heldSuffix)
 			// The segment's groups, and "lonely", whose only record is in the damaged
 			// frame: the damaged bytes still name it.
 			held := []string{"a", "b", "c", "lonely"}
@@ -87,7 +87,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 			if _, err := os.Stat(path); !os.IsNotExist(err) {
 				t.Fatalf("damaged segment left in the journal (err %v)", err)
 			}
-			if b, err := os.ReadFile(filepath.Join(QuarantineDir(jdir), segmentName(1))); err != nil || len(b) != len(seg) {
+			if b, err := os.ReadFile(filepath.Join(QuarantineDir(jdir), journal.SegmentName(1))); err != nil || len(b) != len(seg) {
 				t.Fatalf("damaged segment not kept whole in quarantine: %d bytes, %v", len(b), err)
 			}
 			if _, err := os.Stat(marker); err != nil {
@@ -141,7 +141,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 	})
 }
 
-// TestJournalWritesSeqFrames: what the journal writes reads back through scanSegment
+// TestJournalWritesSeqFrames: what the journal writes reads back through journal.ScanSegment
 // with each record's sequence number.
 func TestJournalWritesSeqFrames(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptNever)
@@ -152,15 +152,15 @@ func TestJournalWritesSeqFrames(t *testing.T) {
 	}
 	var seqs []uint64
 	for _, name := range j.segmentFiles() {
-		first, _ := parseSegmentName(name)
+		first, _ := journal.ParseSegmentName(name)
 		b, err := os.ReadFile(filepath.Join(j.jdir, name))
 		must(t, err)
-		sc := scanSegment(b, first)
-		if sc.tail >= 0 || len(sc.damaged) > 0 {
-			t.Fatalf("segment %s: tail %d damaged %+v", name, sc.tail, sc.damaged)
+		sc := journal.ScanSegment(b, first)
+		if sc.Tail >= 0 || len(sc.Damaged) > 0 {
+			t.Fatalf("segment %s: tail %d damaged %+v", name, sc.Tail, sc.Damaged)
 		}
-		for _, r := range sc.records {
-			seqs = append(seqs, r.seq)
+		for _, r := range sc.Records {
+			seqs = append(seqs, r.Seq)
 		}
 	}
 	if !slices.Equal(seqs, []uint64{1, 2, 3}) {
@@ -211,31 +211,4 @@ func TestJournalFailedWritesLeaveNoFiles(t *testing.T) {
 			t.Fatalf("commit once the disk takes writes: %v", got)
 		}
 	}
-}
-
-// FuzzScanSegment: any bytes scan without a panic, and what is read is in order: each
-// record's sequence number after the one before, and the damaged ranges between them.
-func FuzzScanSegment(f *testing.F) {
-	r := []byte(`{"group":"g","ops":[{"set":[{"topic":"t","partition":0,"offset":1,"leader_epoch":-1,"metadata":"","commit_time":0,"expire_time":0}]}]}`)
-	f.Add(slices.Concat(seqFrame(1, r), seqFrame(2, r, r), seqFrame(4, r)))
-	f.Add(slices.Concat(seqFrame(1, r), []byte{0x80, 0, 0, 9, 1, 2, 3}, seqFrame(3, r), make([]byte, 64)))
-	f.Add(frames(r, r))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		sc := scanSegment(b, 1)
-		last := uint64(0)
-		for _, rec := range sc.records {
-			if rec.seq <= last && last != 0 || len(rec.data) == 0 {
-				t.Fatalf("record seq %d after %d (%d bytes)", rec.seq, last, len(rec.data))
-			}
-			last = rec.seq
-		}
-		if sc.next < last+1 && len(sc.records) > 0 {
-			t.Fatalf("next %d, last record %d", sc.next, last)
-		}
-		for _, d := range sc.damaged {
-			if d.from >= d.to || d.to > len(b) || d.upTo < d.lost {
-				t.Fatalf("damaged range %+v in %d bytes", d, len(b))
-			}
-		}
-	})
 }

@@ -3,22 +3,20 @@ package offsets
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/logs"
 	"kaas/storage"
 )
@@ -33,19 +31,11 @@ import (
 // A segment is deleted once every group with a record in it has checkpointed past it;
 // at start the broker replays what is left (ReplayJournal) before it serves.
 //
-// Segments are files named after the sequence number of their first record
-// (00000000000000000001.log). Each write is one frame holding the batch's records:
-//
-//	length uint32 (top bit set: frameSeqFlag) | crc32c(payload) uint32 | payload (length bytes)
-//	payload: first record's sequence number uint64 | { record length uint32 | record (encodeRecord) } ...
-//
-// big-endian. Segments are zero-filled ahead of use (see journal.spare). A frame that is
-// empty, short or fails its checksum ends what replay reads of a segment when nothing
-// valid follows it: the unused, zeroed end of the segment, the tail of a write a crash
-// cut short, or of a write that failed (the journal then goes on in a new segment, so
-// nothing valid follows a bad frame it wrote). A valid frame with a later sequence
-// number after a bad one means damage in the middle (scanSegment): every valid frame
-// replays and the segment's groups are held (Replay).
+// Each write is one frame holding the batch's records (encodeRecord), in segments named
+// after the sequence number of their first record, zero-filled ahead of use (see
+// journalActor.spare): the format, and how a torn tail is told from damage in the middle,
+// are package actors/journal's. Replay holds the groups of a segment damaged in the
+// middle.
 
 // JournalDir is the journal directory of node under the broker's data.dir. Each broker
 // has its own, so brokers sharing a volume never write the same file.
@@ -55,13 +45,6 @@ func JournalDir(dataDir string, node int32) string {
 
 // DefaultSegmentBytes is the size after which the journal starts a new segment.
 const DefaultSegmentBytes = 16 << 20
-
-const (
-	segmentSuffix = ".log"
-	frameHeader   = 8
-)
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // JournalConfig is everything the journal actor needs.
 type JournalConfig struct {
@@ -177,7 +160,7 @@ func JournalProps(cfg JournalConfig) *actor.Props {
 		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
 	return actor.PropsOf(func() actor.Actor {
-		return &journal{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
+		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
 			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
 	})
 }
@@ -200,10 +183,10 @@ type segment struct {
 	damaged bool
 }
 
-// journal is the actor that owns the journal directory. Its Receive blocks on the write
+// journalActor is the actor that owns the journal directory. Its Receive blocks on the write
 // and fsync of a batch (the offsets actors' planned exception to non-blocking Receives):
 // meanwhile new appends pile up in its mailbox and all go into the next write.
-type journal struct {
+type journalActor struct {
 	cfg JournalConfig
 	log zerolog.Logger
 
@@ -261,7 +244,7 @@ type spareReady struct {
 // spareMarker names spare segment files: spare-<n>.tmp. ReplayJournal removes leftovers.
 const spareMarker = "spare-"
 
-func (j *journal) Receive(ctx actor.Context) {
+func (j *journalActor) Receive(ctx actor.Context) {
 	defer j.survive()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
@@ -342,7 +325,7 @@ func (j *journal) Receive(ctx actor.Context) {
 // journal would lose its sequence numbers and which groups pin which segment, which is
 // what keeps acknowledged records from being deleted or overwritten. The batch being
 // written gets the error and the journal goes on in a new segment.
-func (j *journal) survive() {
+func (j *journalActor) survive() {
 	r := recover()
 	if r == nil {
 		return
@@ -364,7 +347,7 @@ func (j *journal) survive() {
 }
 
 // flush writes every queued record with one write and one fsync, then answers each.
-func (j *journal) flush(ctx actor.Context) {
+func (j *journalActor) flush(ctx actor.Context) {
 	batch := j.queue
 	j.queue = nil
 	if len(batch) == 0 {
@@ -376,15 +359,12 @@ func (j *journal) flush(ctx actor.Context) {
 	// One frame for the whole batch: a write cut short never leaves some of its records
 	// valid, so a batch answered with an error is not replayed in part.
 	// The frame carries the sequence number of its first record, so that replay can tell
-	// damage in the middle of a segment from a torn tail (scanSegment).
-	j.buf = append(j.buf[:0], make([]byte, frameHeader+frameSeqBytes)...)
+	// damage in the middle of a segment from a torn tail (journal.ScanSegment).
+	j.buf = journal.StartFrame(j.buf)
 	for _, a := range batch {
-		j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(a.Data)))
-		j.buf = append(j.buf, a.Data...)
+		j.buf = journal.AppendRecord(j.buf, a.Data)
 	}
-	binary.BigEndian.PutUint64(j.buf[frameHeader:], j.next)
-	binary.BigEndian.PutUint32(j.buf[0:4], uint32(len(j.buf)-frameHeader)|frameSeqFlag)
-	binary.BigEndian.PutUint32(j.buf[4:8], crc32.Checksum(j.buf[frameHeader:], crcTable))
+	journal.FinishFrame(j.buf, j.next)
 	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
 		j.closeActive() // full: the batch goes to the next segment
 	}
@@ -439,7 +419,7 @@ func (j *journal) flush(ctx actor.Context) {
 // open starts a new segment when there is none: the spare renamed to the segment's name
 // (or, without a spare, a new empty file), made durable in the directory before any
 // record is acknowledged from it.
-func (j *journal) open(ctx actor.Context) error {
+func (j *journalActor) open(ctx actor.Context) error {
 	if j.f != nil {
 		return nil
 	}
@@ -458,7 +438,7 @@ func (j *journal) open(ctx actor.Context) error {
 		}
 		j.dirReady = true
 	}
-	name := segmentName(j.next)
+	name := journal.SegmentName(j.next)
 	path := filepath.Join(j.cfg.Dir, name)
 	prealloc := false
 	if spare := j.spare; spare != "" {
@@ -498,7 +478,7 @@ func (j *journal) open(ctx actor.Context) error {
 // one), the unsaved state of groups whose file it could not write (retried like any
 // other), and the held groups. The first segment is not made until the first append: a
 // broker with no commits reserves no space.
-func (j *journal) adopt(ctx actor.Context) {
+func (j *journalActor) adopt(ctx actor.Context) {
 	r := j.cfg.Replayed
 	if r == nil {
 		return
@@ -514,7 +494,7 @@ func (j *journal) adopt(ctx actor.Context) {
 }
 
 // prepareSpare zero-fills the next segment on a goroutine of its own.
-func (j *journal) prepareSpare(ctx actor.Context) {
+func (j *journalActor) prepareSpare(ctx actor.Context) {
 	if j.preparing || j.spare != "" || j.stopped {
 		return
 	}
@@ -536,7 +516,7 @@ func (j *journal) prepareSpare(ctx actor.Context) {
 	})
 }
 
-func (j *journal) onSpare(m *spareReady) {
+func (j *journalActor) onSpare(m *spareReady) {
 	j.preparing = false
 	switch {
 	case m.err != nil:
@@ -580,7 +560,7 @@ func zeroFill(fsys storage.FS, path string, size int64) error {
 
 // closeActive ends the active segment: it joins the closed ones, to be deleted once
 // its groups have checkpointed.
-func (j *journal) closeActive() {
+func (j *journalActor) closeActive() {
 	if j.f == nil {
 		return
 	}
@@ -606,7 +586,7 @@ func (j *journal) closeActive() {
 // checkpointed unpins group's records up to seq and deletes the oldest closed segments
 // that pin nothing. Segments go oldest first only: what is left is always every record
 // since some point, which is what makes replay right.
-func (j *journal) checkpointed(group string, seq uint64) {
+func (j *journalActor) checkpointed(group string, seq uint64) {
 	if group != "" {
 		for _, s := range j.closed {
 			if last, ok := s.groups[group]; ok && last <= seq {
@@ -633,7 +613,7 @@ func (j *journal) checkpointed(group string, seq uint64) {
 
 // onUnsaved keeps the state a group's actor could not write (the newest, by seq) and
 // arms the retry.
-func (j *journal) onUnsaved(ctx actor.Context, m *Unsaved) {
+func (j *journalActor) onUnsaved(ctx actor.Context, m *Unsaved) {
 	if old := j.unsaved[m.Group]; old != nil && m.seq < old.seq {
 		return
 	}
@@ -644,14 +624,14 @@ func (j *journal) onUnsaved(ctx actor.Context, m *Unsaved) {
 	j.armRetry(ctx)
 }
 
-func (j *journal) armRetry(ctx actor.Context) {
+func (j *journalActor) armRetry(ctx actor.Context) {
 	if j.retryCancel == nil && !j.stopped {
 		j.retryCancel = actor.After(ctx, j.cfg.UnsavedRetry, &retryUnsaved{})
 	}
 }
 
 // answerClaim hands a group's unsaved state, if any, to the group's new actor.
-func (j *journal) answerClaim(m *Claim) {
+func (j *journalActor) answerClaim(m *Claim) {
 	u := j.unsaved[m.Group]
 	if u != nil {
 		if j.handed == nil {
@@ -672,7 +652,7 @@ type unsavedRound struct {
 
 // retryRound writes, one after another on a goroutine, the files of the unsaved groups
 // no actor has claimed.
-func (j *journal) retryRound(ctx actor.Context) {
+func (j *journalActor) retryRound(ctx actor.Context) {
 	if j.retriesDone != nil || j.stopped {
 		return
 	}
@@ -700,7 +680,7 @@ func (j *journal) retryRound(ctx actor.Context) {
 
 // onUnsavedRound unpins what a retry round wrote, answers the claims that waited for it
 // and arms the next round if anything is left.
-func (j *journal) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
+func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 	j.retriesDone = nil
 	var failed []string
 	var firstErr error
@@ -729,7 +709,7 @@ func (j *journal) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 }
 
 // retryable is the unsaved state no actor has claimed, which the journal writes itself.
-func (j *journal) retryable() []*Unsaved {
+func (j *journalActor) retryable() []*Unsaved {
 	var out []*Unsaved
 	for g, u := range j.unsaved {
 		if u.write != nil && j.handed[g] != u {
@@ -739,14 +719,14 @@ func (j *journal) retryable() []*Unsaved {
 	return out
 }
 
-func (j *journal) fail(batch []*Append, err error) {
+func (j *journalActor) fail(batch []*Append, err error) {
 	for _, a := range batch {
 		a.Done <- Appended{Err: err}
 		a.Reply.Resolve(nil)
 	}
 }
 
-func (j *journal) status() *JournalStatus {
+func (j *journalActor) status() *JournalStatus {
 	st := &JournalStatus{Pinned: map[string][]string{}}
 	segs := j.closed
 	if j.active != nil {
@@ -759,163 +739,6 @@ func (j *journal) status() *JournalStatus {
 		}
 	}
 	return st
-}
-
-func segmentName(first uint64) string {
-	return fmt.Sprintf("%020d%s", first, segmentSuffix)
-}
-
-// parseSegmentName is the first sequence number of a segment file name.
-func parseSegmentName(name string) (uint64, bool) {
-	digits, ok := strings.CutSuffix(name, segmentSuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	return n, err == nil && n > 0
-}
-
-// frameSeqFlag, set in a frame's length word, says that the payload starts with the
-// sequence number of the frame's first record (uint64, covered by the checksum). The
-// journal writes every frame so; frames without it (written before) are read in order,
-// their sequence numbers counted from the segment's name. The number is what tells rot in
-// the middle of a segment from a torn tail: after a bad frame, a valid frame with a later
-// sequence number proves that the bad one was not the last write.
-const frameSeqFlag = 1 << 31
-
-// frameSeqBytes is the sequence number at the start of a flagged frame's payload.
-const frameSeqBytes = 8
-
-// readFrames returns the records of a segment's frames up to the first bad one, in
-// order, and where that is (len(b) when the segment is whole).
-func readFrames(b []byte) (records [][]byte, end int) {
-	expect := uint64(1)
-	for end < len(b) {
-		seq, recs, n, ok := parseFrame(b[end:], expect, false, 0)
-		if !ok {
-			return records, end
-		}
-		records = append(records, recs...)
-		expect = seq + uint64(len(recs))
-		end += n
-	}
-	return records, end
-}
-
-// parseFrame reads the frame at the start of b: the sequence number of its first record
-// (expect for a frame without one), its records and its length. A frame is valid when its
-// length fits, its checksum matches, its records fill it exactly and its sequence number
-// is not before expect. flagged accepts only frames that carry their sequence number, at
-// most maxSeq (a scan past a bad frame, where the count of records in between is unknown
-// but no more than the bytes in between: the bound rejects almost every position of
-// garbage before its checksum is computed).
-func parseFrame(b []byte, expect uint64, flagged bool, maxSeq uint64) (seq uint64, recs [][]byte, size int, ok bool) {
-	if len(b) < frameHeader {
-		return 0, nil, 0, false
-	}
-	word := binary.BigEndian.Uint32(b[0:4])
-	hasSeq := word&frameSeqFlag != 0
-	n := int(word &^ frameSeqFlag)
-	if flagged && !hasSeq {
-		return 0, nil, 0, false
-	}
-	if n == 0 || n > len(b)-frameHeader || (hasSeq && n <= frameSeqBytes) {
-		// No frame is empty: zeros are the unused end of a preallocated segment.
-		return 0, nil, 0, false
-	}
-	p := b[frameHeader : frameHeader+n]
-	seq = expect
-	if hasSeq {
-		seq = binary.BigEndian.Uint64(p)
-		if seq < expect || (flagged && seq > maxSeq) {
-			return 0, nil, 0, false
-		}
-	}
-	if crc32.Checksum(p, crcTable) != binary.BigEndian.Uint32(b[4:8]) {
-		return 0, nil, 0, false
-	}
-	if hasSeq {
-		p = p[frameSeqBytes:]
-	}
-	recs, ok = splitRecords(p)
-	if !ok {
-		return 0, nil, 0, false
-	}
-	return seq, recs, frameHeader + n, true
-}
-
-// scannedRecord is one record of a segment and its sequence number.
-type scannedRecord struct {
-	data []byte
-	seq  uint64
-}
-
-// damagedRange is a part of a segment that holds no valid frame and is followed by a
-// valid one with a later sequence number: not a torn write (that can only be the last
-// frame) but damage to bytes that were once a durable write. Records from lost up to the
-// next valid frame's are gone, each of them acknowledged to a client.
-type damagedRange struct {
-	from, to   int    // bytes [from, to) of the segment
-	lost, upTo uint64 // the records [lost, upTo) are in it
-	groups     []string
-}
-
-// scanned is a segment as read by scanSegment.
-type scanned struct {
-	records []scannedRecord
-	next    uint64 // the sequence number after the last valid record
-	tail    int    // where a torn tail starts (bytes neither zero nor followed by a valid frame); -1 when none
-	damaged []damagedRange
-}
-
-// scanSegment reads every valid frame of a segment whose first record is first. At a bad
-// frame it looks further for a valid frame with a later sequence number: one found means
-// the bytes in between are damaged (the frames after them are read on); none found, the
-// bad frame is the tail of the last write, cut short by a crash or failed, and the
-// segment ends there. A bad frame followed by zeros alone is such a tail too, also when a
-// bit flipped in what was the last frame: that cannot be told from a torn write.
-func scanSegment(b []byte, first uint64) scanned {
-	sc := scanned{next: first, tail: -1}
-	for pos := 0; pos < len(b); {
-		seq, recs, n, ok := parseFrame(b[pos:], sc.next, false, 0)
-		if ok {
-			for i, r := range recs {
-				sc.records = append(sc.records, scannedRecord{data: r, seq: seq + uint64(i)})
-			}
-			sc.next = seq + uint64(len(recs))
-			pos += n
-			continue
-		}
-		if allZero(b[pos:]) {
-			break
-		}
-		q, qseq := findFrame(b, pos, sc.next)
-		if q < 0 {
-			sc.tail = pos
-			break
-		}
-		sc.damaged = append(sc.damaged, damagedRange{from: pos, to: q, lost: sc.next, upTo: qseq, groups: groupsIn(b[pos:q])})
-		sc.next = qseq
-		pos = q
-	}
-	return sc
-}
-
-// findFrame is the first position after bad, where a frame failed, at which a frame with
-// its sequence number is valid, and that number; -1 when there is none. The number is not
-// before expect, and at most expect plus the bytes from bad: every record lost in between
-// took more than a byte.
-func findFrame(b []byte, bad int, expect uint64) (int, uint64) {
-	for q := bad + 1; q+frameHeader <= len(b); q++ {
-		if b[q]&0x80 == 0 {
-			// Not a flagged length word: zeros and JSON text are passed over at once.
-			continue
-		}
-		if seq, _, _, ok := parseFrame(b[q:], expect, true, expect+uint64(q-bad)); ok {
-			return q, seq
-		}
-	}
-	return -1, 0
 }
 
 // groupsIn reads the group ids that damaged bytes still show: every record starts with
@@ -938,21 +761,4 @@ func groupsIn(b []byte) []string {
 			out = append(out, string(g))
 		}
 	}
-}
-
-// splitRecords splits a frame's payload into its records.
-func splitRecords(p []byte) ([][]byte, bool) {
-	var recs [][]byte
-	for len(p) > 0 {
-		if len(p) < 4 {
-			return nil, false
-		}
-		n := int(binary.BigEndian.Uint32(p))
-		if n == 0 || n > len(p)-4 {
-			return nil, false
-		}
-		recs = append(recs, p[4:4+n])
-		p = p[4+n:]
-	}
-	return recs, len(recs) > 0
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
@@ -151,7 +152,7 @@ func segmentFilesIn(t *testing.T, dir string) []string {
 	}
 	var segs []string
 	for _, n := range names {
-		if _, ok := parseSegmentName(n); ok {
+		if _, ok := journal.ParseSegmentName(n); ok {
 			segs = append(segs, n)
 		}
 	}
@@ -285,7 +286,7 @@ func (j *journalHarness) hookSegments(other func(storage.Op, string) error, hold
 }
 
 func (s *segmentHook) before(op storage.Op, path string) error {
-	segment := strings.HasSuffix(path, segmentSuffix)
+	segment := strings.HasSuffix(path, journal.SegmentSuffix)
 	armed := false
 	if segment {
 		// Armed before a hold, as FaultFS checks FailNext before Before: a step held
@@ -844,7 +845,7 @@ func TestJournalPanicAnswersBatch(t *testing.T) {
 	}
 	var once sync.Once
 	j.hookSegments(func(op storage.Op, path string) error {
-		if op == storage.OpWrite && strings.HasSuffix(path, segmentSuffix) {
+		if op == storage.OpWrite && strings.HasSuffix(path, journal.SegmentSuffix) {
 			once.Do(func() { panic("journal write bug") })
 		}
 		return nil

@@ -139,6 +139,11 @@ func decodeRecord(b []byte) (string, []op, error) {
 		if n != 1 {
 			return "", nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", logs.ID(string(*r.Group)), i, n)
 		}
+		// The journal never writes an empty set or del (the encoder leaves it out):
+		// taken, it would make a record that encodes to one that does not decode.
+		if (o.Set != nil && len(o.Set) == 0) || (o.Del != nil && len(o.Del) == 0) {
+			return "", nil, fmt.Errorf("decode journal record of group %q: op %d is empty", logs.ID(string(*r.Group)), i)
+		}
 	}
 	return string(*r.Group), r.Ops, nil
 }

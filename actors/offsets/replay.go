@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"kaas/actors/journal"
 	"kaas/logs"
 	"kaas/storage"
 )
@@ -88,7 +89,7 @@ const (
 // goes to the journal (Replayed.Unsaved), which serves it through the group's actor and
 // writes the file once it can, and the segments stay until then.
 //
-// A segment damaged in the middle (scanSegment: a bad frame with valid frames after it)
+// A segment damaged in the middle (journal.ScanSegment: a bad frame with valid frames after it)
 // has every valid frame applied; the records in the damaged bytes are lost. Which groups
 // they were is not knowable in general, so every group with a record in the segment,
 // and every group id still readable in the damaged bytes, is held: it answers
@@ -124,7 +125,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	}
 	var segs []*seg
 	for _, n := range names {
-		if first, ok := parseSegmentName(n); ok {
+		if first, ok := journal.ParseSegmentName(n); ok {
 			segs = append(segs, &seg{name: n, first: first, groups: map[string]uint64{}})
 		} else if strings.HasPrefix(n, spareMarker) && strings.HasSuffix(n, ".tmp") {
 			// A spare segment being zero-filled when the broker stopped.
@@ -150,13 +151,13 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read journal segment %s: %w", path, err)
 		}
-		sc := scanSegment(b, s.first)
-		if sc.tail >= 0 {
-			log.Warn().Str("segment", s.name).Int("valid_bytes", sc.tail).Int("size", len(b)).
+		sc := journal.ScanSegment(b, s.first)
+		if sc.Tail >= 0 {
+			log.Warn().Str("segment", s.name).Int("valid_bytes", sc.Tail).Int("size", len(b)).
 				Msg("offsets_journal_tail_ignored")
 		}
-		for i, r := range sc.records {
-			group, ops, err := decodeRecord(r.data)
+		for i, r := range sc.Records {
+			group, ops, err := decodeRecord(r.Data)
 			if err != nil {
 				return nil, fmt.Errorf("journal segment %s record %d: %w", path, i, err)
 			}
@@ -164,12 +165,12 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 				order = append(order, group)
 			}
 			records[group] = append(records[group], ops)
-			raw[group] = append(raw[group], r.data)
-			s.groups[group], lastSeq[group] = r.seq, r.seq
+			raw[group] = append(raw[group], r.Data)
+			s.groups[group], lastSeq[group] = r.Seq, r.Seq
 		}
-		if len(sc.damaged) > 0 {
+		if len(sc.Damaged) > 0 {
 			s.damaged = true
-			held, err := holdDamaged(fsys, journalDir, s.name, sc, s.groups, cfg.Metrics, log)
+			held, err := holdDamaged(fsys, journalDir, s.name, b, sc, s.groups, cfg.Metrics, log)
 			if err != nil {
 				return nil, err
 			}
@@ -177,8 +178,8 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 				out.Held[g] = append(out.Held[g], filepath.Join(QuarantineDir(journalDir), s.name+heldSuffix))
 			}
 		}
-		total += len(sc.records)
-		next = max(next, sc.next)
+		total += len(sc.Records)
+		next = max(next, sc.Next)
 	}
 	unapplied := 0
 	var written []string
@@ -312,7 +313,7 @@ func logIDs(groups []string) []string {
 // groups it holds: those with valid records in it and those still named in the damaged
 // bytes. The list is written before the marker, both durably, so that a crash leaves
 // either no marker (the segment is still in place and found damaged again) or both.
-func holdDamaged(fsys storage.FS, journalDir, name string, sc scanned, segGroups map[string]uint64, m *Metrics, log zerolog.Logger) ([]string, error) {
+func holdDamaged(fsys storage.FS, journalDir, name string, b []byte, sc journal.Scanned, segGroups map[string]uint64, m *Metrics, log zerolog.Logger) ([]string, error) {
 	seen := map[string]bool{}
 	var groups []string
 	add := func(g string) {
@@ -323,12 +324,12 @@ func holdDamaged(fsys storage.FS, journalDir, name string, sc scanned, segGroups
 	}
 	lost := uint64(0)
 	hg := heldGroups{Segment: name}
-	for _, d := range sc.damaged {
-		for _, g := range d.groups {
+	for _, d := range sc.Damaged {
+		for _, g := range groupsIn(b[d.From:d.To]) {
 			add(g)
 		}
-		lost += d.upTo - d.lost
-		hg.Lost = append(hg.Lost, [2]uint64{d.lost, d.upTo - 1})
+		lost += d.UpTo - d.Lost
+		hg.Lost = append(hg.Lost, [2]uint64{d.Lost, d.UpTo - 1})
 	}
 	named := make([]string, 0, len(segGroups))
 	for g := range segGroups {
@@ -341,7 +342,7 @@ func holdDamaged(fsys storage.FS, journalDir, name string, sc scanned, segGroups
 	for _, g := range groups {
 		hg.Groups = append(hg.Groups, jsonString(g))
 	}
-	m.journalCorrupt(len(sc.damaged))
+	m.journalCorrupt(len(sc.Damaged))
 	dir := QuarantineDir(journalDir)
 	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -359,8 +360,8 @@ func holdDamaged(fsys storage.FS, journalDir, name string, sc scanned, segGroups
 	if err := storage.WriteFileAtomic(fsys, dir, name+heldSuffix, []byte(note)); err != nil {
 		return nil, fmt.Errorf("write hold marker of damaged journal segment %s: %w", name, err)
 	}
-	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.damaged)).Uint64("records_lost", lost).
-		Int("valid_records", len(sc.records)).Int("groups_held", len(groups)).Strs("groups", logIDs(groups)).
+	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.Damaged)).Uint64("records_lost", lost).
+		Int("valid_records", len(sc.Records)).Int("groups_held", len(groups)).Strs("groups", logIDs(groups)).
 		Str("marker", filepath.Join(dir, name+heldSuffix)).
 		Msg("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed")
 	return groups, nil
@@ -484,14 +485,4 @@ func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]byte) (st
 		return "", fmt.Errorf("save unapplied journal records of group %q: %w", group, err)
 	}
 	return filepath.Join(dir, name), nil
-}
-
-// allZero reports whether b is the unused, zero-filled end of a preallocated segment.
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
@@ -26,9 +26,9 @@ import (
 func frame(payload []byte) []byte {
 	body := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
 	body = append(body, payload...)
-	var h [frameHeader]byte
+	var h [journal.FrameHeader]byte
 	binary.BigEndian.PutUint32(h[0:4], uint32(len(body)))
-	binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(body, crcTable))
+	binary.BigEndian.PutUint32(h[4:8], journal.Checksum(body))
 	return append(h[:], body...)
 }
 
@@ -82,7 +82,7 @@ func clearOp() op { return op{Clear: true} }
 func writeSegment(t *testing.T, dir string, first uint64, data []byte) string {
 	t.Helper()
 	must(t, os.MkdirAll(dir, 0o755))
-	path := filepath.Join(dir, segmentName(first))
+	path := filepath.Join(dir, journal.SegmentName(first))
 	must(t, os.WriteFile(path, data, 0o644))
 	return path
 }
@@ -160,9 +160,9 @@ func TestReplayAfterCrash(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(jdir, s))
 		must(t, err)
 		saved[s] = b
-		first, _ := parseSegmentName(s)
-		payloads, end := readFrames(b)
-		if end != len(b) && !allZero(b[end:]) {
+		first, _ := journal.ParseSegmentName(s)
+		payloads, end := journal.ReadFrames(b)
+		if end != len(b) && !journal.AllZero(b[end:]) {
 			t.Fatalf("segment %s of acknowledged records has a torn tail at %d of %d", s, end, len(b))
 		}
 		last = max(last, first+uint64(len(payloads))-1)
@@ -326,7 +326,7 @@ func TestReplayTornTail(t *testing.T) {
 	whole := frames(r1, r2)
 	badCRC := frame(r3)
 	badCRC[len(badCRC)-1] ^= 0xff
-	headerOnly := frame(r3)[:frameHeader]
+	headerOnly := frame(r3)[:journal.FrameHeader]
 	zeros := make([]byte, 4096)
 	two := map[TopicPartition]int64{{"t", 0}: 1, {"t", 1}: 2}
 	for _, tc := range []struct {
@@ -337,7 +337,7 @@ func TestReplayTornTail(t *testing.T) {
 		warn bool
 	}{
 		{"whole", nil, two, 3, false},
-		{"cut short", frame(r3)[:frameHeader+len(r3)/2], two, 3, true},
+		{"cut short", frame(r3)[:journal.FrameHeader+len(r3)/2], two, 3, true},
 		{"header only", headerOnly, two, 3, true},
 		{"half a header", frame(r3)[:7], two, 3, true},
 		{"bad checksum", badCRC, two, 3, true},
@@ -408,6 +408,7 @@ func TestReplayTornTail(t *testing.T) {
 		"unknown field": []byte(`{"group":"g","ops":[],"extra":1}`),
 		"no group":      []byte(`{"ops":[]}`),
 		"two changes":   []byte(`{"group":"g","ops":[{"set":[],"clear":true}]}`),
+		"empty set":     []byte(`{"group":"g","ops":[{"set":[]}]}`),
 		"trailing data": []byte(`{"group":"g","ops":[]} {}`),
 		"negative part": encRecord(t, "g", setOp(Entry{TopicPartition{"t", -1}, Committed{}})),
 		"bad meta":      encRecord(t, "g", op{Meta: []byte(`{"protocol_type":"c","generation":1,"empty_since":0,"members":[{"member_id":"m"}]}`)}),
@@ -597,25 +598,25 @@ func TestBatchFrameIsAllOrNothing(t *testing.T) {
 	body = binary.BigEndian.AppendUint32(body, uint32(len(r2)))
 	body = append(body, r2...)
 	mk := func(body []byte) []byte {
-		var h [frameHeader]byte
+		var h [journal.FrameHeader]byte
 		binary.BigEndian.PutUint32(h[0:4], uint32(len(body)))
-		binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(body, crcTable))
+		binary.BigEndian.PutUint32(h[4:8], journal.Checksum(body))
 		return append(h[:], body...)
 	}
 	whole := append(frame(r1), mk(body)...)
-	recs, end := readFrames(whole)
+	recs, end := journal.ReadFrames(whole)
 	if len(recs) != 3 || end != len(whole) || string(recs[2]) != string(r2) {
 		t.Fatalf("whole: %d records, end %d of %d", len(recs), end, len(whole))
 	}
 	for cut := len(frame(r1)) + 1; cut < len(whole); cut++ {
-		if recs, end := readFrames(whole[:cut]); len(recs) != 1 || end != len(frame(r1)) {
+		if recs, end := journal.ReadFrames(whole[:cut]); len(recs) != 1 || end != len(frame(r1)) {
 			t.Fatalf("cut at %d: %d records, end %d", cut, len(recs), end)
 		}
 	}
 	// Valid checksum, but the records' lengths do not add up to the frame.
 	bad := append(slices.Clone(body[:len(body)-1]), 0)
 	bad = binary.BigEndian.AppendUint32(bad, 7)
-	if recs, end := readFrames(append(frame(r1), mk(bad)...)); len(recs) != 1 || end != len(frame(r1)) {
+	if recs, end := journal.ReadFrames(append(frame(r1), mk(bad)...)); len(recs) != 1 || end != len(frame(r1)) {
 		t.Fatalf("malformed frame: %d records, end %d", len(recs), end)
 	}
 }
