@@ -1,8 +1,6 @@
 package group
 
 import (
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +10,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
+	"kaas/logs/logtest"
 	"kaas/storage"
 )
 
@@ -24,7 +23,7 @@ type harness struct {
 	cfg  ManagerConfig
 	dir  string
 	seq  atomic.Int64
-	logs *logSink
+	logs *logtest.Sink
 }
 
 func testSettings() Settings {
@@ -50,7 +49,7 @@ func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settin
 	if mutate != nil {
 		mutate(&s)
 	}
-	sink := &logSink{}
+	sink := &logtest.Sink{}
 	log := zerolog.New(sink).Level(zerolog.InfoLevel)
 	h := &harness{t: t, dir: dir, logs: sink}
 	h.cfg = ManagerConfig{
@@ -150,24 +149,6 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b)
-}
-
-// logSink keeps log lines for assertions.
-type logSink struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // liveActors counts the manager's live group actors.

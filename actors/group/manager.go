@@ -80,7 +80,7 @@ func ManagerProps(cfg ManagerConfig) *actor.Props {
 	}
 	log := cfg.Log.With().Str("actor", "groups").Logger()
 	strategy := actor.RestartChildren(cfg.MaxRestarts, cfg.RestartWindow, func(reason any) {
-		log.Warn().Interface("reason", reason).Msg("group actor failed; restarting it")
+		log.Warn().Interface("reason", reason).Msg("group_actor_failed_restarting")
 	})
 	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
 }
@@ -195,7 +195,7 @@ func (mg *manager) route(ctx actor.Context, r Request) {
 	if e == nil {
 		var err error
 		if e, err = mg.spawn(ctx, id); err != nil {
-			mg.log.Error().Err(err).Str("group", logs.ID(id)).Msg("group actor not started")
+			mg.log.Error().Err(err).Str("group", logs.ID(id)).Msg("group_actor_not_started")
 			r.fail(notAvailable)
 			return
 		}
@@ -278,7 +278,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	delete(mg.byPID, m.Who.Id)
 	delete(mg.groups, e.id)
 	if !e.stopping && !mg.closing {
-		mg.log.Error().Str("group", logs.ID(e.id)).Msg("group actor stopped after repeated failures")
+		mg.log.Error().Str("group", logs.ID(e.id)).Msg("group_actor_stopped_after_repeated_failures")
 	}
 	for _, r := range e.queue {
 		mg.route(ctx, r)
@@ -423,7 +423,7 @@ func (mg *manager) listed(r *ListGroups, v any) {
 	}
 	if files != nil {
 		if files.err != nil {
-			mg.log.Error().Err(files.err).Msg("offsets directory not listed")
+			mg.log.Error().Err(files.err).Msg("offsets_directory_not_listed")
 		}
 		for id, d := range files.types {
 			// Cache what was read, unless the group started (or passivated, with a newer
@@ -456,7 +456,7 @@ func (mg *manager) onSweepTick(ctx actor.Context) {
 	p := mg.ask(ctx, func(v any) {
 		f := v.(*fileIDs)
 		if f.err != nil {
-			mg.log.Error().Err(f.err).Msg("offsets directory not listed")
+			mg.log.Error().Err(f.err).Msg("offsets_directory_not_listed")
 			return
 		}
 		mg.sweep = f.ids
@@ -514,7 +514,7 @@ func (mg *manager) onTopicsDeleted(ctx actor.Context, m *TopicsDeleted) {
 		f := v.(*fileIDs)
 		if f.err != nil {
 			mg.log.Error().Err(f.err).Strs("topics", job.topics).
-				Msg("offsets directory not listed; groups on disk keep the deleted topics' offsets")
+				Msg("offsets_directory_not_listed_deleted_topics_offsets_kept_on_disk")
 		}
 		job.toWake = f.ids
 		mg.dropSome(ctx, job)
