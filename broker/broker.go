@@ -37,6 +37,8 @@ type Broker struct {
 	sys *actor.System
 	env *conn.Env
 	met *metrics.Metrics
+	// lock keeps other brokers out of the data directory until Stop has finished.
+	lock *dataLock
 	// journal is the offsets journal actor; it stops after the groups.
 	journal *actor.PID
 
@@ -71,6 +73,18 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	if err := storage.MkdirDurably(storage.OSFS{}, clusterDir); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
+	// No other broker may write this directory while this one runs (dev registry).
+	lock, err := lockDataDir(clusterDir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.release()
+		}
+	}()
+	b.lock = lock
 	clusterID, err := loadClusterID(storage.OSFS{}, clusterDir)
 	if err != nil {
 		return nil, err
@@ -121,6 +135,7 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
 		Str("cluster_id", clusterID).Str("version", VersionString()).Str("http", b.HTTPAddr()).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas started")
+	started = true
 	return b, nil
 }
 
@@ -242,6 +257,7 @@ func (b *Broker) stop(ctx context.Context) error {
 		cancel()
 	}
 	b.sys.Shutdown()
+	b.lock.release()
 	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas stopped")
 	return nil
 }
