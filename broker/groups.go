@@ -24,6 +24,7 @@ func (b *Broker) startGroups() error {
 	}
 	b.journal, err = b.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
 		Dir: jdir, Log: b.log, Metrics: om, Replayed: replayed,
+		Save: offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
 	}), "offsets-journal")
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)

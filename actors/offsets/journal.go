@@ -67,6 +67,10 @@ type JournalConfig struct {
 	// do not keep every later segment on disk until the broker restarts; 0 is
 	// DefaultUnsavedRetry.
 	UnsavedRetry time.Duration
+	// Save writes an Unsaved's Data as its group's file (GroupFileSaver); nil: the
+	// journal does not retry the files its groups left unsaved. It touches nothing but
+	// the file, so the journal runs it on a goroutine of its own.
+	Save func(group string, data []byte) error
 	// Replayed is what Replay left: the segments it kept, the state of the groups whose
 	// file it could not write, the held groups. nil: nothing (FirstSeq is used); else
 	// Replayed.Next is the first sequence number.
@@ -119,16 +123,15 @@ type Claimed struct {
 // Unsaved is a group's state that its offsets actor could not write to the group file as
 // it stopped or restarted (a full disk, say): every change in it is in the journal, whose
 // records of the group stay pinned. The journal keeps it until a Checkpointed of the
-// group covers seq, and hands it to the group's next actor (Claim), which serves it
-// instead of the older file. Its state is not changed once sent.
+// group covers Seq, and hands it to the group's next actor (Claim), which serves it
+// instead of the older file. The journal does not read Data: it hands it on, and retries
+// writing it with JournalConfig.Save. Not changed once sent.
 type Unsaved struct {
-	Group  string
-	st     state
-	exists bool
-	seq    uint64
-	// write writes st to the group's file (nil: the journal does not retry it). It
-	// touches nothing but the file, so the journal may run it on a goroutine of its own.
-	write func() error
+	Group string
+	// Seq is the group's last record that Data holds.
+	Seq uint64
+	// Data is the group file's content (encodeFile); nil when the group has no file.
+	Data []byte
 }
 
 // JournalStat asks the journal for its segments (tests and diagnostics). Reply: *JournalStatus.
@@ -262,7 +265,7 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		j.onSpare(m)
 	case *Checkpointed:
 		j.checkpointed(m.Group, m.Seq)
-		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.seq {
+		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.Seq {
 			delete(j.unsaved, m.Group)
 			delete(j.handed, m.Group)
 			j.log.Info().Str("group", logs.ID(m.Group)).Msg("offsets_unsaved_state_written")
@@ -614,7 +617,7 @@ func (j *journalActor) checkpointed(group string, seq uint64) {
 // onUnsaved keeps the state a group's actor could not write (the newest, by seq) and
 // arms the retry.
 func (j *journalActor) onUnsaved(ctx actor.Context, m *Unsaved) {
-	if old := j.unsaved[m.Group]; old != nil && m.seq < old.seq {
+	if old := j.unsaved[m.Group]; old != nil && m.Seq < old.Seq {
 		return
 	}
 	if j.unsaved == nil {
@@ -672,7 +675,7 @@ func (j *journalActor) retryRound(ctx actor.Context) {
 		defer close(done)
 		errs := make([]error, len(round))
 		for i, u := range round {
-			errs[i] = u.write()
+			errs[i] = j.cfg.Save(u.Group, u.Data)
 		}
 		return &unsavedRound{round: round, errs: errs}
 	})
@@ -691,7 +694,7 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 			firstErr = cmp.Or(firstErr, err)
 		} else if j.unsaved[u.Group] == u {
 			delete(j.unsaved, u.Group)
-			j.checkpointed(u.Group, u.seq)
+			j.checkpointed(u.Group, u.Seq)
 			j.log.Info().Str("group", logs.ID(u.Group)).Msg("offsets_unsaved_state_written")
 		}
 		for _, c := range j.deferred[u.Group] {
@@ -712,7 +715,7 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 func (j *journalActor) retryable() []*Unsaved {
 	var out []*Unsaved
 	for g, u := range j.unsaved {
-		if u.write != nil && j.handed[g] != u {
+		if j.cfg.Save != nil && j.handed[g] != u {
 			out = append(out, u)
 		}
 	}

@@ -56,7 +56,8 @@ func newJournalHarness(t *testing.T, group string, interval time.Duration, tune 
 	j := &journalHarness{harness: h, root: root, jdir: JournalDir(root, 1)}
 	// Segments small enough to make (and preallocate) quickly; no test but the rolling
 	// one fills one.
-	j.jcfg = JournalConfig{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics, SegmentBytes: 64 << 10}
+	j.jcfg = JournalConfig{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics, SegmentBytes: 64 << 10,
+		Save: GroupFileSaver(h.fs, h.dir)}
 	for _, f := range tune {
 		f(&j.jcfg)
 	}

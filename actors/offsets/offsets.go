@@ -322,9 +322,16 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 	if c, ok := v.(*Claimed); ok && c.Unsaved != nil {
 		u := c.Unsaved
 		a.loaded, a.broken = true, nil
-		a.st, a.exists = u.st.clone(), u.exists
-		a.lastSeq, a.fileSeq = u.seq, 0
-		a.log.Warn().Uint64("seq", u.seq).Msg("offsets_state_taken_from_journal_file_behind")
+		st, exists, err := unsavedState(u)
+		if err != nil {
+			// Data is what encodeFile made: a bug, not a disk. The older file is not
+			// served instead.
+			a.log.Error().Err(err).Msg("offsets_state_from_journal_undecodable")
+			a.broken, a.brokenAt = fmt.Errorf("state left with the journal: %w", err), a.cfg.Now()
+		}
+		a.st, a.exists = st, exists
+		a.lastSeq, a.fileSeq = u.Seq, 0
+		a.log.Warn().Uint64("seq", u.Seq).Msg("offsets_state_taken_from_journal_file_behind")
 		a.scheduleCheckpoint(ctx)
 	}
 	for len(a.stash) > 0 {
@@ -795,9 +802,12 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 		// (a restart replays them) and this state in memory for the group's next actor,
 		// which claims it instead of reading the older file.
 		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
-		fsys, dir, name, group, st, exists := a.cfg.FS, a.cfg.Dir, a.name, a.cfg.Group, a.st, a.exists
-		ctx.Send(a.cfg.Journal, &Unsaved{Group: group, st: st, exists: exists, seq: a.lastSeq,
-			write: func() error { return saveGroupFile(fsys, dir, name, group, st, exists) }})
+		u, err := newUnsaved(a.cfg.Group, a.st, a.exists, a.lastSeq)
+		if err != nil {
+			a.log.Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
+			return
+		}
+		ctx.Send(a.cfg.Journal, u)
 	}
 }
 

@@ -192,7 +192,11 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 		}
 		switch {
 		case res.writeErr != nil:
-			out.Unsaved = append(out.Unsaved, unsavedOf(fsys, offsetsDir, group, res, lastSeq[group]))
+			u, err := unsavedOf(group, res, lastSeq[group])
+			if err != nil {
+				return nil, err
+			}
+			out.Unsaved = append(out.Unsaved, u)
 			keep[group] = true
 			log.Error().Err(res.writeErr).Str("group", logs.ID(group)).Str("file", FileName(group)).
 				Msg("offsets_journal_replay_file_write_failed_kept_in_journal")
@@ -227,7 +231,11 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 				if err != nil {
 					return nil, err
 				}
-				out.Unsaved = append(out.Unsaved, unsavedOf(fsys, offsetsDir, group, res, lastSeq[group]))
+				u, err := unsavedOf(group, res, lastSeq[group])
+				if err != nil {
+					return nil, err
+				}
+				out.Unsaved = append(out.Unsaved, u)
 				keep[group] = true
 			}
 		}
@@ -283,10 +291,12 @@ func dropSegment(fsys storage.FS, journalDir, name string, damaged bool) error {
 }
 
 // unsavedOf is the Unsaved of a group whose replayed file could not be written.
-func unsavedOf(fsys storage.FS, dir, group string, res replayed, seq uint64) *Unsaved {
-	st, exists, name := res.st, res.exists, FileName(group)
-	return &Unsaved{Group: group, st: st, exists: exists, seq: seq,
-		write: func() error { return saveGroupFile(fsys, dir, name, group, st, exists) }}
+func unsavedOf(group string, res replayed, seq uint64) (*Unsaved, error) {
+	u, err := newUnsaved(group, res.st, res.exists, seq)
+	if err != nil {
+		return nil, fmt.Errorf("replay group %q: %w", logs.ID(group), err)
+	}
+	return u, nil
 }
 
 // heldGroups is a hold marker's list of groups, quarantine/<segment>.groups.json.
