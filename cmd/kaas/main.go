@@ -1,5 +1,7 @@
 // Command kaas runs one kaas broker. With no flags it is a single broker on
 // 127.0.0.1:9092 keeping its data under ./data; `kaas --help` lists every setting.
+// `kaas groups ...` and `kaas topics ...` are the operator's tools (package admin),
+// which talk to any Kafka-compatible cluster instead of starting a broker.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
+	"kaas/admin"
 	"kaas/broker"
 	"kaas/config"
 )
@@ -23,6 +26,10 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	// A subcommand is dispatched before the broker's settings are read.
+	if len(os.Args) > 1 && (os.Args[1] == "groups" || os.Args[1] == "topics") {
+		return admin.Main(os.Args[1:], os.Stdout, os.Stderr)
+	}
 	for _, a := range os.Args[1:] {
 		if a == "--version" || a == "-version" {
 			fmt.Printf("kaas %s %s %s/%s\n", broker.VersionString(), broker.GoVersion(), runtime.GOOS, runtime.GOARCH)
@@ -31,6 +38,7 @@ func run() int {
 	}
 	cfg, err := config.FromEnv(os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "\n%s\n", admin.Commands)
 		return 0
 	}
 	if err != nil {

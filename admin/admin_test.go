@@ -1,0 +1,467 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"kaas/broker/brokertest"
+	kproc "kaas/e2e/proc"
+)
+
+// clusters are the servers every scenario runs against: an in-process kaas broker and
+// franz-go's kfake, each on 127.0.0.1.
+var clusters = []struct {
+	name  string
+	start func(t *testing.T) string
+}{
+	{"kaas", func(t *testing.T) string { return brokertest.Start(t, nil).Addr() }},
+	{"kfake", func(t *testing.T) string {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c.ListenAddrs()[0]
+	}},
+}
+
+const (
+	topic      = "orders"
+	partitions = 3
+	perPart    = 10
+)
+
+// baseline is what the scenario commits for group g before each step that changes it.
+var baseline = map[int32]int64{0: 4, 1: 10, 2: 0}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(args ...string) result {
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// on runs a command against addr.
+func on(addr string, args ...string) result {
+	return run(append(args, "--bootstrap-server", addr, "--timeout", "20s")...)
+}
+
+func (r result) must(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	if code != 0 {
+		if lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n"); r.stderr == "" || !strings.HasPrefix(lines[0], "kaas: ") {
+			t.Fatalf("stderr of a failure is %q, want lines `kaas: <what>: <why>`", r.stderr)
+		}
+	}
+	return r
+}
+
+// rows parses an aligned table into one map per row, keyed by the header's columns.
+func rows(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatalf("no table in %q", out)
+	}
+	head := strings.Fields(lines[0])
+	var rs []map[string]string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		r := map[string]string{}
+		for i, h := range head {
+			if i < len(f) {
+				r[h] = f[i]
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func find(rs []map[string]string, kv ...string) map[string]string {
+next:
+	for _, r := range rs {
+		for i := 0; i < len(kv); i += 2 {
+			if r[kv[i]] != kv[i+1] {
+				continue next
+			}
+		}
+		return r
+	}
+	return nil
+}
+
+type fixture struct {
+	addr string
+	adm  *kadm.Client
+	base time.Time // the timestamp of each partition's first record; record i is base + i s
+}
+
+func setup(t *testing.T, addr string) *fixture {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	f := &fixture{addr: addr, adm: adm, base: time.Now().Add(-time.Hour).Truncate(time.Second)}
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < perPart; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i)),
+				Timestamp: f.base.Add(time.Duration(i) * time.Second)})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return f
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (f *fixture) commit(t *testing.T, group string, at map[int32]int64) {
+	t.Helper()
+	var os kadm.Offsets
+	for p, o := range at {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	if err := f.adm.CommitAllOffsets(testCtx(t), group, os); err != nil {
+		t.Fatalf("commit %s: %v", group, err)
+	}
+}
+
+func (f *fixture) committed(t *testing.T, group string) map[int32]int64 {
+	t.Helper()
+	rs, err := f.adm.FetchOffsets(testCtx(t), group)
+	if err != nil {
+		t.Fatalf("fetch offsets %s: %v", group, err)
+	}
+	got := map[int32]int64{}
+	for _, r := range rs[topic] {
+		if r.Err != nil {
+			t.Fatalf("fetch offsets %s: %v", group, r.Err)
+		}
+		if r.At >= 0 {
+			got[r.Partition] = r.At
+		}
+	}
+	return got
+}
+
+func same(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// joined starts a consumer in group and returns once the group is Stable; the consumer
+// leaves when the test ends.
+func (f *fixture) joined(t *testing.T, group string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := f.adm.DescribeGroups(testCtx(t), group)
+		if err == nil && d[group].State == "Stable" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s never became Stable: %v %+v", group, err, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestGroups(t *testing.T) {
+	for _, c := range clusters {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t, c.start(t))
+			a := f.addr
+			f.commit(t, "g", baseline)
+
+			t.Run("list", func(t *testing.T) {
+				r := on(a, "groups", "list").must(t, 0)
+				if find(rows(t, r.stdout), "GROUP", "g", "STATE", "Empty") == nil {
+					t.Fatalf("list lacks g Empty:\n%s", r.stdout)
+				}
+				r = on(a, "groups", "list", "--json").must(t, 0)
+				var doc struct {
+					Groups []struct{ Group, State string }
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Groups) != 1 || doc.Groups[0].Group != "g" {
+					t.Fatalf("list --json: %v %s", err, r.stdout)
+				}
+			})
+
+			t.Run("describe and lag", func(t *testing.T) {
+				for _, verb := range []string{"describe", "lag"} {
+					r := on(a, "groups", verb, "--group", "g").must(t, 0)
+					rs := rows(t, r.stdout)
+					for p, cur := range baseline {
+						row := find(rs, "GROUP", "g", "TOPIC", topic, "PARTITION", fmt.Sprint(p))
+						if row == nil || row["CURRENT-OFFSET"] != fmt.Sprint(cur) || row["LOG-END-OFFSET"] != fmt.Sprint(perPart) ||
+							row["LAG"] != fmt.Sprint(perPart-cur) || row["CONSUMER-ID"] != "-" {
+							t.Fatalf("%s: partition %d: %v in\n%s", verb, p, row, r.stdout)
+						}
+					}
+				}
+				r := on(a, "groups", "lag", "--group", "g", "--json").must(t, 0)
+				var doc struct {
+					Groups []struct {
+						Group      string
+						State      string
+						TotalLag   int64 `json:"total_lag"`
+						Partitions []struct {
+							Topic     string
+							Partition int32
+							Current   *int64 `json:"current_offset"`
+							End       int64  `json:"log_end_offset"`
+							Lag       int64
+						}
+					}
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Groups) != 1 {
+					t.Fatalf("lag --json: %v %s", err, r.stdout)
+				}
+				g := doc.Groups[0]
+				if g.TotalLag != 16 || len(g.Partitions) != partitions || g.State != "Empty" {
+					t.Fatalf("lag --json: %+v", g)
+				}
+				r = on(a, "groups", "describe", "--group", "g", "--state").must(t, 0)
+				if find(rows(t, r.stdout), "GROUP", "g", "STATE", "Empty", "#MEMBERS", "0") == nil {
+					t.Fatalf("describe --state:\n%s", r.stdout)
+				}
+			})
+
+			t.Run("reset-offsets", func(t *testing.T) {
+				at := f.base.Add(5 * time.Second).UTC().Format(time.RFC3339Nano)
+				for _, m := range []struct {
+					args []string
+					want map[int32]int64
+				}{
+					{[]string{"--to-earliest", "--topic", topic}, map[int32]int64{0: 0, 1: 0, 2: 0}},
+					{[]string{"--to-latest", "--all-topics"}, map[int32]int64{0: 10, 1: 10, 2: 10}},
+					{[]string{"--to-offset", "7", "--topic", topic + ":0,2"}, map[int32]int64{0: 7, 1: 10, 2: 7}},
+					{[]string{"--to-offset", "99", "--topic", topic + ":0"}, map[int32]int64{0: 10, 1: 10, 2: 0}},
+					{[]string{"--shift-by", "-2", "--topic", topic}, map[int32]int64{0: 2, 1: 8, 2: 0}},
+					{[]string{"--shift-by", "3", "--topic", topic + ":0"}, map[int32]int64{0: 7, 1: 10, 2: 0}},
+					{[]string{"--to-datetime", at, "--topic", topic}, map[int32]int64{0: 5, 1: 5, 2: 5}},
+				} {
+					f.commit(t, "g", baseline)
+					args := append([]string{"groups", "reset-offsets", "--group", "g"}, m.args...)
+					r := on(a, args...).must(t, 0)
+					rs := rows(t, r.stdout)
+					for p, want := range m.want {
+						if want == baseline[p] {
+							continue
+						}
+						if row := find(rs, "TOPIC", topic, "PARTITION", fmt.Sprint(p)); row == nil || row["NEW-OFFSET"] != fmt.Sprint(want) {
+							t.Fatalf("%v: dry run partition %d: %v in\n%s", m.args, p, row, r.stdout)
+						}
+					}
+					if got := f.committed(t, "g"); !same(got, baseline) {
+						t.Fatalf("%v: a dry run changed the offsets to %v", m.args, got)
+					}
+					on(a, append(args, "--execute")...).must(t, 0)
+					if got := f.committed(t, "g"); !same(got, m.want) {
+						t.Fatalf("%v --execute: offsets %v, want %v", m.args, got, m.want)
+					}
+				}
+			})
+
+			t.Run("refused for a group with members", func(t *testing.T) {
+				f.commit(t, "busy", baseline)
+				f.joined(t, "busy")
+				r := on(a, "groups", "describe", "--group", "busy", "--members").must(t, 0)
+				if m := find(rows(t, r.stdout), "GROUP", "busy"); m == nil || m["CONSUMER-ID"] == "" || m["#PARTITIONS"] != fmt.Sprint(partitions) {
+					t.Fatalf("describe --members:\n%s", r.stdout)
+				}
+				r = on(a, "groups", "describe", "--group", "busy").must(t, 0)
+				if m := find(rows(t, r.stdout), "PARTITION", "0"); m == nil || m["CONSUMER-ID"] == "-" || m["CLIENT-ID"] == "-" {
+					t.Fatalf("describe of a Stable group lacks its consumer:\n%s", r.stdout)
+				}
+				r = on(a, "groups", "reset-offsets", "--group", "busy", "--to-earliest", "--topic", topic, "--execute").must(t, 1)
+				if !strings.Contains(r.stderr, "Stable") || strings.Count(r.stderr, "\n") != 1 {
+					t.Fatalf("refusal: %q", r.stderr)
+				}
+				if got := f.committed(t, "busy"); !same(got, baseline) {
+					t.Fatalf("a refused reset changed the offsets to %v", got)
+				}
+				on(a, "groups", "delete", "--group", "busy").must(t, 1)
+			})
+
+			t.Run("delete-offsets and delete", func(t *testing.T) {
+				f.commit(t, "g", baseline)
+				on(a, "groups", "delete-offsets", "--group", "g", "--topic", topic+":0").must(t, 0)
+				want := map[int32]int64{1: 10, 2: 0}
+				if got := f.committed(t, "g"); !same(got, want) {
+					t.Fatalf("after delete-offsets: %v, want %v", got, want)
+				}
+				on(a, "groups", "delete", "--group", "g").must(t, 0)
+				r := on(a, "groups", "list").must(t, 0)
+				if strings.Contains(r.stdout, "\ng ") {
+					t.Fatalf("g still listed:\n%s", r.stdout)
+				}
+				on(a, "groups", "delete", "--group", "g").must(t, 1)
+			})
+		})
+	}
+}
+
+func TestTopics(t *testing.T) {
+	for _, c := range clusters {
+		t.Run(c.name, func(t *testing.T) {
+			a := c.start(t)
+			on(a, "topics", "create", "--topic", "t2", "--partitions", "2", "--replication-factor", "1",
+				"--config", "retention.ms=3600000").must(t, 0)
+			on(a, "topics", "create", "--topic", "t2", "--partitions", "2").must(t, 1)
+
+			r := on(a, "topics", "list").must(t, 0)
+			if find(rows(t, r.stdout), "TOPIC", "t2", "PARTITIONS", "2", "REPLICATION-FACTOR", "1") == nil {
+				t.Fatalf("list:\n%s", r.stdout)
+			}
+			r = on(a, "topics", "describe", "--topic", "t2").must(t, 0)
+			for p := 0; p < 2; p++ {
+				if find(rows(t, r.stdout), "TOPIC", "t2", "PARTITION", fmt.Sprint(p)) == nil {
+					t.Fatalf("describe lacks partition %d:\n%s", p, r.stdout)
+				}
+			}
+			r = on(a, "topics", "describe", "--topic", "t2", "--json").must(t, 0)
+			var doc struct {
+				Topics []struct {
+					Topic      string
+					Partitions []struct{ Partition, Leader int32 }
+					Configs    map[string]string
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Topics) != 1 ||
+				len(doc.Topics[0].Partitions) != 2 || doc.Topics[0].Configs["retention.ms"] != "3600000" {
+				t.Fatalf("describe --json: %v %s", err, r.stdout)
+			}
+
+			on(a, "topics", "delete", "--topic", "t2").must(t, 0)
+			on(a, "topics", "describe", "--topic", "t2").must(t, 1)
+			on(a, "topics", "delete", "--topic", "t2").must(t, 1)
+		})
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"groups"},
+		{"groups", "bogus"},
+		{"topics", "bogus"},
+		{"groups", "list", "--no-such-flag"},
+		{"groups", "list", "extra"},
+		{"groups", "describe"},
+		{"groups", "reset-offsets", "--group", "g", "--topic", "t"},
+		{"groups", "reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--to-latest"},
+		{"groups", "reset-offsets", "--group", "g", "--to-earliest"},
+		{"groups", "reset-offsets", "--group", "g", "--to-earliest", "--topic", "t", "--all-topics"},
+		{"groups", "reset-offsets", "--group", "g", "--to-datetime", "yesterday", "--topic", "t"},
+		{"groups", "reset-offsets", "--group", "g", "--to-earliest", "--topic", "t:x"},
+		{"groups", "reset-offsets", "--group", "g", "--to-earliest", "--topic", "t", "--execute", "--dry-run"},
+		{"groups", "delete-offsets", "--group", "g"},
+		{"groups", "delete"},
+		{"topics", "create"},
+		{"topics", "create", "--topic", "t", "--config", "novalue"},
+		{"topics", "delete"},
+		{"groups", "list", "--timeout", "0s"},
+	} {
+		r := run(args...)
+		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "kaas: ") || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and one line `kaas: ...`", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, args := range [][]string{{"groups", "--help"}, {"topics", "-h"}, {"groups", "reset-offsets", "--help"}} {
+		r := run(args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
+			t.Errorf("%v: exit %d, stdout %q", args, r.code, r.stdout)
+		}
+	}
+	if r := run("groups", "--help"); !strings.Contains(r.stdout, "reset-offsets") || !strings.Contains(r.stdout, "delete-offsets") {
+		t.Errorf("groups --help lacks its subcommands:\n%s", r.stdout)
+	}
+}
+
+func TestUnreachableExitsOne(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", kproc.FreePort(t))
+	for _, args := range [][]string{{"groups", "list"}, {"topics", "list"}} {
+		r := run(append(args, "--bootstrap-server", addr, "--timeout", "2s")...)
+		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "kaas: ") || !strings.Contains(r.stderr, addr) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line naming %s", args, r.code, r.stderr, addr)
+		}
+	}
+}
+
+// TestBinary runs the built kaas binary as a process: a subcommand's output and exit
+// code end to end, and --help naming the subcommands.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the kaas binary")
+	}
+	bin := kproc.Build(t)
+	f := setup(t, brokertest.Start(t, nil).Addr())
+	f.commit(t, "g", baseline)
+	out, code := execute(t, bin, "groups", "lag", "--group", "g", "--bootstrap-server", f.addr)
+	if code != 0 || find(rows(t, out), "PARTITION", "2", "LAG", "10") == nil {
+		t.Fatalf("kaas groups lag: exit %d\n%s", code, out)
+	}
+	out, code = execute(t, bin, "topics", "describe", "--topic", "missing", "--bootstrap-server", f.addr)
+	if code != 1 || !strings.HasPrefix(out, "kaas: ") {
+		t.Fatalf("kaas topics describe missing: exit %d\n%s", code, out)
+	}
+	out, code = execute(t, bin, "groups", "reset-offsets")
+	if code != 2 {
+		t.Fatalf("kaas groups reset-offsets: exit %d\n%s", code, out)
+	}
+	out, code = execute(t, bin, "--help")
+	if code != 0 || !strings.Contains(out, "kaas groups") || !strings.Contains(out, "kaas topics") {
+		t.Fatalf("kaas --help: exit %d, lacks the subcommands\n%s", code, out)
+	}
+}

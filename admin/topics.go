@@ -1,0 +1,314 @@
+package admin
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var topicVerbs = []verb{
+	{"list", "list the topics with their partition counts", listTopics},
+	{"describe", "the partitions of some topics (--topic) or all, with their non-default configs", describeTopics},
+	{"create", "create topics", createTopics},
+	{"delete", "delete topics and their records", deleteTopics},
+}
+
+type topicListDoc struct {
+	Topic             string `json:"topic"`
+	ID                string `json:"id"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+func listTopics(fs *flag.FlagSet) action {
+	var internal bool
+	fs.BoolVar(&internal, "internal", false, "list internal topics too")
+	return action{run: func(c *cmd) error {
+		ctx, cancel := c.context()
+		defer cancel()
+		details, err := c.adm.ListTopicsWithInternal(ctx)
+		if err != nil {
+			return err
+		}
+		docs := []topicListDoc{}
+		var rows [][]string
+		for _, d := range details.Sorted() {
+			if d.IsInternal && !internal {
+				continue
+			}
+			if d.Err != nil {
+				c.fail(d.Topic, d.Err)
+				continue
+			}
+			doc := topicListDoc{d.Topic, d.ID.String(), len(d.Partitions), d.Partitions.NumReplicas(), d.IsInternal}
+			docs = append(docs, doc)
+			rows = append(rows, []string{doc.Topic, itoa(doc.Partitions), itoa(doc.ReplicationFactor)})
+		}
+		if c.json {
+			return c.document(struct {
+				Topics []topicListDoc `json:"topics"`
+			}{docs})
+		}
+		c.table([]string{"TOPIC", "PARTITIONS", "REPLICATION-FACTOR"}, rows)
+		return nil
+	}}
+}
+
+type topicDescDoc struct {
+	Topic      string            `json:"topic"`
+	ID         string            `json:"id"`
+	Internal   bool              `json:"internal"`
+	Partitions []partitionDoc    `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+	Error      string            `json:"error,omitempty"`
+}
+
+type partitionDoc struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func describeTopics(fs *flag.FlagSet) action {
+	var topics stringList
+	fs.Var(&topics, "topic", "the `topic` to describe; repeatable (default every topic)")
+	return action{run: func(c *cmd) error {
+		ctx, cancel := c.context()
+		defer cancel()
+		details, err := c.adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return err
+		}
+		docs := []topicDescDoc{}
+		var names []string
+		for _, d := range details.Sorted() {
+			doc := topicDescDoc{Topic: d.Topic, ID: d.ID.String(), Internal: d.IsInternal, Partitions: []partitionDoc{}, Configs: map[string]string{}}
+			if d.Err != nil {
+				doc.Error = errText(d.Err)
+				c.fail(d.Topic, d.Err)
+			} else {
+				names = append(names, d.Topic)
+			}
+			for _, p := range d.Partitions.Sorted() {
+				pd := partitionDoc{p.Partition, p.Leader, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.ISR), errText(p.Err)}
+				if p.Err != nil {
+					c.fail(fmt.Sprintf("%s/%d", d.Topic, p.Partition), p.Err)
+				}
+				doc.Partitions = append(doc.Partitions, pd)
+			}
+			docs = append(docs, doc)
+		}
+		for _, t := range topics { // a named topic the metadata left out
+			if !details.Has(t) {
+				docs = append(docs, topicDescDoc{Topic: t, Partitions: []partitionDoc{}, Configs: map[string]string{}, Error: errText(kerr.UnknownTopicOrPartition)})
+				c.fail(t, kerr.UnknownTopicOrPartition)
+			}
+		}
+		if len(names) > 0 {
+			configs, err := c.adm.DescribeTopicConfigs(ctx, names...)
+			if err != nil {
+				var se *kadm.ShardErrors
+				if !errors.As(err, &se) {
+					return fmt.Errorf("describe configs: %w", err)
+				}
+			}
+			byName := map[string]kadm.ResourceConfig{}
+			for _, rc := range configs {
+				byName[rc.Name] = rc
+			}
+			for i := range docs {
+				rc, ok := byName[docs[i].Topic]
+				if !ok {
+					continue
+				}
+				if rc.Err != nil {
+					c.fail(docs[i].Topic+" configs", rc.Err)
+					continue
+				}
+				for _, cf := range rc.Configs {
+					// The topic's own settings, as kafka-topics --describe prints them.
+					if cf.Source == kmsg.ConfigSourceDynamicTopicConfig && cf.Value != nil && !cf.Sensitive {
+						docs[i].Configs[cf.Key] = *cf.Value
+					}
+				}
+			}
+		}
+		if c.json {
+			return c.document(struct {
+				Topics []topicDescDoc `json:"topics"`
+			}{docs})
+		}
+		var rows, confRows [][]string
+		for _, d := range docs {
+			for _, p := range d.Partitions {
+				rows = append(rows, []string{d.Topic, itoa(p.Partition), itoa(p.Leader), ints(p.Replicas), ints(p.ISR)})
+			}
+			for _, k := range sortedKeys(d.Configs) {
+				confRows = append(confRows, []string{d.Topic, k, d.Configs[k]})
+			}
+		}
+		c.table([]string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"}, rows)
+		if len(confRows) > 0 {
+			fmt.Fprintln(c.stdout)
+			c.table([]string{"TOPIC", "CONFIG", "VALUE"}, confRows)
+		}
+		return nil
+	}}
+}
+
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
+
+func ints(s []int32) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+type createdDoc struct {
+	Topic             string `json:"topic"`
+	ID                string `json:"id,omitempty"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int16  `json:"replication_factor"`
+	Error             string `json:"error,omitempty"`
+}
+
+func createTopics(fs *flag.FlagSet) action {
+	var (
+		topics     stringList
+		configs    stringList
+		partitions int
+		rf         int
+		settings   map[string]*string
+	)
+	fs.Var(&topics, "topic", "the `topic` to create; repeatable")
+	fs.IntVar(&partitions, "partitions", -1, "the number of `partitions` (-1: the broker's num.partitions)")
+	fs.IntVar(&rf, "replication-factor", -1, "the replication `factor` (-1: the broker's default.replication.factor)")
+	fs.Var(&configs, "config", "a topic setting `key=value`; repeatable")
+	return action{
+		check: func() error {
+			switch {
+			case len(topics) == 0:
+				return errors.New("want --topic")
+			case partitions == 0 || partitions < -1 || partitions > 1<<31-1:
+				return fmt.Errorf("--partitions %d: want -1 or 1 or more", partitions)
+			case rf == 0 || rf < -1 || rf > 1<<15-1:
+				return fmt.Errorf("--replication-factor %d: want -1 or 1 or more", rf)
+			}
+			for _, t := range topics {
+				if t == "" {
+					return errors.New("--topic is empty")
+				}
+			}
+			settings = map[string]*string{}
+			for _, kv := range configs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--config %q: want key=value", bounded(kv))
+				}
+				settings[k] = &v
+			}
+			return nil
+		},
+		run: func(c *cmd) error {
+			ctx, cancel := c.context()
+			defer cancel()
+			created, err := c.adm.CreateTopics(ctx, int32(partitions), int16(rf), settings, topics...)
+			if err != nil {
+				return err
+			}
+			docs := []createdDoc{}
+			var rows [][]string
+			for _, t := range topics {
+				r, ok := created[t]
+				terr := withMessage(r.Err, r.ErrMessage)
+				if !ok {
+					terr = errors.New("no answer for the topic")
+				}
+				if terr != nil {
+					c.fail(t, terr)
+				}
+				docs = append(docs, createdDoc{t, idOf(r.ID, terr), r.NumPartitions, r.ReplicationFactor, errText(terr)})
+				n, rf := itoa(r.NumPartitions), itoa(r.ReplicationFactor)
+				if terr != nil {
+					n, rf = "-", "-"
+				}
+				rows = append(rows, []string{t, n, rf, status(terr)})
+			}
+			if c.json {
+				return c.document(struct {
+					Topics []createdDoc `json:"topics"`
+				}{docs})
+			}
+			c.table([]string{"TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "STATUS"}, rows)
+			return nil
+		},
+	}
+}
+
+func idOf(id kadm.TopicID, err error) string {
+	if err != nil || id == (kadm.TopicID{}) {
+		return ""
+	}
+	return id.String()
+}
+
+func deleteTopics(fs *flag.FlagSet) action {
+	var topics stringList
+	fs.Var(&topics, "topic", "the `topic` to delete; repeatable")
+	return action{
+		check: func() error {
+			if len(topics) == 0 {
+				return errors.New("want --topic")
+			}
+			return nil
+		},
+		run: func(c *cmd) error {
+			ctx, cancel := c.context()
+			defer cancel()
+			deleted, err := c.adm.DeleteTopics(ctx, topics...)
+			if err != nil {
+				return err
+			}
+			docs := []statusDoc{}
+			var rows [][]string
+			for _, t := range topics {
+				r, ok := deleted[t]
+				terr := withMessage(r.Err, r.ErrMessage)
+				if !ok {
+					terr = errors.New("no answer for the topic")
+				}
+				if terr != nil {
+					c.fail(t, terr)
+				}
+				docs = append(docs, statusDoc{Topic: t, Error: errText(terr)})
+				rows = append(rows, []string{t, status(terr)})
+			}
+			if c.json {
+				return c.document(struct {
+					Topics []statusDoc `json:"topics"`
+				}{docs})
+			}
+			c.table([]string{"TOPIC", "STATUS"}, rows)
+			return nil
+		},
+	}
+}
