@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/actor"
 	"kaas/actors/partition"
 )
 
@@ -58,7 +59,7 @@ func handleFetch(c *Call) {
 		msg.Topics = append(msg.Topics, ft)
 	}
 	version := req.Version
-	msg.Reply = c.Await(func(v any) kmsg.Response {
+	convert := func(v any) kmsg.Response {
 		res := v.(*partition.FetchResult)
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		for i, t := range res.Topics {
@@ -85,6 +86,15 @@ func handleFetch(c *Call) {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
-	})
+	}
+	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
+		// Served in the connection actor itself, from the published catalogue: no
+		// topics manager hop and no fetcher actor (route.go).
+		a := c.conn
+		msg.Reply = actor.PromiseFunc(func(v any) { a.convertAndComplete(c, convert, v) })
+		a.startFetch(msg)
+		return
+	}
+	msg.Reply = c.Await(convert)
 	askTopics(c, msg)
 }

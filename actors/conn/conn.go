@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/actors/partition"
 	"kaas/metrics"
 )
 
@@ -175,9 +176,11 @@ type connActor struct {
 	draining   bool
 	readDone   bool
 	closed     bool
-	// gathers are the requests waiting for partition actors' answers (route.go), and
-	// watched the partition actors this connection watches.
+	// gathers are the requests waiting for partition actors' answers and fetches the
+	// Fetches being served (route.go); watched the partition actors this connection
+	// watches.
 	gathers map[*partGather]struct{}
+	fetches map[*partition.FetchRun]struct{}
 	watched map[string]*actor.PID
 	// requests and seconds are the metric children this connection counted into, by
 	// labels: found once, not per response.
@@ -211,6 +214,11 @@ func (a *connActor) Receive(ctx actor.Context) {
 		a.finishGather(m.g)
 	case *actor.Terminated:
 		a.onPartitionStopped(m.Who)
+		a.offerFetches(m)
+	default:
+		if partition.IsFetchMessage(m) {
+			a.offerFetches(m)
+		}
 	}
 }
 
@@ -700,12 +708,19 @@ func (a *connActor) await(c *Call, convert func(any) kmsg.Response) actor.Promis
 func (a *connActor) onSettled(m *actor.Settled) {
 	p, ok := a.awaiting.Take(m)
 	if !ok {
+		a.offerFetches(m)
 		return
 	}
 	if p.g != nil {
 		a.onGatherAnswer(p.g, p.i, m.Value)
 		return
 	}
+	a.convertAndComplete(p.call, p.convert, m.Value)
+}
+
+// convertAndComplete turns an answer into call's response with convert and sends it; a
+// panic in convert closes the connection.
+func (a *connActor) convertAndComplete(call *Call, convert func(any) kmsg.Response, v any) {
 	var resp kmsg.Response
 	func() {
 		defer func() {
@@ -716,12 +731,12 @@ func (a *connActor) onSettled(m *actor.Settled) {
 				a.ctx.Stop(a.self)
 			}
 		}()
-		resp = p.convert(m.Value)
+		resp = convert(v)
 	}()
 	if resp == nil {
 		return
 	}
-	a.complete(p.call, resp)
+	a.complete(call, resp)
 }
 
 // complete records the response of call and sends every response that is now at the

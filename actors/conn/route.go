@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/actors/partition"
 )
 
 // What the data handlers (00 Produce, 02 ListOffsets) share: a request's partitions are
@@ -138,8 +139,38 @@ func (a *connActor) finishGather(g *partGather) {
 	}
 }
 
-// stopGathers drops every gather and watch of a stopping connection.
+// startFetch serves f in this actor (partition.FetchRun).
+func (a *connActor) startFetch(f *partition.Fetch) {
+	run := partition.StartFetch(a.ctx, a, a.env.Catalog.Routes(), f)
+	if !run.Done() { // a fetch of nothing known is answered at once
+		if a.fetches == nil {
+			a.fetches = map[*partition.FetchRun]struct{}{}
+		}
+		a.fetches[run] = struct{}{}
+	}
+}
+
+// WatchPartition is partition.FetchHost's: the connection's watch, kept.
+func (a *connActor) WatchPartition(pid *actor.PID) { a.watchPartition(pid) }
+
+// FetchDone is partition.FetchHost's.
+func (a *connActor) FetchDone(run *partition.FetchRun) { delete(a.fetches, run) }
+
+// offerFetches hands msg to the fetches being served until one takes it.
+func (a *connActor) offerFetches(msg any) {
+	for run := range a.fetches {
+		if run.Offer(a.ctx, msg) {
+			return
+		}
+	}
+}
+
+// stopGathers drops every gather, fetch and watch of a stopping connection.
 func (a *connActor) stopGathers() {
+	for run := range a.fetches {
+		run.Abandon(a.ctx)
+	}
+	a.fetches = nil
 	for g := range a.gathers {
 		g.done = true
 		if g.cancel != nil {

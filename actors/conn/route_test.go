@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -89,7 +90,7 @@ type actorFunc func(ctx actor.Context)
 
 func (f actorFunc) Receive(ctx actor.Context) { f(ctx) }
 
-// Produce and ListOffsets go from the connection to the partition actors: the topics
+// Produce, ListOffsets and Fetch go from the connection to the partition actors: the topics
 // manager, whose mailbox carries topic administration, sees none of them. Pipelined
 // idempotent produces still reach the partition in the order they were sent.
 func TestDataRequestsBypassTheTopicsManager(t *testing.T) {
@@ -159,8 +160,96 @@ func TestDataRequestsBypassTheTopicsManager(t *testing.T) {
 		got[2].ErrorCode != 3 {
 		t.Fatalf("list offsets: %+v", got)
 	}
-	if k := s.count("*partition.Produce") + s.count("*partition.ListOffsets"); k != 0 {
-		t.Fatalf("the topics manager got %d produce and %d list-offsets requests, want none",
-			s.count("*partition.Produce"), s.count("*partition.ListOffsets"))
+	// Fetch: everything produced, then a long poll parked at the end that the next
+	// produce wakes.
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"routed": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	for got := 0; got < n; {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	polled := make(chan []*kgo.Record, 1)
+	go func() { polled <- consumer.PollFetches(ctx).Records() }()
+	// The poll is parked once the partition holds its watch; a produce then wakes it.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if recs := <-polled; len(recs) != 1 || string(recs[0].Value) != "late" {
+		t.Fatalf("the long poll got %d records, want the late one", len(recs))
+	}
+	if k := s.count("*partition.Produce") + s.count("*partition.ListOffsets") + s.count("*partition.Fetch"); k != 0 {
+		t.Fatalf("the topics manager got %d produce, %d list-offsets and %d fetch requests, want none",
+			s.count("*partition.Produce"), s.count("*partition.ListOffsets"), s.count("*partition.Fetch"))
+	}
+}
+
+// A Fetch parked on a topic that is then deleted is answered (NOT_LEADER_OR_FOLLOWER,
+// or UNKNOWN_TOPIC_OR_PARTITION when the deletion came first), not left to its
+// max_wait_ms; the connection goes on serving.
+func TestParkedFetchOnDeletedTopicIsAnswered(t *testing.T) {
+	addr, _ := serveWithTopics(t)
+	admin, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version = 4
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "doomed", 1, -1
+	create.Topics = append(create.Topics, ct)
+	if r, err := roundtrip(t, admin, create); err != nil || r.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	fetcher, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fetcher.Close()
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 11
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes, fetch.SessionEpoch = 60000, 1, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "doomed"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 1<<20, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if _, err := fetcher.Write(kmsg.NewRequestFormatter().AppendRequest(nil, fetch, 9)); err != nil {
+		t.Fatal(err)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version = 3
+	del.TopicNames = []string{"doomed"}
+	if r, err := roundtrip(t, admin, del); err != nil || r.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v %+v", err, r)
+	}
+	_ = fetcher.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var size [4]byte
+	if _, err := readFull(fetcher, size[:]); err != nil {
+		t.Fatalf("the parked fetch was not answered: %v", err)
+	}
+	b := make([]byte, int(size[0])<<24|int(size[1])<<16|int(size[2])<<8|int(size[3]))
+	if _, err := readFull(fetcher, b); err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 11
+	if err := resp.ReadFrom(b[4:]); err != nil {
+		t.Fatal(err)
+	}
+	code := resp.Topics[0].Partitions[0].ErrorCode
+	if code != kerr.NotLeaderForPartition.Code && code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("the parked fetch on a deleted topic answered %d", code)
+	}
+	if _, err := roundtrip(t, fetcher, kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("the connection after: %v", err)
 	}
 }

@@ -20,9 +20,10 @@ type fetchSlot struct {
 }
 
 // fetchExpired: max_wait_ms passed. fetchAbandoned: a partition never answered a read.
+// Each names its fetch, for a host serving several.
 type (
-	fetchExpired   struct{}
-	fetchAbandoned struct{}
+	fetchExpired   struct{ f *fetcher }
+	fetchAbandoned struct{ f *fetcher }
 )
 
 var watchIDs atomic.Uint64
@@ -36,6 +37,10 @@ type fetcher struct {
 	req   *Fetch
 	out   *FetchResult
 	slots []fetchSlot
+	// host, when set, is the actor serving this fetch (a connection, see FetchRun);
+	// nil: the fetcher is an actor of its own.
+	host FetchHost
+	run  *FetchRun
 
 	ids      map[uint64]int // read promise → slot
 	watchID  uint64         // watch ids are watchID+slot
@@ -49,10 +54,7 @@ type fetcher struct {
 func (f *fetcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		f.watchID = watchIDs.Add(uint64(len(f.slots)+1)) - uint64(len(f.slots))
-		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait+fetchAbandonAfter, &fetchAbandoned{}))
-		f.watchPartitions(ctx)
-		f.readAll(ctx)
+		f.start(ctx)
 	case *actor.Stopping:
 		f.finish(ctx)
 	case *actor.Settled:
@@ -71,6 +73,13 @@ func (f *fetcher) Receive(ctx actor.Context) {
 	}
 }
 
+func (f *fetcher) start(ctx actor.Context) {
+	f.watchID = watchIDs.Add(uint64(len(f.slots)+1)) - uint64(len(f.slots))
+	f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait+fetchAbandonAfter, &fetchAbandoned{f: f}))
+	f.watchPartitions(ctx)
+	f.readAll(ctx)
+}
+
 // watchPartitions asks to hear when a partition actor stops (its topic was deleted), so
 // a read or watch sent to it is not waited for in vain.
 func (f *fetcher) watchPartitions(ctx actor.Context) {
@@ -78,7 +87,11 @@ func (f *fetcher) watchPartitions(ctx actor.Context) {
 	for _, s := range f.slots {
 		if s.to != nil && !seen[s.to.Id] {
 			seen[s.to.Id] = true
-			ctx.Watch(s.to)
+			if f.host != nil {
+				f.host.WatchPartition(s.to)
+			} else {
+				ctx.Watch(s.to)
+			}
 		}
 	}
 }
@@ -163,7 +176,7 @@ func (f *fetcher) roundDone(ctx actor.Context) {
 func (f *fetcher) watch(ctx actor.Context) {
 	if !f.watching {
 		f.watching = true
-		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait, &fetchExpired{}))
+		f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait, &fetchExpired{f: f}))
 	}
 	for i, s := range f.slots {
 		if s.to == nil {
@@ -202,11 +215,13 @@ func (f *fetcher) finish(ctx actor.Context) {
 	for _, c := range f.cancels {
 		c()
 	}
-	unwatched := map[string]bool{}
-	for _, s := range f.slots {
-		if s.to != nil && !unwatched[s.to.Id] {
-			unwatched[s.to.Id] = true
-			ctx.Unwatch(s.to)
+	if f.host == nil {
+		unwatched := map[string]bool{}
+		for _, s := range f.slots {
+			if s.to != nil && !unwatched[s.to.Id] {
+				unwatched[s.to.Id] = true
+				ctx.Unwatch(s.to)
+			}
 		}
 	}
 	remaining := int64(f.req.MaxBytes)
@@ -235,8 +250,130 @@ func (f *fetcher) finish(ctx actor.Context) {
 		}
 		f.out.Topics[s.topic].Partitions[s.index] = s.res
 	}
+	if f.host != nil {
+		f.host.FetchDone(f.run)
+		f.req.Reply.Resolve(f.out)
+		return
+	}
 	f.req.Reply.Resolve(f.out)
 	ctx.Stop(ctx.Self())
+}
+
+// FetchHost is an actor that serves fetches in its own Receive (a connection), instead
+// of a fetcher actor per fetch: it passes each FetchRun the messages of its mailbox
+// (Offer) and is told when one is done.
+type FetchHost interface {
+	// WatchPartition has the host watch pid (once; it keeps the watch) and pass the
+	// *actor.Terminated it gets on to its fetches.
+	WatchPartition(pid *actor.PID)
+	// FetchDone says run answered (its Reply resolved just after) and wants no more
+	// messages.
+	FetchDone(run *FetchRun)
+}
+
+// FetchRun is one Fetch served by a FetchHost, with the fetcher's rules: every partition
+// read, a long poll parked as watches with the partitions (no actor blocked), answered
+// at min_bytes or max_wait_ms, a stopped partition NOT_LEADER_OR_FOLLOWER, the total
+// max_bytes applied in request order with the first batch whole (KIP-74). Its messages
+// arrive in the host's mailbox; it is touched only in the host's Receive.
+type FetchRun struct{ f *fetcher }
+
+// StartFetch starts serving req in the host's actor (ctx is the host's), routing its
+// partitions by routes as the topics manager does by its catalogue.
+func StartFetch(ctx actor.Context, host FetchHost, routes Routes, req *Fetch) *FetchRun {
+	out := &FetchResult{Topics: make([]FetchedTopic, len(req.Topics))}
+	var slots []fetchSlot
+	for i, t := range req.Topics {
+		out.Topics[i] = FetchedTopic{Name: t.Name, ID: t.ID, Partitions: make([]*Fetched, len(t.Partitions))}
+		for j, p := range t.Partitions {
+			r := routes.Find(t.Name, t.ID, p.Partition)
+			if r.Topic != "" {
+				out.Topics[i].Name, out.Topics[i].ID = r.Topic, r.ID
+			}
+			s := fetchSlot{topic: i, index: j, to: r.PID, offset: p.Offset, maxBytes: p.MaxBytes, epoch: p.CurrentLeaderEpoch}
+			if r.PID == nil {
+				s.res = &Fetched{ErrorCode: r.Code, HighWatermark: -1, LogStartOffset: -1}
+			}
+			slots = append(slots, s)
+		}
+	}
+	f := &fetcher{req: req, out: out, slots: slots, host: host}
+	f.run = &FetchRun{f: f}
+	f.start(ctx)
+	return f.run
+}
+
+// Done says whether the run has answered (or was abandoned).
+func (r *FetchRun) Done() bool { return r.f.finished }
+
+// Offer hands the run a message of the host's mailbox; true when it was the run's
+// (an *actor.Terminated may concern several runs and is never claimed).
+func (r *FetchRun) Offer(ctx actor.Context, msg any) bool {
+	f := r.f
+	if f.finished {
+		return false
+	}
+	switch m := msg.(type) {
+	case *actor.Settled:
+		if _, ok := f.ids[m.ID]; !ok {
+			return false
+		}
+		f.onRead(ctx, m)
+	case *dataReady:
+		if m.id < f.watchID || m.id >= f.watchID+uint64(len(f.slots)) {
+			return false
+		}
+		f.onDataReady(ctx, m)
+	case *fetchExpired:
+		if m.f != f {
+			return false
+		}
+		f.expired = true
+		if len(f.ids) == 0 {
+			f.readAll(ctx)
+		}
+	case *fetchAbandoned:
+		if m.f != f {
+			return false
+		}
+		f.finish(ctx)
+	case *actor.Terminated:
+		f.onPartitionStopped(ctx, m.Who)
+		return false
+	default:
+		return false
+	}
+	return true
+}
+
+// Abandon drops the run unanswered (its host is stopping): timers cancelled, the
+// partitions' watches taken back.
+func (r *FetchRun) Abandon(ctx actor.Context) {
+	f := r.f
+	if f.finished {
+		return
+	}
+	f.finished = true
+	for _, c := range f.cancels {
+		c()
+	}
+	if f.watching {
+		for i, s := range f.slots {
+			if s.to != nil {
+				ctx.Send(s.to, &unwatch{id: f.watchID + uint64(i)})
+			}
+		}
+	}
+}
+
+// IsFetchMessage says whether msg is one only a FetchRun takes (a host's Receive
+// offers such messages to its runs).
+func IsFetchMessage(msg any) bool {
+	switch msg.(type) {
+	case *dataReady, *fetchExpired, *fetchAbandoned:
+		return true
+	}
+	return false
 }
 
 // cutBatches is how many leading bytes of recs hold whole batches within limit.
