@@ -465,3 +465,25 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("kaas --help: exit %d, lacks the subcommands\n%s", code, out)
 	}
 }
+
+func TestParseDatetime(t *testing.T) {
+	local := time.Date(2024, 5, 1, 12, 30, 15, 250e6, time.Local).UnixMilli()
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"2024-05-01T12:00:00Z", time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC).UnixMilli()},
+		{"2024-05-01T12:00:00.5+02:00", time.Date(2024, 5, 1, 10, 0, 0, 500e6, time.UTC).UnixMilli()},
+		{"2024-05-01T12:30:15.250", local},
+		{"1714566615250", 1714566615250},
+	} {
+		if got, err := parseDatetime(c.in); err != nil || got != c.want {
+			t.Errorf("parseDatetime(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "2024-13-01", "-5"} {
+		if _, err := parseDatetime(bad); err == nil {
+			t.Errorf("parseDatetime(%q) accepted", bad)
+		}
+	}
+}
