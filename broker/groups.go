@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 
+	"kaas/actors/actor"
+
 	"kaas/actors/group"
 	"kaas/actors/offsets"
 	"kaas/storage"
@@ -29,10 +31,37 @@ func (b *Broker) startGroups() error {
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)
 	}
-	pid, err := group.NewManager(b.sys, &b.cfg, b.log, om, b.journal)
+	pid, err := b.sys.SpawnNamed(group.ManagerProps(b.groupsConfig(om)), "groups")
 	if err != nil {
 		return fmt.Errorf("start groups manager: %w", err)
 	}
 	b.env.Groups = pid
 	return nil
+}
+
+// groupsConfig wires the groups manager to the broker's offsets: an offsets actor per
+// group over the files under offsets.Dir(data.dir), sharing the metrics om, the
+// broker's offsets journal and one set of checkpoint write slots. This is the one place
+// the offsets side is put together.
+func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
+	cfg, log, journal := &b.cfg, b.log, b.journal
+	dir := offsets.Dir(cfg.DataDir)
+	fsys := storage.OSFS{}
+	slots := make(chan struct{}, offsets.DefaultWriteSlots)
+	return group.ManagerConfig{
+		Settings: group.SettingsFrom(cfg),
+		Offsets: func(g string) *actor.Props {
+			return offsets.Props(offsets.Config{
+				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
+				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
+				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+				WriteSlots: slots,
+			})
+		},
+		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
+		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
+			return offsets.ReadMeta(fsys, dir, g)
+		},
+		Log: log,
+	}
 }

@@ -11,9 +11,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
-	"kaas/config"
 	"kaas/logs"
-	"kaas/storage"
 )
 
 // ManagerConfig is everything the groups manager needs.
@@ -34,37 +32,6 @@ type ManagerConfig struct {
 	// started afresh on its next request). Defaults: 10 in 10 s.
 	MaxRestarts   int
 	RestartWindow time.Duration
-}
-
-// ManagerConfigFor is the manager of a broker: real offsets actors under
-// Dir(cfg.DataDir), sharing the metrics om (nil: none) and the broker's offsets journal
-// (nil: every batch rewrites its group file).
-func ManagerConfigFor(cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) ManagerConfig {
-	dir := offsets.Dir(cfg.DataDir)
-	fsys := storage.OSFS{}
-	slots := make(chan struct{}, offsets.DefaultWriteSlots)
-	return ManagerConfig{
-		Settings: SettingsFrom(cfg),
-		Offsets: func(group string) *actor.Props {
-			return offsets.Props(offsets.Config{
-				Group: group, Dir: dir, FS: fsys, Log: log, Metrics: om,
-				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
-				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
-				WriteSlots: slots,
-			})
-		},
-		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
-		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {
-			return offsets.ReadMeta(fsys, dir, group)
-		},
-		Log: log,
-	}
-}
-
-// NewManager starts the groups manager of a broker under sys, named "groups". The broker
-// puts its PID in conn.Env.Groups.
-func NewManager(sys *actor.System, cfg *config.Config, log zerolog.Logger, om *offsets.Metrics, journal *actor.PID) (*actor.PID, error) {
-	return sys.SpawnNamed(ManagerProps(ManagerConfigFor(cfg, log, om, journal)), "groups")
 }
 
 // ManagerProps makes the groups manager: it routes every group request to the group's
