@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test vet gotest deps e2e bench run fmt
+.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest
 
 all: build
 
@@ -34,7 +34,17 @@ gotest:
 e2e:
 	@if [ -x e2e/run.sh ]; then e2e/run.sh; fi
 
-test: deps vet gotest e2e
+# image builds the container image without a container engine (deploy/image, a module of
+# its own): dist/oci (an OCI image layout) and dist/kaas-image.tar (`docker load -i`),
+# tagged kaas:<version> and kaas:latest. The Dockerfile builds the same image.
+image:
+	cd deploy/image && $(GO) run . -src ../.. -out ../../dist
+
+# imagetest builds the image in a temp dir, loads it back and runs the binary inside.
+imagetest:
+	cd deploy/image && $(GO) vet ./... && $(GO) test -race ./...
+
+test: deps vet gotest imagetest e2e
 
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=1x ./...
