@@ -315,6 +315,9 @@ func (c *Config) Validate() error {
 		if !seen[l.Name] {
 			return fmt.Errorf("advertised.listeners: %s names no listener", l.Name)
 		}
+		if unspecified(l.Host) {
+			return fmt.Errorf("advertised.listeners: %s advertises %q, which no client can connect to: name this broker's address", l.Name, l.Host)
+		}
 	}
 	for _, l := range c.Listeners {
 		if err := c.checkSecurityProtocol(l.Name); err != nil {
@@ -373,10 +376,26 @@ func (c *Config) Advertised(name string, bound int) Listener {
 			if l.Port == 0 {
 				l.Port = bound
 			}
+			if unspecified(l.Host) {
+				// A listener on every interface is advertised under the host's name, as
+				// Apache does (0.0.0.0 would send clients to their own machine).
+				if h, err := os.Hostname(); err == nil && h != "" {
+					l.Host = h
+				}
+			}
 			return l
 		}
 	}
 	return Listener{Name: name}
+}
+
+// unspecified reports a listener host that binds every interface.
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 // SecurityProtocols are the security protocols Apache Kafka names; kaas serves PLAINTEXT.

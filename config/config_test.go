@@ -58,6 +58,7 @@ func TestBadSettingsAreRejected(t *testing.T) {
 		{"--listeners=A://h:1,A://h:2"},
 		{"--advertised.listeners=OTHER://h:1"},
 		{"--listeners=INTERNAL://h:1"},
+		{"--advertised.listeners=PLAINTEXT://0.0.0.0:9092"},
 		{"--listener.security.protocol.map=PLAINTEXT:TLS"},
 		{"--listener.security.protocol.map=nonsense"},
 		{"--node.id=x"},
@@ -128,5 +129,23 @@ func TestNonPlaintextListenersAreRefused(t *testing.T) {
 	c, err := Parse([]string{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=client:plaintext"}, env(nil), &bytes.Buffer{})
 	if err != nil || c.SecurityProtocol("CLIENT") != "PLAINTEXT" {
 		t.Fatalf("a mapped PLAINTEXT listener: %v", err)
+	}
+}
+
+// A listener on every interface is advertised under the host's name (Apache's
+// canonical host name), never as 0.0.0.0, which would send clients to themselves.
+func TestUnspecifiedListenerIsAdvertisedByHostName(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skip("no host name")
+	}
+	c, err := Parse([]string{"--listeners=PLAINTEXT://0.0.0.0:9092,OTHER://[::]:9093", "--listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"PLAINTEXT", "OTHER"} {
+		if adv := c.Advertised(name, 0); adv.Host != host {
+			t.Fatalf("%s advertised as %q, want the host name %q", name, adv.Host, host)
+		}
 	}
 }
