@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -31,34 +30,6 @@ import (
 func startLogged(t *testing.T, c config.Config) (*broker.Broker, *logtest.Sink, error) {
 	t.Helper()
 	return brokertest.StartLogged(t, c)
-}
-
-// copySparse copies a directory as it is at this moment (a crash image), leaving the
-// zero-filled end of each file a hole, so that preallocated segments take no room on a
-// small tmpfs.
-func copySparse(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(to, bytes.TrimRight(b, "\x00"), 0o644); err != nil {
-			return err
-		}
-		return os.Truncate(to, int64(len(b)))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // smallVolume mounts a tmpfs of size bytes for the test, or skips it.
@@ -172,7 +143,7 @@ func TestStartsOnFullVolume(t *testing.T) {
 	}
 
 	data := filepath.Join(vol, "data")
-	copySparse(t, dir, data)
+	brokertest.CopyTreeSparse(t, dir, data)
 	fill(t, filepath.Join(vol, "filler"))
 
 	cfg := brokertest.Config(t)
@@ -311,7 +282,7 @@ func TestJournalDamagedMidSegment(t *testing.T) {
 	}
 
 	img := t.TempDir()
-	copyTree(t, dir, img)
+	brokertest.CopyTree(t, dir, img)
 	jdir := offsets.JournalDir(img, b.Env().NodeID)
 	// Frames: length uint32, whose top bit flags a sequence number in the payload;
 	// crc32c uint32; payload. Flip one bit in the middle frame of a segment with frames

@@ -18,29 +18,6 @@ import (
 	"kaas/config"
 )
 
-// copyTree copies a directory as it is at this moment: the image a crash would leave.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestCommitsLiveInTheJournalUntilCheckpointed: over the wire, acknowledged commits are
 // in the broker's offsets journal before any group file is written (checkpoint interval
 // of an hour); a broker started on a copy of the data dir taken while the first one runs
@@ -89,7 +66,7 @@ func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
 	}
 
 	img := t.TempDir()
-	copyTree(t, dir, img)
+	brokertest.CopyTree(t, dir, img)
 	b2 := brokertest.Start(t, func(c *config.Config) { c.DataDir = img })
 	check := func(addr string) {
 		t.Helper()

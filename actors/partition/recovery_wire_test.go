@@ -322,30 +322,6 @@ func TestTornTailPastRecoveryPointIsCut(t *testing.T) {
 	}
 }
 
-// copyDir copies a running broker's data dir: the files as a crash would leave them
-// (the page cache survives a killed process).
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.Walk(from, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		dst := filepath.Join(to, rel)
-		if info.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, info.Mode())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestCrashImageKeepsAcknowledgedTail takes the data dir of a running broker after 30
 // acknowledged records (no clean stop, so no recovery point written at close) and cuts
 // its newest segment inside the last batch. That batch was acknowledged, so it was
@@ -356,7 +332,7 @@ func TestCrashImageKeepsAcknowledgedTail(t *testing.T) {
 	b, _ := startLogged(t, c)
 	one := writeThirty(t, b, "t")
 	image := brokertest.Config(t)
-	copyDir(t, c.DataDir, image.DataDir)
+	brokertest.CopyTree(t, c.DataDir, image.DataDir)
 	stopBroker(t, b)
 	path := segments(t, image.DataDir, "t")[0]
 	if err := os.Truncate(path, 10*one-7); err != nil {
