@@ -351,6 +351,19 @@ func administer(ctx context.Context, env Env, c Admin, end map[int32]int64, note
 	}
 	g := env.Group
 
+	// A consumer that closed without its LeaveGroup reaching the broker (librdkafka skips
+	// it while it is still rejoining after a broker restart) stays a member until its
+	// session expires, as in Apache: wait for that, and say so, before the checks.
+	if d, err := c.DescribeGroup(ctx, g); err == nil && (d.State != "Empty" || d.Members != 0) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := WaitGroup(wctx, c, g, "Empty", 0)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("group not empty after its members closed: %w", err)
+		}
+		*notes = append(*notes, fmt.Sprintf("%d member(s) closed without leaving; the group was Empty once their sessions expired", d.Members))
+	}
+
 	groups, err := c.ListGroups(ctx)
 	if !skip("list groups", err) {
 		if err != nil {
