@@ -55,8 +55,11 @@ type topicState struct {
 	meta *topicMeta
 	id   TopicID
 	pids []*actor.PID
-	// deleting: a deletion of this topic is queued; it is not deleted or grown again.
-	deleting bool
+	// deleting: a deletion of this topic is under way; it is not published, deleted or
+	// grown again. stopping are its partitions not stopped yet, afterStop what follows.
+	deleting  bool
+	stopping  map[string]bool
+	afterStop func(ctx actor.Context, err error)
 	// growTo is the partition count once the queued CreatePartitions are written (0:
 	// none queued), and growMeta the catalogue entry the last of them writes.
 	growTo   int32
@@ -113,6 +116,15 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.onStarted(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		m.finishJobs(ctx)
+		m.stopping = true
+		for _, t := range m.topics {
+			if next := t.afterStop; next != nil {
+				t.afterStop = nil
+				next(ctx, errStopping)
+			}
+		}
+	case *actor.Terminated:
+		m.onTerminated(ctx, msg.Who)
 	case *catalogWritten:
 		m.onCatalogWritten(ctx, msg)
 	case *Describe:
@@ -473,37 +485,76 @@ func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) {
 // filesRemoved is a deleted topic's files gone from disk (nothing waits for it).
 type filesRemoved struct{}
 
-// remove queues moving a topic's directory aside; once that is written it stops the
-// topic's partitions (after what their mailboxes hold) and removes the files in the
-// background. The topic serves until then, and is not deleted or grown again meanwhile.
+// remove deletes a topic: it leaves the published catalogue at once (new requests get
+// UNKNOWN_TOPIC_OR_PARTITION, as for a topic Apache marked for deletion), its partitions
+// stop (after what their mailboxes hold), and only once every one has stopped is the
+// directory moved aside, a queued catalogue write; the files are then removed in the
+// background. No partition ever reads or writes a directory that was moved, and a topic
+// of the same name is refused until the move is written.
 func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 	t.deleting = true
+	m.publish()
 	root, name, fsys := m.root, t.meta.Name, m.cfg.FS
-	var aside string
-	m.enqueue(ctx, func() (err error) {
-		aside, err = deleteTopicDir(fsys, root, name)
-		return err
-	}, func(ctx actor.Context, err error) {
-		if err != nil {
-			t.deleting = false
+	t.afterStop = func(ctx actor.Context, err error) {
+		if err != nil { // the manager is stopping
 			answer(err)
 			return
 		}
-		for _, pid := range t.pids {
-			ctx.Poison(pid)
-		}
-		delete(m.topics, name)
-		delete(m.byID, t.id)
-		m.publish()
-		log := m.log
-		actor.Background(ctx, func() any {
-			if err := fsys.RemoveAll(aside); err != nil {
-				log.Warn().Err(err).Str("dir", aside).Msg("topic_files_remove_failed")
+		var aside string
+		m.enqueue(ctx, func() (err error) {
+			aside, err = deleteTopicDir(fsys, root, name)
+			return err
+		}, func(ctx actor.Context, err error) {
+			if err != nil {
+				// The files stay where they were: serve them again.
+				t.deleting, t.pids = false, nil
+				if !m.stopping {
+					m.spawnPartitions(ctx, t)
+				}
+				m.publish()
+				answer(err)
+				return
 			}
-			return &filesRemoved{}
+			delete(m.topics, name)
+			delete(m.byID, t.id)
+			log := m.log
+			actor.Background(ctx, func() any {
+				if err := fsys.RemoveAll(aside); err != nil {
+					log.Warn().Err(err).Str("dir", aside).Msg("topic_files_remove_failed")
+				}
+				return &filesRemoved{}
+			})
+			answer(nil)
 		})
-		answer(nil)
-	})
+	}
+	t.stopping = map[string]bool{}
+	for _, pid := range t.pids {
+		t.stopping[pid.Id] = true
+		ctx.Watch(pid)
+		ctx.Poison(pid)
+	}
+	m.partitionsStopped(ctx, t)
+}
+
+// onTerminated: a partition of a topic being deleted stopped.
+func (m *manager) onTerminated(ctx actor.Context, who *actor.PID) {
+	for _, t := range m.topics {
+		if t.stopping[who.Id] {
+			delete(t.stopping, who.Id)
+			m.partitionsStopped(ctx, t)
+			return
+		}
+	}
+}
+
+// partitionsStopped goes on with t's deletion once none of its partitions runs.
+func (m *manager) partitionsStopped(ctx actor.Context, t *topicState) {
+	if len(t.stopping) > 0 || t.afterStop == nil {
+		return
+	}
+	next := t.afterStop
+	t.afterStop, t.stopping = nil, nil
+	next(ctx, nil)
 }
 
 func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) {
@@ -613,6 +664,9 @@ func (m *manager) lookup(name string, id TopicID, p int32) (*topicState, *actor.
 		if t == nil {
 			return nil, nil, kerr.UnknownTopicID.Code
 		}
+	}
+	if t != nil && t.deleting {
+		return nil, nil, kerr.UnknownTopicOrPartition.Code
 	}
 	if t == nil || p < 0 || p >= int32(len(t.pids)) {
 		return t, nil, kerr.UnknownTopicOrPartition.Code

@@ -145,6 +145,9 @@ func (m *manager) publish() {
 	}
 	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics))}
 	for name, t := range m.topics {
+		if t.deleting {
+			continue
+		}
 		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...)}
 		snap.topics[name] = st
 		snap.byID[t.id] = st
