@@ -134,7 +134,7 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	}
 	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
 		Str("cluster_id", clusterID).Str("version", VersionString()).Str("http", b.HTTPAddr()).
-		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas started")
+		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas_started")
 	started = true
 	return b, nil
 }
@@ -258,7 +258,7 @@ func (b *Broker) stop(ctx context.Context) error {
 	}
 	b.sys.Shutdown()
 	b.lock.release()
-	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas stopped")
+	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas_stopped")
 	return nil
 }
 

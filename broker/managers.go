@@ -16,17 +16,17 @@ func (b *Broker) startManagers() error {
 func (b *Broker) stopManagers(timeout time.Duration) {
 	if b.env.Groups != nil {
 		if err := b.sys.Poison(b.env.Groups, timeout); err != nil {
-			b.log.Error().Err(err).Msg("groups manager did not stop in time")
+			b.log.Error().Err(err).Msg("groups_manager_stop_timed_out")
 		}
 	}
 	if b.journal != nil {
 		if err := b.sys.Poison(b.journal, timeout); err != nil {
-			b.log.Error().Err(err).Msg("offsets journal did not stop in time")
+			b.log.Error().Err(err).Msg("offsets_journal_stop_timed_out")
 		}
 	}
 	if b.env.Topics != nil {
 		if err := b.sys.Poison(b.env.Topics, timeout); err != nil {
-			b.log.Error().Err(err).Msg("topics manager did not stop in time")
+			b.log.Error().Err(err).Msg("topics_manager_stop_timed_out")
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/logs"
 	"kaas/metrics"
 )
 
@@ -547,7 +547,7 @@ func (a *connActor) closeWith(ctx actor.Context, reason string, err error, lvl z
 	if err != nil {
 		e = e.Err(err)
 	}
-	e.Msg("connection closed")
+	e.Msg("connection_closed")
 	ctx.Stop(ctx.Self())
 }
 
@@ -557,7 +557,7 @@ func (a *connActor) badInput(ctx actor.Context, reason string, key, version int1
 		a.met.ClosedBadInput.WithLabelValues(reason).Inc()
 	}
 	a.log.Warn().Str("reason", reason).Int16("api_key", key).Int16("api_version", version).Err(err).
-		Msg("closing connection on bad input")
+		Msg("connection_closed_bad_input")
 	a.stopped.Store(true)
 	ctx.Stop(ctx.Self())
 }
@@ -569,7 +569,7 @@ func (a *connActor) onFrame(ctx actor.Context, f *frame) {
 	if len(a.held) > 0 || a.mustHold(f) {
 		if len(a.held) == 0 {
 			a.log.Debug().Int64("unwritten_bytes", a.unwritten.Load()).Int64("granted_bytes", a.granted).
-				Msg("holding requests until responses are written")
+				Msg("requests_held_until_responses_written")
 		}
 		a.held = append(a.held, f)
 		if a.met != nil {
@@ -691,9 +691,8 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 func (a *connActor) invoke(ctx actor.Context, call *Call, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			a.log.Error().Int16("api_key", call.Key).Int16("api_version", call.Version).
-				Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
-				Msg("request handler panicked; closing connection")
+			logs.Panic(a.log.Error().Int16("api_key", call.Key).Int16("api_version", call.Version), r).
+				Msg("request_handler_panicked_connection_closed")
 			a.stopped.Store(true)
 			ctx.Stop(ctx.Self())
 		}
@@ -725,8 +724,7 @@ func (a *connActor) convertAndComplete(call *Call, convert func(any) kmsg.Respon
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				a.log.Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
-					Msg("response conversion panicked; closing connection")
+				logs.Panic(a.log.Error(), r).Msg("response_conversion_panicked_connection_closed")
 				a.stopped.Store(true)
 				a.ctx.Stop(a.self)
 			}
@@ -743,7 +741,7 @@ func (a *connActor) convertAndComplete(call *Call, convert func(any) kmsg.Respon
 // head of the queue, so responses leave in request order.
 func (a *connActor) complete(c *Call, resp kmsg.Response) {
 	if c.done {
-		a.log.Error().Int16("api_key", c.Key).Msg("request completed twice; ignoring the second response")
+		a.log.Error().Int16("api_key", c.Key).Msg("request_completed_twice_second_response_ignored")
 		return
 	}
 	c.done = true
@@ -837,7 +835,7 @@ func (a *connActor) fail(c *Call, reason error) {
 		a.met.ClosedBadInput.WithLabelValues("handler").Inc()
 	}
 	a.log.Warn().Int16("api_key", c.Key).Int16("api_version", c.Version).Err(reason).
-		Msg("closing connection on bad input")
+		Msg("connection_closed_bad_input")
 	a.stopped.Store(true)
 	c.done = true
 	a.ctx.Stop(a.self)

@@ -77,7 +77,7 @@ func withExistence(c *Call, tps []offsets.TopicPartition, then func(exists []boo
 		if e == nil || len(e.Exists) != len(tps) {
 			// A broken invariant of the topics manager: report nothing as known rather
 			// than commit to partitions that may not exist.
-			c.Log().Error().Int("asked", len(tps)).Msg("partition existence answer malformed")
+			c.Log().Error().Int("asked", len(tps)).Msg("partition_existence_answer_malformed")
 			e = &partition.Existence{Exists: make([]bool, len(tps))}
 		}
 		return then(e.Exists)

@@ -1,8 +1,6 @@
 package conn
 
 import (
-	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -122,21 +120,7 @@ func (a *connActor) finishGather(g *partGather) {
 			g.results[i] = g.missing(i)
 		}
 	}
-	var resp kmsg.Response
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				a.log.Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
-					Msg("response conversion panicked; closing connection")
-				a.stopped.Store(true)
-				a.ctx.Stop(a.self)
-			}
-		}()
-		resp = g.finish(g.results)
-	}()
-	if resp != nil {
-		a.complete(g.call, resp)
-	}
+	a.convertAndComplete(g.call, func(any) kmsg.Response { return g.finish(g.results) }, nil)
 }
 
 // startFetch serves f in this actor (partition.FetchRun).

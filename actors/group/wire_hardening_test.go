@@ -139,7 +139,7 @@ func TestLongIdsRefusedAndLogsBounded(t *testing.T) {
 			t.Fatalf("a log event of %d bytes: %.300s", len(e), e)
 		}
 	}
-	if !logs.has("closing connection on bad input") {
+	if !logs.has("connection_closed_bad_input") {
 		t.Fatal("the refused requests were not logged")
 	}
 }

@@ -53,13 +53,13 @@ func run() int {
 	broker.SpareProc()
 	b, err := broker.Start(cfg, log)
 	if err != nil {
-		log.Error().Err(err).Msg("kaas failed to start")
+		log.Error().Err(err).Msg("kaas_start_failed")
 		return 1
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	sig := <-sigs
-	log.Info().Str("signal", sig.String()).Msg("stopping")
+	log.Info().Str("signal", sig.String()).Msg("kaas_stopping")
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	go func() {
@@ -68,11 +68,11 @@ func run() int {
 		case <-sigs:
 		case <-time.After(cfg.ShutdownTimeout + time.Second):
 		}
-		log.Error().Msg("forced exit")
+		log.Error().Msg("kaas_forced_exit")
 		os.Exit(1)
 	}()
 	if err := b.Stop(ctx); err != nil {
-		log.Error().Err(err).Msg("stop failed")
+		log.Error().Err(err).Msg("kaas_stop_failed")
 		return 1
 	}
 	return 0

@@ -102,7 +102,7 @@ func TestSigtermAnswersParkedRequestsAndExitsZero(t *testing.T) {
 		t.Fatal("parked join was never answered")
 	}
 	logs, _ := os.ReadFile(b.LogPath)
-	for _, want := range []string{`"message":"kaas started"`, `"message":"kaas stopped"`} {
+	for _, want := range []string{`"message":"kaas_started"`, `"message":"kaas_stopped"`} {
 		if !strings.Contains(string(logs), want) {
 			t.Fatalf("log lacks %s:\n%s", want, logs)
 		}

@@ -244,7 +244,7 @@ func runBroker(ctx context.Context, t *testing.T, kaas string, imageEnv []string
 				started
 				Message string `json:"message"`
 			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "kaas started" {
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Message == "kaas_started" {
 				up <- l.started
 			}
 		}
