@@ -16,17 +16,30 @@ const TmpSuffix = ".tmp"
 // effort; a leftover is cleaned at the next load) and name is either its old content or,
 // when only the directory sync failed, the complete new content — never a partial file.
 func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
+	if err := replace(fsys, dir, name, data, true); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// replace writes data to dir/name.tmp (fsynced when sync is set) and renames it over
+// dir/name; on any failure the tmp file is removed (best effort) and name is untouched.
+func replace(fsys FS, dir, name string, data []byte, sync bool) error {
 	path := filepath.Join(dir, name)
 	tmp := path + TmpSuffix
 	f, err := fsys.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	_, err = f.Write(data)
-	if err != nil {
+	if _, err = f.Write(data); err != nil {
 		err = fmt.Errorf("write %s: %w", tmp, err)
-	} else if err = f.Sync(); err != nil {
-		err = fmt.Errorf("fsync %s: %w", tmp, err)
+	} else if sync {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("fsync %s: %w", tmp, err)
+		}
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
@@ -38,12 +51,8 @@ func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 	}
 	if err != nil {
 		_ = fsys.Remove(tmp)
-		return err
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return err
 }
 
 // RemoveDurably removes dir/name and fsyncs dir. A missing file is not an error, nor is a
@@ -89,27 +98,7 @@ func MkdirDurably(fsys FS, dir string) error {
 // an fsync: for a writer of many files that syncs them all at once (SyncWritten), as the
 // offsets journal's replay does before it deletes the journal that can redo them.
 func WriteFileUnsynced(fsys FS, dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + TmpSuffix
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		err = fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close %s: %w", tmp, cerr)
-	}
-	if err == nil {
-		if err = fsys.Rename(tmp, path); err != nil {
-			err = fmt.Errorf("rename %s: %w", tmp, err)
-		}
-	}
-	if err != nil {
-		_ = fsys.Remove(tmp)
-	}
-	return err
+	return replace(fsys, dir, name, data, false)
 }
 
 // SyncWritten makes the files written in dir (their paths; "" for a removal) durable:
