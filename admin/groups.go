@@ -120,58 +120,59 @@ func describeGroups(fs *flag.FlagSet) action {
 			return nil
 		},
 		run: func(c *cmd) error {
-			docs, err := c.groupLags(groups)
-			if err != nil {
-				return err
-			}
-			if c.json {
-				return c.document(struct {
-					Groups []groupDoc `json:"groups"`
-				}{docs})
-			}
-			switch {
-			case members:
-				var rows [][]string
-				for _, g := range docs {
-					for _, m := range g.Members {
-						n := 0
-						for _, t := range m.Assignment {
-							n += len(t.Partitions)
-						}
-						rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n)})
-					}
-				}
-				c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"}, rows)
-			case state:
-				var rows [][]string
-				for _, g := range docs {
-					rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members))})
-				}
-				c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"}, rows)
-			default:
-				c.offsetTable(docs)
-			}
-			return nil
+			return c.showGroups(groups, func(docs []groupDoc) {
+				describeTable(c, docs, members, state)
+			})
 		},
 	}
+}
+
+// describeTable prints describe's table: members, state, or offsets.
+func describeTable(c *cmd, docs []groupDoc, members, state bool) {
+	switch {
+	case members:
+		var rows [][]string
+		for _, g := range docs {
+			for _, m := range g.Members {
+				n := 0
+				for _, t := range m.Assignment {
+					n += len(t.Partitions)
+				}
+				rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n)})
+			}
+		}
+		c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"}, rows)
+	case state:
+		var rows [][]string
+		for _, g := range docs {
+			rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members))})
+		}
+		c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"}, rows)
+	default:
+		c.offsetTable(docs)
+	}
+}
+
+// showGroups looks the groups up (every group when none is named) and prints them as one
+// JSON document or through table.
+func (c *cmd) showGroups(groups []string, table func([]groupDoc)) error {
+	docs, err := c.groupLags(groups)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.document(struct {
+			Groups []groupDoc `json:"groups"`
+		}{docs})
+	}
+	table(docs)
+	return nil
 }
 
 func lagGroups(fs *flag.FlagSet) action {
 	var groups stringList
 	fs.Var(&groups, "group", "the `group` to show; repeatable (default every group)")
-	return action{run: func(c *cmd) error {
-		docs, err := c.groupLags(groups)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			return c.document(struct {
-				Groups []groupDoc `json:"groups"`
-			}{docs})
-		}
-		c.offsetTable(docs)
-		return nil
-	}}
+	return action{run: func(c *cmd) error { return c.showGroups(groups, c.offsetTable) }}
 }
 
 func (c *cmd) offsetTable(docs []groupDoc) {
