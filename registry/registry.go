@@ -1,9 +1,15 @@
 // Package registry knows the brokers of the cluster and which of them coordinates a
-// group: an explicit assignment wins, otherwise FNV-1a of the group id over the full
-// broker set, falling back deterministically into the alive subset.
+// group or leads a partition: an explicit assignment (assignment.json) wins, otherwise
+// FNV-1a 32-bit of the key over the full broker set (the configured cluster size, not the
+// alive count), falling back deterministically into the sorted alive subset when the
+// preferred broker is not alive.
+//
+// Sources feed it: dev (this broker alone), static (a peer list, alive by probing) and
+// kubernetes (registry/kube, the EndpointSlices of the headless Service).
 package registry
 
 import (
+	"context"
 	"hash/fnv"
 	"sort"
 	"sync"
@@ -23,31 +29,156 @@ type Broker struct {
 	Alive     bool
 }
 
-// Registry is the broker set. Sources (dev, static, Kubernetes) replace it with Set;
-// readers take snapshots. It is read by every connection, so it is a copy-on-write value
-// behind a lock rather than an actor.
-type Registry struct {
-	mu      sync.RWMutex
-	self    int32
-	brokers []Broker // sorted by ID
+// Source feeds a registry: Set with the broker set it sees, then MarkSynced once its
+// first complete view is in, until ctx ends.
+type Source interface {
+	Run(ctx context.Context, r *Registry) error
 }
 
-// NewDev is the registry of a broker alone: itself, alive.
+// Registry is the broker set. Sources replace it with Set; readers take snapshots. It is
+// read by every connection, so it is a copy-on-write value behind a lock rather than an
+// actor.
+type Registry struct {
+	self int32
+	size int // the full broker set: ids 0..size-1
+
+	mu      sync.RWMutex
+	brokers []Broker // sorted by ID
+	alive   []int32  // sorted ids of alive brokers (ids < size)
+	synced  bool
+	version uint64
+	assign  *Assignment
+	subs    map[int]chan struct{}
+	nextSub int
+}
+
+// New returns a registry of a cluster of size brokers (ids 0..size-1) seen from broker
+// self. Nothing is alive and it is not synced until a source says so.
+func New(self int32, size int) *Registry {
+	if size < 1 {
+		size = 1
+	}
+	return &Registry{self: self, size: size, subs: map[int]chan struct{}{}}
+}
+
+// NewDev is the registry of a broker alone: itself, alive, synced.
 func NewDev(self Broker) *Registry {
+	r := New(self.ID, int(self.ID)+1)
+	r.size = 0 // every key routes to self
 	self.Alive = true
-	return &Registry{self: self.ID, brokers: []Broker{self}}
+	r.Set([]Broker{self})
+	r.MarkSynced()
+	return r
 }
 
 // Self is this broker's id.
 func (r *Registry) Self() int32 { return r.self }
 
+// Size is the configured size of the full broker set (0 for dev).
+func (r *Registry) Size() int { return r.size }
+
 // Set replaces the broker set.
 func (r *Registry) Set(brokers []Broker) {
-	bs := append([]Broker(nil), brokers...)
+	bs := make([]Broker, len(brokers))
+	copy(bs, brokers)
 	sort.Slice(bs, func(i, j int) bool { return bs[i].ID < bs[j].ID })
+	var alive []int32
+	for _, b := range bs {
+		if b.Alive && (r.size == 0 || int(b.ID) < r.size) {
+			alive = append(alive, b.ID)
+		}
+	}
 	r.mu.Lock()
+	changed := !sameBrokers(r.brokers, bs)
 	r.brokers = bs
+	r.alive = alive
+	if changed {
+		r.version++
+	}
 	r.mu.Unlock()
+	if changed {
+		r.notify()
+	}
+}
+
+func sameBrokers(a, b []Broker) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Alive != b[i].Alive || len(a[i].Endpoints) != len(b[i].Endpoints) {
+			return false
+		}
+		for k, e := range a[i].Endpoints {
+			if b[i].Endpoints[k] != e {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// MarkSynced records that the source's first complete view is in.
+func (r *Registry) MarkSynced() {
+	r.mu.Lock()
+	was := r.synced
+	r.synced = true
+	r.version++
+	r.mu.Unlock()
+	if !was {
+		r.notify()
+	}
+}
+
+// Synced reports whether the source's first complete view is in. Until then the group
+// APIs answer COORDINATOR_NOT_AVAILABLE and the data APIs LEADER_NOT_AVAILABLE.
+func (r *Registry) Synced() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.synced
+}
+
+// SetAssignment replaces the explicit assignments (nil: none).
+func (r *Registry) SetAssignment(a *Assignment) {
+	r.mu.Lock()
+	r.assign = a
+	r.version++
+	r.mu.Unlock()
+	r.notify()
+}
+
+// Version changes whenever the broker set, the synced flag or the assignment changes.
+func (r *Registry) Version() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
+}
+
+// Subscribe returns a channel signalled (coalesced) after every change, and the function
+// that ends the subscription.
+func (r *Registry) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	id := r.nextSub
+	r.nextSub++
+	r.subs[id] = ch
+	r.mu.Unlock()
+	return ch, func() {
+		r.mu.Lock()
+		delete(r.subs, id)
+		r.mu.Unlock()
+	}
+}
+
+func (r *Registry) notify() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, ch := range r.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Brokers returns the alive brokers, by id.
@@ -63,6 +194,13 @@ func (r *Registry) Brokers() []Broker {
 	return out
 }
 
+// All returns every known broker, alive or not, by id.
+func (r *Registry) All() []Broker {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]Broker(nil), r.brokers...)
+}
+
 // Broker returns the broker with id.
 func (r *Registry) Broker(id int32) (Broker, bool) {
 	r.mu.RLock()
@@ -75,35 +213,110 @@ func (r *Registry) Broker(id int32) (Broker, bool) {
 	return Broker{}, false
 }
 
-// Coordinator returns the broker that coordinates key (a group or transactional id), and
-// false when no broker is alive.
-func (r *Registry) Coordinator(key string) (Broker, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if len(r.brokers) == 0 {
-		return Broker{}, false
-	}
+// Hash is FNV-1a 32-bit of s: the routing hash of groups and transactional ids.
+func Hash(s string) uint32 {
 	h := fnv.New32a()
-	h.Write([]byte(key))
-	sum := h.Sum32()
-	b := r.brokers[sum%uint32(len(r.brokers))]
-	if b.Alive {
-		return b, true
-	}
-	var alive []Broker
-	for _, b := range r.brokers {
-		if b.Alive {
-			alive = append(alive, b)
-		}
-	}
-	if len(alive) == 0 {
-		return Broker{}, false
-	}
-	return alive[sum%uint32(len(alive))], true
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
 }
 
-// IsCoordinator reports whether this broker coordinates key.
+// PartitionHash is the routing hash of a partition: FNV-1a 32-bit of the topic name plus
+// the partition number, so one topic's partitions go round the broker set in turn.
+func PartitionHash(topic string, partition int32) uint32 {
+	return Hash(topic) + uint32(partition)
+}
+
+// route picks the owner of a key with hash sum and an optional explicit broker, under
+// r.mu: the explicit broker or the hashed slot if alive, else alive[sum % len(alive)].
+func (r *Registry) route(sum uint32, explicit int32, hasExplicit bool) (int32, bool) {
+	if r.size == 0 { // dev: this broker alone
+		return r.self, true
+	}
+	want := int32(sum % uint32(r.size))
+	if hasExplicit {
+		want = explicit
+	}
+	i := sort.Search(len(r.alive), func(i int) bool { return r.alive[i] >= want })
+	if i < len(r.alive) && r.alive[i] == want {
+		return want, true
+	}
+	if len(r.alive) == 0 {
+		return 0, false
+	}
+	return r.alive[sum%uint32(len(r.alive))], true
+}
+
+// preferred is the broker a key would route to if every broker were alive (its
+// primary): the explicit assignment, else the hashed slot. Used to tell a fallback owner
+// from the primary.
+func (r *Registry) preferred(sum uint32, explicit int32, hasExplicit bool) int32 {
+	if r.size == 0 {
+		return r.self
+	}
+	if hasExplicit {
+		return explicit
+	}
+	return int32(sum % uint32(r.size))
+}
+
+// GroupOwner returns the coordinator of group g and its primary (the broker it routes to
+// when every broker is alive); ok is false when no broker is alive.
+func (r *Registry) GroupOwner(g string) (owner, primary int32, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sum := Hash(g)
+	id, has := r.assign.group(g)
+	owner, ok = r.route(sum, id, has)
+	return owner, r.preferred(sum, id, has), ok
+}
+
+// TxnOwner returns the coordinator of transactional id t and its primary.
+func (r *Registry) TxnOwner(t string) (owner, primary int32, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sum := Hash(t)
+	id, has := r.assign.txn(t)
+	owner, ok = r.route(sum, id, has)
+	return owner, r.preferred(sum, id, has), ok
+}
+
+// PartitionOwner returns the leader of (topic, partition) and its primary.
+func (r *Registry) PartitionOwner(topic string, partition int32) (owner, primary int32, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sum := PartitionHash(topic, partition)
+	id, has := r.assign.partition(topic, partition)
+	owner, ok = r.route(sum, id, has)
+	return owner, r.preferred(sum, id, has), ok
+}
+
+// Coordinator returns the broker that coordinates group key, and false when no broker is
+// alive (or the broker routed to is not known).
+func (r *Registry) Coordinator(key string) (Broker, bool) {
+	id, _, ok := r.GroupOwner(key)
+	if !ok {
+		return Broker{}, false
+	}
+	return r.Broker(id)
+}
+
+// TxnCoordinator returns the broker that coordinates transactional id t.
+func (r *Registry) TxnCoordinator(t string) (Broker, bool) {
+	id, _, ok := r.TxnOwner(t)
+	if !ok {
+		return Broker{}, false
+	}
+	return r.Broker(id)
+}
+
+// IsCoordinator reports whether this broker coordinates group key.
 func (r *Registry) IsCoordinator(key string) bool {
-	b, ok := r.Coordinator(key)
-	return ok && b.ID == r.self
+	id, _, ok := r.GroupOwner(key)
+	return ok && id == r.self
+}
+
+// IsLeader reports whether this broker leads (topic, partition).
+func (r *Registry) IsLeader(topic string, partition int32) bool {
+	id, _, ok := r.PartitionOwner(topic, partition)
+	return ok && id == r.self
 }
