@@ -72,6 +72,66 @@ type Config struct {
 	LogRetentionBytes        int64         // <0: no size limit
 	LogFlushIntervalMessages int64         // 1: every acknowledged produce is fsynced first
 	LogRetentionCheck        time.Duration
+
+	// Cluster.
+	Registry          string // dev | static | kubernetes
+	RegistryPeers     []Peer // static: every broker of the cluster, this one included
+	ClusterSize       int    // the full broker set; 0: the peer count (static) or required (kubernetes)
+	RegistryService   string // kubernetes: the headless Service whose EndpointSlices list the brokers
+	RegistryNamespace string // kubernetes: its namespace ("" : the pod's own)
+	RegistryProbe     time.Duration
+	LeaseDuration     time.Duration
+	LeaseRenew        time.Duration
+}
+
+// Peer is one broker of a static registry: id@host:port (its first listener).
+type Peer struct {
+	ID   int32
+	Host string
+	Port int
+}
+
+// ParsePeers reads "0@127.0.0.1:9092,1@127.0.0.1:9093".
+func ParsePeers(v string) ([]Peer, error) {
+	var out []Peer
+	seen := map[int32]bool{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		at := strings.IndexByte(part, '@')
+		if at < 0 {
+			return nil, fmt.Errorf("peer %q: want id@host:port", part)
+		}
+		id, err := strconv.ParseInt(part[:at], 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("peer %q: id must be a non-negative number", part)
+		}
+		host, port, err := net.SplitHostPort(part[at+1:])
+		if err != nil {
+			return nil, fmt.Errorf("peer %q: %w", part, err)
+		}
+		pn, err := strconv.Atoi(port)
+		if err != nil || pn <= 0 || pn > 65535 {
+			return nil, fmt.Errorf("peer %q: bad port", part)
+		}
+		if seen[int32(id)] {
+			return nil, fmt.Errorf("peer id %d twice", id)
+		}
+		seen[int32(id)] = true
+		out = append(out, Peer{ID: int32(id), Host: host, Port: pn})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func joinPeers(ps []Peer) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%d@%s", p.ID, net.JoinHostPort(p.Host, strconv.Itoa(p.Port)))
+	}
+	return strings.Join(parts, ",")
 }
 
 // Listener is one named listener: NAME://host:port.
@@ -128,6 +188,11 @@ func Default() Config {
 		LogRetentionBytes:        -1,
 		LogFlushIntervalMessages: 1,
 		LogRetentionCheck:        300000 * time.Millisecond,
+
+		Registry:      "dev",
+		RegistryProbe: 500 * time.Millisecond,
+		LeaseDuration: 3000 * time.Millisecond,
+		LeaseRenew:    500 * time.Millisecond,
 	}
 }
 
@@ -262,6 +327,19 @@ func settings(c *Config) []setting {
 		int64Setting("log.retention.bytes", "delete old segments past this size per partition (-1: no limit)", &c.LogRetentionBytes),
 		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable", &c.LogFlushIntervalMessages),
 		msSetting("log.retention.check.interval.ms", "how often log retention runs", &c.LogRetentionCheck),
+
+		strSetting("registry", "where the broker set comes from: dev (this broker alone), static (--registry.peers) or kubernetes (EndpointSlices of --registry.service)", &c.Registry),
+		{"registry.peers", "static registry: every broker as id@host:port, comma-separated, this one included",
+			func(c *Config, v string) (err error) { c.RegistryPeers, err = ParsePeers(v); return err },
+			func(c *Config) string { return joinPeers(c.RegistryPeers) }},
+		{"cluster.size", "brokers in the full broker set that groups and partitions hash over (default: the peer count)",
+			func(c *Config, v string) (err error) { c.ClusterSize, err = strconv.Atoi(v); return err },
+			func(c *Config) string { return strconv.Itoa(c.ClusterSize) }},
+		strSetting("registry.service", "kubernetes registry: the headless Service of the brokers", &c.RegistryService),
+		strSetting("registry.namespace", "kubernetes registry: the Service's namespace (default: the pod's own)", &c.RegistryNamespace),
+		msSetting("registry.probe.interval.ms", "static registry: how often each peer is probed", &c.RegistryProbe),
+		msSetting("lease.duration.ms", "how long a broker's lease lasts unrenewed; a peer adopts its groups and partitions only after this", &c.LeaseDuration),
+		msSetting("lease.renew.interval.ms", "how often a broker renews its lease", &c.LeaseRenew),
 	}
 }
 
@@ -356,6 +434,59 @@ func (c *Config) Validate() error {
 	case "", "json", "console":
 	default:
 		return fmt.Errorf("log.format must be json or console")
+	}
+	return c.validateCluster()
+}
+
+func (c *Config) validateCluster() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("node.id must not be negative")
+	}
+	if c.LeaseRenew <= 0 || c.LeaseDuration <= 0 {
+		return fmt.Errorf("lease.duration.ms and lease.renew.interval.ms must be positive")
+	}
+	if c.LeaseRenew*2 > c.LeaseDuration {
+		return fmt.Errorf("lease.renew.interval.ms must be at most half of lease.duration.ms, so a renewal can fail once without the lease lapsing")
+	}
+	if c.RegistryProbe <= 0 {
+		return fmt.Errorf("registry.probe.interval.ms must be positive")
+	}
+	switch c.Registry {
+	case "dev":
+		if len(c.RegistryPeers) > 0 {
+			return fmt.Errorf("registry.peers is for --registry=static")
+		}
+	case "static":
+		if len(c.RegistryPeers) == 0 {
+			return fmt.Errorf("registry=static needs registry.peers")
+		}
+		self := false
+		for _, p := range c.RegistryPeers {
+			self = self || p.ID == c.NodeID
+		}
+		if !self {
+			return fmt.Errorf("registry.peers does not list this broker (node.id %d)", c.NodeID)
+		}
+		if c.ClusterSize == 0 {
+			c.ClusterSize = int(c.RegistryPeers[len(c.RegistryPeers)-1].ID) + 1
+		}
+		for _, p := range c.RegistryPeers {
+			if int(p.ID) >= c.ClusterSize {
+				return fmt.Errorf("registry.peers: id %d is outside cluster.size %d", p.ID, c.ClusterSize)
+			}
+		}
+	case "kubernetes":
+		if c.RegistryService == "" {
+			return fmt.Errorf("registry=kubernetes needs registry.service (the brokers' headless Service)")
+		}
+		if c.ClusterSize < 1 {
+			return fmt.Errorf("registry=kubernetes needs cluster.size (the StatefulSet's replicas)")
+		}
+	default:
+		return fmt.Errorf("registry must be dev, static or kubernetes")
+	}
+	if c.Registry != "dev" && int(c.NodeID) >= c.ClusterSize {
+		return fmt.Errorf("node.id %d is outside cluster.size %d", c.NodeID, c.ClusterSize)
 	}
 	return nil
 }
