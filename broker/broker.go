@@ -41,6 +41,9 @@ type Broker struct {
 	lock *dataLock
 	// journal is the offsets journal actor; it stops after the groups.
 	journal *actor.PID
+	// cluster is the registry source, fence and ownership controller of a broker in a
+	// cluster (nil with the dev registry).
+	cluster *clusterSide
 
 	listeners []*listener
 	httpSrv   *http.Server
@@ -73,8 +76,9 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	if err := storage.MkdirDurably(storage.OSFS{}, clusterDir); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
-	// No other broker may write this directory while this one runs (dev registry).
-	lock, err := lockDataDir(clusterDir, cfg.NodeID)
+	// No other broker may write this directory while this one runs (dev registry); the
+	// brokers of a cluster share it, each holding its own id's lease (fence).
+	lock, err := lockDataDir(clusterDir, cfg.NodeID, cfg.Registry != "dev")
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +86,15 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	defer func() {
 		if !started {
 			lock.release()
+			b.cluster.stop()
 		}
 	}()
+	if cfg.Registry == "kubernetes" {
+		return nil, fmt.Errorf("registry=kubernetes: not served by this build yet (use static)")
+	}
+	if err := b.startFence(); err != nil {
+		return nil, err
+	}
 	b.lock = lock
 	clusterID, err := loadClusterID(storage.OSFS{}, clusterDir)
 	if err != nil {
@@ -108,15 +119,23 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		NodeID:    cfg.NodeID,
 		ClusterID: clusterID,
 		System:    b.sys,
-		Registry:  registry.NewDev(self),
+		Registry:  nil,
 		Metrics:   b.met,
 		Log:       log,
+	}
+	if b.cluster != nil {
+		b.env.Registry = b.clusterRegistry(self)
+	} else {
+		b.env.Registry = registry.NewDev(self)
 	}
 	b.env.RequestBytes = conn.NewBudget(cfg.QueuedMaxRequestBytes, b.met.RequestBytesQueued, b.met.RequestReadsWaiting)
 	b.env.ResponseBytes = conn.NewBudget(cfg.QueuedMaxResponseBytes, b.met.ResponseBytesUnwritten, nil)
 	if err := b.startManagers(); err != nil {
 		b.closeListeners()
 		return nil, err
+	}
+	if b.cluster != nil {
+		b.startController()
 	}
 	if cfg.HTTPListen != "" {
 		if err := b.startHTTP(); err != nil {
@@ -240,6 +259,9 @@ func (b *Broker) stop(ctx context.Context) error {
 	// Let requests already read reach their actors before the managers stop; the
 	// managers then answer parked waiters (JoinGroup, long-poll Fetch) with codes.
 	b.waitConns(ctx, 200*time.Millisecond)
+	if b.cluster != nil && b.cluster.ctl != nil {
+		b.cluster.ctl.Stop() // no hand-over while the managers stop
+	}
 	timeout := time.Until(deadlineOf(ctx, 8*time.Second))
 	b.stopManagers(timeout)
 	drained := b.waitConns(ctx, time.Until(deadlineOf(ctx, 8*time.Second)))
@@ -257,6 +279,7 @@ func (b *Broker) stop(ctx context.Context) error {
 		cancel()
 	}
 	b.sys.Shutdown()
+	b.cluster.stop() // the lease goes last: peers adopt once it is released
 	b.lock.release()
 	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas_stopped")
 	return nil
@@ -292,6 +315,14 @@ func (b *Broker) Ready() error {
 	b.mu.Unlock()
 	if stopping {
 		return errors.New("stopping")
+	}
+	if c := b.cluster; c != nil {
+		switch st := c.ctl.State(); {
+		case !b.env.Registry.Synced():
+			return errors.New("registry not synced")
+		case st == nil || !st.Ready:
+			return errors.New("lease not held or ownership view not applied")
+		}
 	}
 	probe := filepath.Join(b.cfg.DataDir, "__cluster", ".ready-probe")
 	if err := os.WriteFile(probe, []byte("ok"), datamode.File()); err != nil {

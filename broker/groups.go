@@ -55,13 +55,14 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
 				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
 				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
-				WriteSlots: slots,
+				WriteSlots: slots, Gate: b.gate(),
 			})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return offsets.ReadMeta(fsys, dir, g)
 		},
-		Log: log,
+		Log:  log,
+		Owns: b.owns(),
 	}
 }

@@ -30,13 +30,19 @@ var errDataDirInUse = errors.New("data directory in use by another broker")
 
 // lockDataDir takes the data directory's lock (clusterDir is <data.dir>/__cluster) for
 // this broker alone. The file says who holds it, for the error a second broker gives.
-func lockDataDir(clusterDir string, nodeID int32) (*dataLock, error) {
+func lockDataDir(clusterDir string, nodeID int32, shared bool) (*dataLock, error) {
 	path := filepath.Join(clusterDir, dataLockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	how := unix.LOCK_EX
+	if shared {
+		// The brokers of a cluster share the directory (each fences its own id); a
+		// dev broker, alone by definition, still cannot start beside them.
+		how = unix.LOCK_SH
+	}
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -44,6 +50,9 @@ func lockDataDir(clusterDir string, nodeID int32) (*dataLock, error) {
 				errDataDirInUse, path, strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if shared {
+		return &dataLock{f: f}, nil
 	}
 	host, _ := os.Hostname()
 	info := "node " + strconv.Itoa(int(nodeID)) + ", pid " + strconv.Itoa(os.Getpid()) + ", host " + host

@@ -23,6 +23,11 @@ type Fence interface {
 	// process's clock (time.Now, monotonic). The zero time when the lease is not held.
 	// A writer checks it after its write is durable and before it acknowledges.
 	ValidUntil() time.Time
+	// Term counts the times the lease was taken: it grows whenever the lease is held
+	// again after ValidUntil had passed (a pause, a failed renewal). What a broker loaded
+	// under one term it must not acknowledge under another: a peer may have adopted it
+	// in between.
+	Term() uint64
 	// Lapsed reports whether broker id's lease has lapsed as observed here (unchanged
 	// for a whole lease duration on this clock, released, or never taken), so that what
 	// it owned may be adopted. Lapsed of this broker's own id is false while held.
@@ -48,6 +53,9 @@ func (*Dev) Start(context.Context) error { return nil }
 
 // ValidUntil is far in the future.
 func (*Dev) ValidUntil() time.Time { return time.Now().Add(24 * time.Hour) }
+
+// Term is always 1.
+func (*Dev) Term() uint64 { return 1 }
 
 // Lapsed: a broker alone has no peers; any other id is lapsed.
 func (*Dev) Lapsed(int32) bool { return true }

@@ -48,6 +48,7 @@ type File struct {
 	mu       sync.Mutex
 	lock     *os.File
 	validTil time.Time
+	term     uint64
 	counter  uint64
 	seen     map[int32]*peerSeen
 	ch       chan struct{}
@@ -165,6 +166,9 @@ func (f *File) renewOnce() error {
 	}
 	f.mu.Lock()
 	was := time.Now().Before(f.validTil)
+	if !was {
+		f.term++
+	}
 	f.validTil = start.Add(f.duration - f.margin)
 	f.mu.Unlock()
 	if !was {
@@ -266,6 +270,13 @@ func (f *File) ValidUntil() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.validTil
+}
+
+// Term counts the times the lease was taken.
+func (f *File) Term() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.term
 }
 
 // Lapsed reports whether peer id is dead or has stopped renewing.

@@ -85,3 +85,20 @@ func TestFileFencePausedHolderLapses(t *testing.T) {
 		t.Fatal("the paused holder's lock should still be held")
 	}
 }
+
+func TestFileFenceTermGrowsAfterALapse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	a := newTestFile(t, dir, 0)
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	term := a.Term()
+	a.mu.Lock()
+	a.validTil = time.Now().Add(-time.Millisecond) // as after a pause past the lease
+	a.mu.Unlock()
+	waitFor(t, a, "renewed", func() bool { return Valid(a) })
+	if a.Term() != term+1 {
+		t.Fatalf("term %d after a lapse and a renewal, want %d", a.Term(), term+1)
+	}
+}

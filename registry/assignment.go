@@ -3,6 +3,8 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,7 @@ type Assignment struct {
 	groups           map[string]int32 `json:"-"`
 	txns             map[string]int32 `json:"-"`
 	parts            map[tpKey]int32  `json:"-"`
+	digest           string           `json:"-"`
 }
 
 // GroupEntry assigns a consumer group's coordinator.
@@ -115,6 +118,8 @@ func ParseAssignment(raw []byte, size int) (*Assignment, error) {
 		}
 		a.parts[k] = e.Broker
 	}
+	sum := sha256.Sum256(raw)
+	a.digest = hex.EncodeToString(sum[:8])
 	return &a, nil
 }
 
@@ -192,4 +197,13 @@ func WatchAssignment(ctx context.Context, r *Registry, path string, interval tim
 			load()
 		}
 	}
+}
+
+// Digest identifies an assignment's content ("" for none), so brokers can tell whether
+// they route by the same one.
+func (a *Assignment) Digest() string {
+	if a == nil {
+		return ""
+	}
+	return a.digest
 }

@@ -226,74 +226,78 @@ func PartitionHash(topic string, partition int32) uint32 {
 	return Hash(topic) + uint32(partition)
 }
 
-// route picks the owner of a key with hash sum and an optional explicit broker, under
-// r.mu: the explicit broker or the hashed slot if alive, else alive[sum % len(alive)].
-func (r *Registry) route(sum uint32, explicit int32, hasExplicit bool) (int32, bool) {
-	if r.size == 0 { // dev: this broker alone
-		return r.self, true
+// View is a frozen routing table: the broker set's size, the alive ids and the
+// explicit assignment. The ownership controller routes by the view it has applied, which
+// may differ from the registry's latest for as long as it takes to hand groups over.
+type View struct {
+	Self   int32
+	Size   int     // 0: dev, every key is Self's
+	Alive  []int32 // sorted
+	Assign *Assignment
+}
+
+// Snapshot is the registry's current view.
+func (r *Registry) Snapshot() View {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return View{Self: r.self, Size: r.size, Alive: append([]int32(nil), r.alive...), Assign: r.assign}
+}
+
+// IsAlive reports whether id is in the view's alive set.
+func (v View) IsAlive(id int32) bool {
+	i := sort.Search(len(v.Alive), func(i int) bool { return v.Alive[i] >= id })
+	return i < len(v.Alive) && v.Alive[i] == id
+}
+
+// route picks the owner of a key with hash sum and an optional explicit broker: the
+// explicit broker or the hashed slot if alive, else alive[sum % len(alive)].
+func (v View) route(sum uint32, explicit int32, hasExplicit bool) (int32, bool) {
+	if v.Size == 0 { // dev: this broker alone
+		return v.Self, true
 	}
-	want := int32(sum % uint32(r.size))
+	want := int32(sum % uint32(v.Size))
 	if hasExplicit {
 		want = explicit
 	}
-	i := sort.Search(len(r.alive), func(i int) bool { return r.alive[i] >= want })
-	if i < len(r.alive) && r.alive[i] == want {
+	if v.IsAlive(want) {
 		return want, true
 	}
-	if len(r.alive) == 0 {
+	if len(v.Alive) == 0 {
 		return 0, false
 	}
-	return r.alive[sum%uint32(len(r.alive))], true
+	return v.Alive[sum%uint32(len(v.Alive))], true
 }
 
-// preferred is the broker a key would route to if every broker were alive (its
-// primary): the explicit assignment, else the hashed slot. Used to tell a fallback owner
-// from the primary.
-func (r *Registry) preferred(sum uint32, explicit int32, hasExplicit bool) int32 {
-	if r.size == 0 {
-		return r.self
-	}
-	if hasExplicit {
-		return explicit
-	}
-	return int32(sum % uint32(r.size))
+// GroupOwner returns the coordinator of group g; ok is false when no broker is alive.
+func (v View) GroupOwner(g string) (int32, bool) {
+	id, has := v.Assign.group(g)
+	return v.route(Hash(g), id, has)
 }
 
-// GroupOwner returns the coordinator of group g and its primary (the broker it routes to
-// when every broker is alive); ok is false when no broker is alive.
-func (r *Registry) GroupOwner(g string) (owner, primary int32, ok bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	sum := Hash(g)
-	id, has := r.assign.group(g)
-	owner, ok = r.route(sum, id, has)
-	return owner, r.preferred(sum, id, has), ok
+// TxnOwner returns the coordinator of transactional id t.
+func (v View) TxnOwner(t string) (int32, bool) {
+	id, has := v.Assign.txn(t)
+	return v.route(Hash(t), id, has)
 }
 
-// TxnOwner returns the coordinator of transactional id t and its primary.
-func (r *Registry) TxnOwner(t string) (owner, primary int32, ok bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	sum := Hash(t)
-	id, has := r.assign.txn(t)
-	owner, ok = r.route(sum, id, has)
-	return owner, r.preferred(sum, id, has), ok
+// PartitionOwner returns the leader of (topic, partition).
+func (v View) PartitionOwner(topic string, partition int32) (int32, bool) {
+	id, has := v.Assign.partition(topic, partition)
+	return v.route(PartitionHash(topic, partition), id, has)
 }
 
-// PartitionOwner returns the leader of (topic, partition) and its primary.
-func (r *Registry) PartitionOwner(topic string, partition int32) (owner, primary int32, ok bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	sum := PartitionHash(topic, partition)
-	id, has := r.assign.partition(topic, partition)
-	owner, ok = r.route(sum, id, has)
-	return owner, r.preferred(sum, id, has), ok
+// GroupOwner returns the coordinator of group g by the registry's latest view.
+func (r *Registry) GroupOwner(g string) (int32, bool) { return r.Snapshot().GroupOwner(g) }
+
+// PartitionOwner returns the leader of (topic, partition) by the registry's latest view.
+func (r *Registry) PartitionOwner(topic string, partition int32) (int32, bool) {
+	return r.Snapshot().PartitionOwner(topic, partition)
 }
 
 // Coordinator returns the broker that coordinates group key, and false when no broker is
 // alive (or the broker routed to is not known).
 func (r *Registry) Coordinator(key string) (Broker, bool) {
-	id, _, ok := r.GroupOwner(key)
+	id, ok := r.GroupOwner(key)
 	if !ok {
 		return Broker{}, false
 	}
@@ -302,7 +306,7 @@ func (r *Registry) Coordinator(key string) (Broker, bool) {
 
 // TxnCoordinator returns the broker that coordinates transactional id t.
 func (r *Registry) TxnCoordinator(t string) (Broker, bool) {
-	id, _, ok := r.TxnOwner(t)
+	id, ok := r.Snapshot().TxnOwner(t)
 	if !ok {
 		return Broker{}, false
 	}
@@ -311,12 +315,12 @@ func (r *Registry) TxnCoordinator(t string) (Broker, bool) {
 
 // IsCoordinator reports whether this broker coordinates group key.
 func (r *Registry) IsCoordinator(key string) bool {
-	id, _, ok := r.GroupOwner(key)
+	id, ok := r.GroupOwner(key)
 	return ok && id == r.self
 }
 
 // IsLeader reports whether this broker leads (topic, partition).
 func (r *Registry) IsLeader(topic string, partition int32) bool {
-	id, _, ok := r.PartitionOwner(topic, partition)
+	id, ok := r.PartitionOwner(topic, partition)
 	return ok && id == r.self
 }

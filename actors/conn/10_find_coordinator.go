@@ -3,6 +3,9 @@ package conn
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/cluster"
+	"kaas/registry"
 )
 
 // FindCoordinator (key 10), v0–v6.
@@ -52,7 +55,24 @@ func findCoordinator(c *Call, keyType int8, key string) (node int32, host string
 	if c.Env.Registry == nil {
 		return c.advertisedSelf()
 	}
-	b, ok := c.Env.Registry.Coordinator(key)
+	var b registry.Broker
+	ok := false
+	if c.Env.Ownership != nil {
+		// The view this broker routes by (the one its group APIs answer for).
+		st := c.Env.Ownership()
+		var id int32
+		var s cluster.Status
+		if keyType == 1 {
+			id, s = st.Txn(key)
+		} else {
+			id, s = st.Group(key)
+		}
+		if s != cluster.Unavailable {
+			b, ok = c.Env.Registry.Broker(id)
+		}
+	} else {
+		b, ok = c.Env.Registry.Coordinator(key)
+	}
 	if !ok {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
 	}

@@ -1,6 +1,8 @@
 package conn
 
 import (
+	"kaas/cluster"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,14 +28,17 @@ func handleListGroups(c *Call) {
 		return
 	}
 	msg := &group.ListGroups{States: req.StatesFilter, Types: req.TypesFilter}
-	registry := c.Env.Registry
+	var own *cluster.State
+	if c.Env.Ownership != nil {
+		own = c.Env.Ownership()
+	}
 	msg.Reply = c.Await(func(v any) kmsg.Response {
 		l := v.(*group.Listing)
 		resp.ErrorCode = l.ErrorCode
 		for _, g := range l.Groups {
 			// Only the groups this broker coordinates (a group file on the shared volume
 			// may belong to another broker).
-			if registry != nil && !registry.IsCoordinator(g.Group) {
+			if c.Env.Ownership != nil && !own.OwnsGroup(g.Group) {
 				continue
 			}
 			rg := kmsg.NewListGroupsResponseGroup()

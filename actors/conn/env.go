@@ -5,6 +5,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/cluster"
 	"kaas/config"
 	"kaas/metrics"
 	"kaas/registry"
@@ -18,6 +19,9 @@ type Env struct {
 	ClusterID string
 	System    *actor.System
 	Registry  *registry.Registry
+	// Ownership, in a cluster, is the ownership controller's state in force: which
+	// groups and partitions this broker serves. Nil: a broker alone serves everything.
+	Ownership func() *cluster.State
 	Metrics   *metrics.Metrics
 	Log       zerolog.Logger
 

@@ -6,6 +6,7 @@ import (
 
 	"kaas/actors/offsets"
 	"kaas/actors/partition"
+	"kaas/cluster"
 )
 
 // What the group API handlers (08-16, 42, 47) share: where a group request goes.
@@ -24,10 +25,27 @@ func groupRoute(c *Call, group string) int16 {
 	if c.Env.Groups == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
-	if c.Env.Registry != nil && !c.Env.Registry.IsCoordinator(group) {
-		return kerr.NotCoordinator.Code
+	if own := c.Env.Ownership; own != nil {
+		return ownershipCode(own().Group(group))
 	}
 	return 0
+}
+
+// ownershipCode is what a group API answers for a group in status st: nothing (serve
+// it), NOT_COORDINATOR (another broker's: look it up again), COORDINATOR_LOAD_IN_PROGRESS
+// (this broker's, while its previous owner lets it go), COORDINATOR_NOT_AVAILABLE (no
+// view yet, or no broker alive).
+func ownershipCode(_ int32, st cluster.Status) int16 {
+	switch st {
+	case cluster.Mine:
+		return 0
+	case cluster.Elsewhere:
+		return kerr.NotCoordinator.Code
+	case cluster.Waiting:
+		return kerr.CoordinatorLoadInProgress.Code
+	default:
+		return kerr.CoordinatorNotAvailable.Code
+	}
 }
 
 // groupCheck is the check every single-group API makes before asking the groups manager:

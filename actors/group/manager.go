@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"sort"
 	"strconv"
 	"sync"
@@ -32,6 +33,18 @@ type ManagerConfig struct {
 	// started afresh on its next request). Defaults: 10 in 10 s.
 	MaxRestarts   int
 	RestartWindow time.Duration
+	// Owns, in a cluster, reports whether this broker serves group g now (the ownership
+	// controller's state). A request for any other group is answered NOT_COORDINATOR
+	// without an actor, and no actor is started for it. Nil: every group.
+	Owns func(g string) bool
+}
+
+// Release stops every live group for which Keep is false (their offsets actors write
+// their files) and resolves Reply with nil once all of them have stopped. The ownership
+// controller sends it before it lets a peer take those groups.
+type Release struct {
+	Keep  func(g string) bool
+	Reply actor.Promise
 }
 
 // ManagerProps makes the groups manager: it routes every group request to the group's
@@ -72,6 +85,13 @@ type manager struct {
 	drops   []*dropJob // deleted topics whose offsets are still being dropped
 	tick    actor.Cancel
 	closing bool // the manager is stopping: its children stop with it
+	// releases wait for the groups they stopped.
+	releases []*releaseJob
+}
+
+type releaseJob struct {
+	waiting map[string]bool // pid ids
+	reply   actor.Promise
 }
 
 // Manager-internal messages.
@@ -97,6 +117,9 @@ type (
 		types map[string]dormant // what ListGroups shows of groups read from their files
 	}
 )
+
+// errNotOwned: the group is another broker's (cluster).
+var errNotOwned = errors.New("group not owned by this broker")
 
 // sweepBatch is how many on-disk-only groups one turn of the sweep wakes.
 const sweepBatch = 256
@@ -148,6 +171,8 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.dropSome(ctx, m.job)
 	case *countLive:
 		m.reply.Resolve(len(mg.groups))
+	case *Release:
+		mg.onRelease(ctx, m)
 	}
 }
 
@@ -156,8 +181,52 @@ func (mg *manager) ask(ctx actor.Context, then func(any)) actor.Promise {
 	return mg.ops.Await(ctx, then)
 }
 
+// onRelease stops the groups m does not keep.
+func (mg *manager) onRelease(ctx actor.Context, m *Release) {
+	job := &releaseJob{waiting: map[string]bool{}, reply: m.Reply}
+	for id, e := range mg.groups {
+		if m.Keep(id) {
+			continue
+		}
+		job.waiting[e.pid.Id] = true
+		if !e.stopping {
+			e.stopping = true
+			ctx.Stop(e.pid)
+		}
+	}
+	for id := range mg.dormant {
+		if !m.Keep(id) {
+			delete(mg.dormant, id)
+		}
+	}
+	if len(job.waiting) == 0 {
+		m.Reply.Resolve(nil)
+		return
+	}
+	mg.log.Info().Int("groups", len(job.waiting)).Msg("groups_released")
+	mg.releases = append(mg.releases, job)
+}
+
+// released notes that the group actor pid stopped, for the releases waiting for it.
+func (mg *manager) released(pid string) {
+	kept := mg.releases[:0]
+	for _, job := range mg.releases {
+		delete(job.waiting, pid)
+		if len(job.waiting) == 0 {
+			job.reply.Resolve(nil)
+			continue
+		}
+		kept = append(kept, job)
+	}
+	mg.releases = kept
+}
+
 func (mg *manager) route(ctx actor.Context, r Request) {
 	id := r.GroupID()
+	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
+		r.fail(kerr.NotCoordinator.Code)
+		return
+	}
 	e := mg.groups[id]
 	if e == nil {
 		var err error
@@ -175,6 +244,9 @@ func (mg *manager) route(ctx actor.Context, r Request) {
 }
 
 func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
+	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
+		return nil, errNotOwned
+	}
 	props := Props(Config{
 		Group: id, Settings: mg.cfg.Settings, Offsets: mg.cfg.Offsets(id), Log: mg.cfg.Log, NewID: mg.cfg.NewID,
 	})
@@ -242,6 +314,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if e == nil {
 		return // a collector
 	}
+	mg.released(m.Who.Id)
 	delete(mg.byPID, m.Who.Id)
 	delete(mg.groups, e.id)
 	if !e.stopping && !mg.closing {

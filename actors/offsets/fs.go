@@ -1,12 +1,26 @@
 package offsets
 
-import "kaas/storage"
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"kaas/storage"
+)
 
 // GroupFileSaver is JournalConfig.Save for the group files in dir: it writes data (a
 // group file's content, as an Unsaved carries it) as group's file durably, or removes
 // the file when data is nil, creating dir if it is missing.
 func GroupFileSaver(fsys storage.FS, dir string) func(group string, data []byte) error {
-	return func(group string, data []byte) error { return saveGroupData(fsys, dir, FileName(group), data) }
+	return func(group string, data []byte) error {
+		// A state left with the journal by an earlier owner never goes over the file of
+		// a newer one (the group moved: its new owner replayed this journal).
+		if mine, ok := epochOf(data); ok {
+			if disk, ok := readEpoch(fsys, filepath.Join(dir, FileName(group))); ok && disk > mine {
+				return nil
+			}
+		}
+		return saveGroupData(fsys, dir, FileName(group), data)
+	}
 }
 
 // saveGroupData makes data the content of dir/name durably (removes the file when data
@@ -42,4 +56,28 @@ func unsavedState(u *Unsaved) (s state, exists bool, err error) {
 	}
 	_, s, err = decodeFile(u.Data)
 	return s, err == nil, err
+}
+
+// readEpoch reads the ownership epoch of the group file at path (false: no file, or
+// not readable as one).
+func readEpoch(fsys storage.FS, path string) (uint64, bool) {
+	b, err := fsys.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	return epochOf(b)
+}
+
+// epochOf is the ownership epoch in a group file's content.
+func epochOf(b []byte) (uint64, bool) {
+	if b == nil {
+		return 0, false
+	}
+	var f struct {
+		Epoch uint64 `json:"epoch"`
+	}
+	if json.Unmarshal(b, &f) != nil {
+		return 0, false
+	}
+	return f.Epoch, true
 }

@@ -36,6 +36,9 @@ var (
 	codeLoading = kerr.CoordinatorLoadInProgress.Code
 	// codeBadOffset answers a committed offset or leader epoch below -1, per partition.
 	codeBadOffset = kerr.OffsetOutOfRange.Code
+	// codeFenced answers everything once the group is no longer this broker's to write
+	// (cluster): clients look the coordinator up again.
+	codeFenced = kerr.NotCoordinator.Code
 )
 
 // DefaultMaxMetadataBytes is Apache's offset.metadata.max.bytes.
@@ -82,6 +85,14 @@ type Config struct {
 	// before they are answered COORDINATOR_LOAD_IN_PROGRESS (the actor goes on waiting);
 	// 0 is DefaultClaimWait.
 	ClaimWait time.Duration
+	// Gate, in a cluster, reports whether this broker may still write the group and
+	// acknowledge its changes: its lease is held and has not been lost since the group
+	// was loaded (cluster.State.MayWrite). With a Gate the actor takes the group over at
+	// load — its file is rewritten under the next ownership epoch before anything is
+	// served — journals under that epoch, refuses to answer a batch made durable after
+	// the gate closed, and never writes its file over one of a newer epoch. Nil: a broker
+	// alone, which always may.
+	Gate func() bool
 }
 
 // DefaultClaimWait bounds how long a request waits for the journal's answer to a Claim.
@@ -170,6 +181,10 @@ type offsetsActor struct {
 	claimCancel actor.Cancel
 	stash       []any
 	hold        hold // hold.go: the group is held after a damaged journal segment
+	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
+	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
+	// nothing is written.
+	fenced bool
 	// failLog and ckptFailLog keep a failure that repeats with every batch or
 	// checkpoint (a full disk) to one line per interval.
 	failLog, ckptFailLog *logs.Limiter
@@ -329,10 +344,18 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 			a.log.Error().Err(err).Msg("offsets_state_from_journal_undecodable")
 			a.broken, a.brokenAt = fmt.Errorf("state left with the journal: %w", err), a.cfg.Now()
 		}
-		a.st, a.exists = st, exists
-		a.lastSeq, a.fileSeq = u.Seq, 0
-		a.log.Warn().Uint64("seq", u.Seq).Msg("offsets_state_taken_from_journal_file_behind")
-		a.scheduleCheckpoint(ctx)
+		if disk, ok := readEpoch(a.cfg.FS, a.path); a.cfg.Gate != nil && ok && disk > st.epoch {
+			// Left by this broker as an earlier owner: the group's newer owner has
+			// replayed it since. The file is the truth.
+			a.log.Warn().Uint64("epoch", st.epoch).Uint64("file_epoch", disk).Msg("offsets_journal_state_older_than_file_dropped")
+			a.loaded = false
+		} else {
+			a.st, a.exists = st, exists
+			a.lastSeq, a.fileSeq = u.Seq, 0
+			a.log.Warn().Uint64("seq", u.Seq).Msg("offsets_state_taken_from_journal_file_behind")
+			a.takeOver()
+			a.scheduleCheckpoint(ctx)
+		}
 	}
 	for len(a.stash) > 0 {
 		msg := a.stash[0]
@@ -358,7 +381,7 @@ func (a *offsetsActor) failStash(code int16) {
 
 // ready loads the file on first use and says whether the group can be served.
 func (a *offsetsActor) ready() bool {
-	if a.holding() {
+	if a.holding() || a.fenced {
 		return false
 	}
 	if a.broken != nil && a.cfg.Now().Sub(a.brokenAt) >= a.cfg.RetryLoadAfter {
@@ -413,6 +436,58 @@ func (a *offsetsActor) load() {
 	if wasBroken {
 		a.log.Info().Int("offsets", len(a.st.offsets)).Msg("offsets_file_loaded_after_repair")
 	}
+	a.takeOver()
+}
+
+// takeOver, in a cluster, moves the group to the next ownership epoch and makes that
+// durable before anything is served: from then on a record or file of an earlier owner
+// is told apart (replay skips it, a checkpoint of it is refused).
+func (a *offsetsActor) takeOver() {
+	if a.cfg.Gate == nil || a.broken != nil {
+		return
+	}
+	a.st.epoch++
+	if !a.exists {
+		return // nothing on disk to fence; the first write carries the epoch
+	}
+	if !a.mayWriteFile() {
+		return
+	}
+	if err := a.persist(a.st, a.exists); err != nil {
+		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.path, err), a.cfg.Now()
+		a.log.Error().Err(err).Msg("offsets_takeover_write_failed")
+		return
+	}
+	a.log.Info().Uint64("epoch", a.st.epoch).Msg("offsets_group_taken_over")
+}
+
+// fence marks the group as no longer this actor's.
+func (a *offsetsActor) fence(reason string) {
+	if !a.fenced {
+		a.fenced = true
+		a.log.Warn().Str("reason", reason).Uint64("epoch", a.st.epoch).Msg("offsets_group_fenced")
+	}
+}
+
+// mayWriteFile, in a cluster, checks the gate and that the file on disk is not of a
+// newer epoch than this actor's (another broker took the group over): either fences the
+// actor and refuses the write.
+func (a *offsetsActor) mayWriteFile() bool {
+	if a.cfg.Gate == nil {
+		return true
+	}
+	if a.fenced {
+		return false
+	}
+	if !a.cfg.Gate() {
+		a.fence("gate_closed")
+		return false
+	}
+	if e, ok := readEpoch(a.cfg.FS, a.path); ok && e > a.st.epoch {
+		a.fence("file_of_newer_epoch")
+		return false
+	}
+	return true
 }
 
 func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
@@ -527,7 +602,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.commitBatch(b)
 		return
 	}
-	data, err := encodeRecord(a.cfg.Group, b.rec.ops)
+	data, err := encodeRecord(a.cfg.Group, a.st.epoch, b.rec.ops)
 	if err == nil {
 		err = b.rec.err
 	}
@@ -660,6 +735,14 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule 
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
+	if a.cfg.Gate != nil && !a.cfg.Gate() {
+		// Durable in this broker's journal, but the lease may have lapsed meanwhile and
+		// another broker adopted the group: not acknowledged (a successor that replayed
+		// the journal first has it; one that did not never acknowledged it either).
+		a.fence("gate_closed")
+		a.failBatch(b, codeFenced)
+		return
+	}
 	applyOps(&a.st, &a.exists, b.rec.ops, b.rec.metas)
 	a.answerBatch(b)
 	a.lastSeq = res.Seq
@@ -717,6 +800,9 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 	}
 	if a.ckpt != nil {
 		a.scheduleCheckpoint(ctx)
+		return
+	}
+	if !a.mayWriteFile() {
 		return
 	}
 	data, err := a.fileData(a.st, a.exists)
@@ -785,6 +871,9 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 	a.waitCheckpoint(ctx)
 	if a.lastSeq <= a.fileSeq {
 		return
+	}
+	if !a.mayWriteFile() {
+		return // another broker's now: it replays this broker's journal for it
 	}
 	job := &ckptJob{seq: a.lastSeq}
 	func() {

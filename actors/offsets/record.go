@@ -22,7 +22,9 @@ import (
 //	                           {"meta":{...},"no_create":true},{"clear":true}]}
 type record struct {
 	Group *jsonString `json:"group"`
-	Ops   []op        `json:"ops"`
+	// Epoch is the group's ownership epoch its writer held (0 outside a cluster).
+	Epoch uint64 `json:"epoch,omitempty"`
+	Ops   []op   `json:"ops"`
 }
 
 // op is one change. Exactly one of its fields is set.
@@ -105,9 +107,9 @@ func (r *recorder) clear() {
 }
 
 // encodeRecord is the journal payload of group's ops.
-func encodeRecord(group string, ops []op) ([]byte, error) {
+func encodeRecord(group string, epoch uint64, ops []op) ([]byte, error) {
 	g := jsonString(group)
-	b, err := json.Marshal(record{Group: &g, Ops: ops})
+	b, err := json.Marshal(record{Group: &g, Epoch: epoch, Ops: ops})
 	if err != nil {
 		return nil, fmt.Errorf("encode journal record of group %q: %w", logs.ID(group), err)
 	}
@@ -117,17 +119,23 @@ func encodeRecord(group string, ops []op) ([]byte, error) {
 // decodeRecord parses a journal payload. Like the file reader it refuses what it does not
 // fully understand.
 func decodeRecord(b []byte) (string, []op, error) {
+	g, _, ops, err := decodeRecordEpoch(b)
+	return g, ops, err
+}
+
+// decodeRecordEpoch is decodeRecord with the record's ownership epoch.
+func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
 	var r record
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return "", nil, fmt.Errorf("decode journal record: %w", err)
+		return "", 0, nil, fmt.Errorf("decode journal record: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return "", nil, errors.New("decode journal record: data after the object")
+		return "", 0, nil, errors.New("decode journal record: data after the object")
 	}
 	if r.Group == nil {
-		return "", nil, errors.New("decode journal record: no group")
+		return "", 0, nil, errors.New("decode journal record: no group")
 	}
 	for i, o := range r.Ops {
 		n := 0
@@ -137,15 +145,15 @@ func decodeRecord(b []byte) (string, []op, error) {
 			}
 		}
 		if n != 1 {
-			return "", nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", logs.ID(string(*r.Group)), i, n)
+			return "", 0, nil, fmt.Errorf("decode journal record of group %q: op %d sets %d changes, not 1", logs.ID(string(*r.Group)), i, n)
 		}
 		// The journal never writes an empty set or del (the encoder leaves it out):
 		// taken, it would make a record that encodes to one that does not decode.
 		if (o.Set != nil && len(o.Set) == 0) || (o.Del != nil && len(o.Del) == 0) {
-			return "", nil, fmt.Errorf("decode journal record of group %q: op %d is empty", logs.ID(string(*r.Group)), i)
+			return "", 0, nil, fmt.Errorf("decode journal record of group %q: op %d is empty", logs.ID(string(*r.Group)), i)
 		}
 	}
-	return string(*r.Group), r.Ops, nil
+	return string(*r.Group), r.Epoch, r.Ops, nil
 }
 
 // replayOps applies a record's ops to a group's state as it is on disk.
@@ -167,7 +175,9 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 	for _, o := range ops {
 		switch {
 		case o.Clear:
+			epoch := s.epoch
 			*s, *exists = newState(), false
+			s.epoch = epoch // a forgotten group keeps its owner's epoch
 		case o.Set != nil:
 			for _, f := range o.Set {
 				if err := f.check(); err != nil {

@@ -17,7 +17,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		{{Del: []fileTP{{Topic: "t", Partition: 1}}}, {Clear: true}},
 		{{Meta: []byte(`{"protocol_type":"consumer","generation":3}`), NoCreate: true}},
 	} {
-		b, err := encodeRecord("g", ops)
+		b, err := encodeRecord("g", 0, ops)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := encodeRecord(group, ops)
+		again, err := encodeRecord(group, 0, ops)
 		if err != nil {
 			t.Fatalf("encode of a decoded record: %v", err)
 		}

@@ -142,6 +142,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	next := uint64(1)
 	var order []string
 	records := map[string][][]op{}
+	epochs := map[string][]uint64{}
 	raw := map[string][][]byte{}
 	lastSeq := map[string]uint64{}
 	total := 0
@@ -157,10 +158,11 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 				Msg("offsets_journal_tail_ignored")
 		}
 		for i, r := range sc.Records {
-			group, ops, err := decodeRecord(r.Data)
+			group, epoch, ops, err := decodeRecordEpoch(r.Data)
 			if err != nil {
 				return nil, fmt.Errorf("journal segment %s record %d: %w", path, i, err)
 			}
+			epochs[group] = append(epochs[group], epoch)
 			if _, ok := records[group]; !ok {
 				order = append(order, group)
 			}
@@ -186,7 +188,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	var writtenGroups []string
 	keep := map[string]bool{} // groups whose records must stay in the journal
 	for _, group := range order {
-		res, err := replayGroup(fsys, offsetsDir, group, records[group], &written)
+		res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], &written)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +229,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 			// writes its file again.
 			log.Error().Err(err).Int("groups", len(writtenGroups)).Msg("offsets_journal_replay_sync_failed_kept_in_journal")
 			for _, group := range writtenGroups {
-				res, err := replayGroup(fsys, offsetsDir, group, records[group], nil)
+				res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil)
 				if err != nil {
 					return nil, err
 				}
@@ -423,8 +425,11 @@ type replayed struct {
 }
 
 // replayGroup applies recs to group's file; written collects what it wrote (nil: the
-// file is not written, only the state computed).
-func replayGroup(fsys storage.FS, dir, group string, recs [][]op, written *[]string) (replayed, error) {
+// file is not written, only the state computed). A record whose ownership epoch is below
+// the file's was written by an owner the group has since moved away from (its successor
+// replayed this journal when it took the group over): it is skipped, so a broker that
+// returns never moves an offset back over what its successor committed.
+func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint64, written *[]string) (replayed, error) {
 	name := FileName(group)
 	path := filepath.Join(dir, name)
 	st, exists := newState(), false
@@ -441,7 +446,11 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, written *[]str
 		st, exists = s, true
 	}
 	had := exists
+	fileEpoch := st.epoch
 	for i, ops := range recs {
+		if i < len(epochs) && epochs[i] < fileEpoch {
+			continue
+		}
 		if err := replayOps(&st, &exists, ops); err != nil {
 			return replayed{}, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
 		}

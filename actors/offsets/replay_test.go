@@ -42,7 +42,7 @@ func frames(payloads ...[]byte) []byte {
 
 func encRecord(t *testing.T, group string, ops ...op) []byte {
 	t.Helper()
-	b, err := encodeRecord(group, ops)
+	b, err := encodeRecord(group, 0, ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ type state struct {
 	// partial: offsets holds only what one batch of commits set over the state it was
 	// built on (overlay), not the group's whole offsets.
 	partial bool
+	// epoch is the group's ownership epoch in a cluster: every broker that takes the
+	// group over writes its file with a higher one before serving it, and journals its
+	// changes under it, so a record or file of an older owner is known for what it is
+	// (0: never owned in a cluster; the field is then left out of the file).
+	epoch uint64
 }
 
 func newState() state {
@@ -73,7 +78,7 @@ func newState() state {
 
 // clone copies s so that a batch can be applied without touching the committed state.
 func (s state) clone() state {
-	c := state{meta: s.meta, offsets: make(map[TopicPartition]Committed, len(s.offsets)), pending: s.pending}
+	c := state{meta: s.meta, offsets: make(map[TopicPartition]Committed, len(s.offsets)), pending: s.pending, epoch: s.epoch}
 	for tp, o := range s.offsets {
 		c.offsets[tp] = o
 	}
@@ -83,7 +88,7 @@ func (s state) clone() state {
 // overlay is an empty partial state over s, for a batch of commits: they only set
 // offsets, and what they answer does not depend on what s holds.
 func (s state) overlay() state {
-	return state{meta: s.meta, offsets: map[TopicPartition]Committed{}, pending: s.pending, partial: true}
+	return state{meta: s.meta, offsets: map[TopicPartition]Committed{}, pending: s.pending, partial: true, epoch: s.epoch}
 }
 
 // setAll sets over s what the partial state o set.
@@ -105,6 +110,7 @@ func commitsOnly(q []queued) bool {
 
 type fileV1 struct {
 	Version *int         `json:"version"`
+	Epoch   uint64       `json:"epoch,omitempty"`
 	Group   *jsonString  `json:"group"`
 	Meta    fileMeta     `json:"meta"`
 	Offsets []fileOffset `json:"offsets"`
@@ -263,6 +269,10 @@ func encodeFileWith(group string, s state, meta json.RawMessage) ([]byte, error)
 	b := make([]byte, 0, len(meta)+len(offsets)+len(gid)+48)
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(f.Version), 10)
+	if s.epoch > 0 {
+		b = append(b, `,"epoch":`...)
+		b = strconv.AppendUint(b, s.epoch, 10)
+	}
 	b = append(b, `,"group":`...)
 	b = append(b, gid...)
 	b = append(b, `,"meta":`...)
@@ -328,7 +338,7 @@ func decodeFile(b []byte) (string, state, error) {
 	if err != nil {
 		return "", state{}, fmt.Errorf("decode: %w", err)
 	}
-	s := state{meta: meta, offsets: make(map[TopicPartition]Committed, len(f.Offsets))}
+	s := state{meta: meta, offsets: make(map[TopicPartition]Committed, len(f.Offsets)), epoch: f.Epoch}
 	for _, o := range f.Offsets {
 		tp := TopicPartition{Topic: string(o.Topic), Partition: o.Partition}
 		if err := o.check(); err != nil {

@@ -1,0 +1,214 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/broker"
+	"kaas/broker/brokertest"
+	"kaas/config"
+	"kaas/registry"
+)
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var out []int
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// clusterConfigs are the configs of n brokers of a static cluster on one data dir.
+func clusterConfigs(t *testing.T, n int) []config.Config {
+	ports := freePorts(t, n)
+	dir := t.TempDir()
+	var peers []config.Peer
+	for i, p := range ports {
+		peers = append(peers, config.Peer{ID: int32(i), Host: "127.0.0.1", Port: p})
+	}
+	var cfgs []config.Config
+	for i, p := range ports {
+		c := brokertest.Config(t)
+		c.DataDir = dir
+		c.NodeID = int32(i)
+		c.Listeners = []config.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: p}}
+		c.Registry = "static"
+		c.RegistryPeers = peers
+		c.ClusterSize = n
+		c.RegistryProbe = 50 * time.Millisecond
+		c.LeaseDuration = 1200 * time.Millisecond
+		c.LeaseRenew = 200 * time.Millisecond
+		c.OffsetsCheckpointInterval = time.Hour // commits stay in the journal only
+		cfgs = append(cfgs, c)
+	}
+	return cfgs
+}
+
+// groupOf finds a group id that hashes to broker id in a cluster of n.
+func groupOf(id int32, n int, prefix string) string {
+	for i := 0; ; i++ {
+		g := fmt.Sprintf("%s-%d", prefix, i)
+		if registry.Hash(g)%uint32(n) == uint32(id) {
+			return g
+		}
+	}
+}
+
+func waitReady(t *testing.T, bs ...*broker.Broker) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, b := range bs {
+		for b.Ready() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("broker not ready: %v", b.Ready())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func findCoordinator(t *testing.T, cl *kgo.Client, g string) (int32, int16) {
+	t.Helper()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = g
+	req.CoordinatorKeys = []string{g}
+	r, err := cl.SeedBrokers()[0].Request(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	if len(resp.Coordinators) == 1 { // v4+
+		return resp.Coordinators[0].NodeID, resp.Coordinators[0].ErrorCode
+	}
+	return resp.NodeID, resp.ErrorCode
+}
+
+func commitCode(t *testing.T, cl *kgo.Client, g, topic string, offset int64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = g, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r, err := cl.SeedBrokers()[0].Request(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// Two brokers on one data dir route every group to one of them, answer NOT_COORDINATOR
+// for the other's, and when one stops the other takes its groups over with every
+// acknowledged commit — read from the stopped broker's journal, since checkpoints are off.
+func TestClusterRoutesGroupsAndTakesOverOnStop(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	adm := kadm.NewClient(mustClient(t, a.Addr()))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+
+	ga, gb := groupOf(0, 2, "ga"), groupOf(1, 2, "gb")
+	ca := directClient(t, a.Addr())
+	cb := directClient(t, b.Addr())
+	if node, code := findCoordinator(t, cb, ga); code != 0 || node != 0 {
+		t.Fatalf("FindCoordinator(%s) on broker 1 = node %d code %d, want node 0", ga, node, code)
+	}
+	// Wait for both to have seen each other's published view.
+	deadline := time.Now().Add(10 * time.Second)
+	for commitCode(t, ca, ga, "orders", 42) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("commit on the coordinator never succeeded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Until broker 0 sees broker 1 alive it coordinates gb as well (the fallback);
+	// then it lets gb go, and broker 1 serves it with what broker 0 acknowledged.
+	for {
+		code := commitCode(t, ca, gb, "orders", 7)
+		if code == kerr.NotCoordinator.Code {
+			break
+		}
+		if code != 0 || time.Now().After(deadline) {
+			t.Fatalf("commit of broker 1's group on broker 0: code %d, want 0 then NOT_COORDINATOR", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		code := commitCode(t, cb, gb, "orders", 8)
+		if code == 0 {
+			break
+		}
+		if code != kerr.CoordinatorLoadInProgress.Code || time.Now().After(deadline) {
+			t.Fatalf("commit of gb on broker 1: code %d, want LOAD_IN_PROGRESS then 0", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := commitCode(t, cb, ga, "orders", 7); code != kerr.NotCoordinator.Code {
+		t.Fatalf("commit of broker 0's group on broker 1: code %d, want NOT_COORDINATOR", code)
+	}
+
+	// Broker 0 stops: broker 1 adopts ga with its commit.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admB := kadm.NewClient(mustClient(t, b.Addr()))
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		node, code := findCoordinator(t, cb, ga)
+		if code == 0 && node == 1 {
+			offs, err := admB.FetchOffsets(context.Background(), ga)
+			if err == nil {
+				if o, ok := offs.Lookup("orders", 0); ok && o.At == 42 {
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker 1 did not take %s over with offset 42 (coordinator %d, code %d, view %+v)", ga, node, code, b.Env().Ownership().View)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// directClient is a client whose requests the tests send to its seed broker itself
+// (SeedBrokers()[0].Request), not to wherever the client would route them.
+func directClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	return mustClient(t, addr)
+}

@@ -1,0 +1,388 @@
+// Package cluster decides which groups and partitions this broker serves, and hands them
+// over between brokers without two ever writing one.
+//
+// Routing (registry) says who should own a key; the controller turns that into who may
+// serve it. It applies a view — the alive set it routes by: the registry's alive
+// brokers whose leases (fence) have not lapsed — in three steps:
+//
+//  1. release: the groups and partitions this broker owned under the old view and not
+//     under the new one are stopped (their files written, while the lease is valid);
+//  2. publish: the view is written to <data.dir>/__cluster/nodes/broker-<id>.view;
+//  3. adopt: only then, and only for a key no live peer's published view gives to that
+//     peer, does it serve what it gained — after replaying the peers' offsets journals
+//     into the files of the groups it adopts.
+//
+// Each broker publishes before it reads its peers, so of two brokers that both think
+// they own a key, the second to publish sees the first's claim and waits until the first
+// has released it (or lapsed). A broker whose lease lapses (Term changes) releases
+// everything without writing and starts over.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/fence"
+	"kaas/registry"
+	"kaas/storage"
+)
+
+// Hooks are what the controller asks of the broker.
+type Hooks struct {
+	// Release stops every group and partition for which keep is false and returns once
+	// they have stopped (or the context ends).
+	Release func(ctx context.Context, keep *State) error
+	// Adopt brings the files of what st newly lets this broker serve up to date with the
+	// peers' offsets journals, before anything of it is served.
+	Adopt func(st *State) error
+}
+
+// Config configures a controller.
+type Config struct {
+	Registry *registry.Registry
+	Fence    fence.Fence
+	Dir      string // <data.dir>/__cluster/nodes
+	Hooks    Hooks
+	Log      zerolog.Logger
+	// Poll is how often peers' views are read again (default 200 ms).
+	Poll time.Duration
+	// ReleaseTimeout bounds a release (default 10 s).
+	ReleaseTimeout time.Duration
+	// OnApplied is told every state the controller publishes (metrics, tests).
+	OnApplied func(*State)
+}
+
+// Controller is the ownership controller of one broker.
+type Controller struct {
+	cfg   Config
+	self  int32
+	state atomic.Pointer[State]
+	kick  chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	moves  atomic.Uint64
+}
+
+// State is one applied ownership state: immutable, shared by every connection.
+type State struct {
+	View  registry.View
+	Term  uint64
+	Ready bool // a view has been applied and published
+	// also, during a release, is the view being left: a key is served only if both
+	// give it to this broker.
+	also *registry.View
+	// peers are the views the peers published (alive sets), read after this broker
+	// published View; lapsed peers are left out.
+	peers map[int32]registry.View
+	gate  func(term uint64) bool
+}
+
+// Status is what a broker may do with a key.
+type Status int
+
+const (
+	// Unavailable: no view yet, or no broker alive (COORDINATOR_NOT_AVAILABLE).
+	Unavailable Status = iota
+	// Elsewhere: another broker owns the key (NOT_COORDINATOR, with Owner).
+	Elsewhere
+	// Waiting: this broker owns the key but a peer has not released it yet
+	// (COORDINATOR_LOAD_IN_PROGRESS).
+	Waiting
+	// Mine: this broker serves the key.
+	Mine
+)
+
+func (s *State) status(owner int32, ok bool, claims func(v registry.View) bool) (int32, Status) {
+	if s == nil || !s.Ready || !ok {
+		return owner, Unavailable
+	}
+	if owner != s.View.Self {
+		return owner, Elsewhere
+	}
+	if s.also != nil && !claims(*s.also) {
+		// Being released: the old view gave it elsewhere.
+		return owner, Waiting
+	}
+	for _, pv := range s.peers {
+		if claims(pv) {
+			return owner, Waiting
+		}
+	}
+	return owner, Mine
+}
+
+// Group says who coordinates group g and what this broker may do with it.
+func (s *State) Group(g string) (int32, Status) {
+	if s == nil {
+		return 0, Unavailable
+	}
+	owner, ok := s.View.GroupOwner(g)
+	return s.status(owner, ok, func(v registry.View) bool {
+		o, ok := v.GroupOwner(g)
+		return ok && o == v.Self
+	})
+}
+
+// Txn says who coordinates transactional id t.
+func (s *State) Txn(t string) (int32, Status) {
+	if s == nil {
+		return 0, Unavailable
+	}
+	owner, ok := s.View.TxnOwner(t)
+	return s.status(owner, ok, func(v registry.View) bool {
+		o, ok := v.TxnOwner(t)
+		return ok && o == v.Self
+	})
+}
+
+// Partition says who leads (topic, partition) and what this broker may do with it.
+func (s *State) Partition(topic string, p int32) (int32, Status) {
+	if s == nil {
+		return 0, Unavailable
+	}
+	owner, ok := s.View.PartitionOwner(topic, p)
+	return s.status(owner, ok, func(v registry.View) bool {
+		o, ok := v.PartitionOwner(topic, p)
+		return ok && o == v.Self
+	})
+}
+
+// OwnsGroup reports whether this broker serves group g in this state.
+func (s *State) OwnsGroup(g string) bool { _, st := s.Group(g); return st == Mine }
+
+// OwnsPartition reports whether this broker serves (topic, p) in this state.
+func (s *State) OwnsPartition(topic string, p int32) bool {
+	_, st := s.Partition(topic, p)
+	return st == Mine
+}
+
+// MayWrite reports whether what was loaded under term may still be written and
+// acknowledged: the lease is held, valid, and has not been lost since.
+func (s *State) MayWrite(term uint64) bool { return s != nil && s.gate(term) }
+
+// New returns a controller; Start runs it.
+func New(cfg Config) *Controller {
+	if cfg.Poll == 0 {
+		cfg.Poll = 200 * time.Millisecond
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = 10 * time.Second
+	}
+	c := &Controller{cfg: cfg, self: cfg.Registry.Self(), kick: make(chan struct{}, 1)}
+	return c
+}
+
+// State is the state in force (nil before the first view is applied).
+func (c *Controller) State() *State { return c.state.Load() }
+
+// Moves counts the views applied after the first (ownership moves).
+func (c *Controller) Moves() uint64 { return c.moves.Load() }
+
+// Gate reports whether writes loaded under term may be acknowledged.
+func (c *Controller) Gate(term uint64) bool {
+	f := c.cfg.Fence
+	return f.Term() == term && fence.Valid(f)
+}
+
+// Start runs the controller until Stop.
+func (c *Controller) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go c.loop(ctx)
+}
+
+// Stop ends the loop and joins it.
+func (c *Controller) Stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+}
+
+// Kick makes the controller look again now.
+func (c *Controller) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) loop(ctx context.Context) {
+	defer c.wg.Done()
+	sub, unsub := c.cfg.Registry.Subscribe()
+	defer unsub()
+	t := time.NewTicker(c.cfg.Poll)
+	defer t.Stop()
+	for {
+		c.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub:
+		case <-c.cfg.Fence.Changes():
+		case <-c.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// wanted is the view this broker should route by now.
+func (c *Controller) wanted() (registry.View, uint64, bool) {
+	f := c.cfg.Fence
+	v := c.cfg.Registry.Snapshot()
+	term := f.Term()
+	if !c.cfg.Registry.Synced() || !fence.Valid(f) {
+		return v, term, false
+	}
+	alive := v.Alive[:0:0]
+	for _, id := range v.Alive {
+		if id == c.self || !f.Lapsed(id) {
+			alive = append(alive, id)
+		}
+	}
+	if v.Size != 0 && !slices.Contains(alive, c.self) {
+		alive = append(alive, c.self)
+		slices.Sort(alive)
+	}
+	v.Alive = alive
+	return v, term, true
+}
+
+func sameView(a, b registry.View) bool {
+	return a.Size == b.Size && a.Assign == b.Assign && slices.Equal(a.Alive, b.Alive)
+}
+
+func (c *Controller) step(ctx context.Context) {
+	cur := c.state.Load()
+	v, term, ok := c.wanted()
+	log := c.cfg.Log
+	if !ok {
+		if cur != nil && cur.Ready {
+			// The lease is gone (or the registry lost): serve nothing. Nothing can be
+			// written anyway (the gate refuses), so the release writes nothing.
+			empty := &State{View: cur.View, Term: cur.Term, gate: c.Gate}
+			c.state.Store(empty)
+			log.Warn().Bool("lease_valid", fence.Valid(c.cfg.Fence)).Msg("ownership_suspended")
+			c.release(ctx, empty)
+		}
+		return
+	}
+	changed := cur == nil || !cur.Ready || cur.Term != term || !sameView(cur.View, v)
+	if changed {
+		// 1. release what the new view does not keep, serving meanwhile only what the
+		// old and the new view both give this broker (nothing after a lost lease).
+		if cur != nil && cur.Ready {
+			old := cur.View
+			both := &State{View: v, Term: term, Ready: cur.Term == term, also: &old, peers: cur.peers, gate: c.Gate}
+			c.state.Store(both)
+			c.release(ctx, both)
+			c.moves.Add(1)
+		}
+		// 2. publish.
+		if err := c.publish(v, term); err != nil {
+			log.Error().Err(err).Msg("ownership_view_publish_failed")
+			return
+		}
+		log.Info().Ints32("alive", v.Alive).Uint64("term", term).Msg("ownership_view_applied")
+	}
+	// 3. read the peers (after the publish) and adopt what they have let go.
+	peers := c.readPeers(v)
+	if !changed && samePeers(cur.peers, peers) {
+		return
+	}
+	next := &State{View: v, Term: term, Ready: true, gate: c.Gate, peers: peers}
+	if c.cfg.Hooks.Adopt != nil {
+		if err := c.cfg.Hooks.Adopt(next); err != nil {
+			log.Error().Err(err).Msg("ownership_adopt_failed_retrying")
+			return
+		}
+	}
+	c.state.Store(next)
+	if c.cfg.OnApplied != nil {
+		c.cfg.OnApplied(next)
+	}
+}
+
+func samePeers(a, b map[int32]registry.View) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, v := range a {
+		w, ok := b[id]
+		if !ok || !sameView(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// published is a broker's view file.
+type published struct {
+	Broker int32   `json:"broker"`
+	Alive  []int32 `json:"alive"`
+	Term   uint64  `json:"term"`
+	Assign string  `json:"assignment,omitempty"` // a digest of the assignment in force
+}
+
+func viewName(id int32) string { return "broker-" + strconv.Itoa(int(id)) + ".view" }
+
+func (c *Controller) publish(v registry.View, term uint64) error {
+	b, err := json.Marshal(published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest()})
+	if err != nil {
+		return err
+	}
+	if err := storage.WriteFileAtomic(storage.OSFS{}, c.cfg.Dir, viewName(c.self), b); err != nil {
+		return fmt.Errorf("publish view: %w", err)
+	}
+	return nil
+}
+
+// readPeers reads every live peer's published view. A peer whose lease has lapsed
+// claims nothing; one that has published nothing yet claims nothing (it publishes before
+// it serves, and will then see this broker's claim). A peer routing by another
+// assignment is taken to claim everything.
+func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
+	out := map[int32]registry.View{}
+	size := v.Size
+	for id := int32(0); int(id) < size; id++ {
+		if id == c.self || c.cfg.Fence.Lapsed(id) {
+			continue
+		}
+		b, err := storage.OSFS{}.ReadFile(filepath.Join(c.cfg.Dir, viewName(id)))
+		if err != nil {
+			continue
+		}
+		var p published
+		if json.Unmarshal(b, &p) != nil {
+			continue
+		}
+		pv := registry.View{Self: id, Size: size, Alive: p.Alive, Assign: v.Assign}
+		if p.Assign != v.Assign.Digest() {
+			pv = registry.View{Self: id, Size: 0} // claims every key
+		}
+		out[id] = pv
+	}
+	return out
+}
+
+func (c *Controller) release(ctx context.Context, keep *State) {
+	if c.cfg.Hooks.Release == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.ReleaseTimeout)
+	defer cancel()
+	if err := c.cfg.Hooks.Release(rctx, keep); err != nil {
+		c.cfg.Log.Error().Err(err).Msg("ownership_release_incomplete")
+	}
+}
