@@ -1,0 +1,13 @@
+// Command etcd is the etcd server (go.etcd.io/etcd/server/v3/etcdmain) built from the Go
+// module proxy.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
