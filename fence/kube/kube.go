@@ -273,6 +273,14 @@ func (f *Fence) Lapsed(id int32) bool {
 	return f.synced && f.peers[id]
 }
 
+// Synced reports whether the peers' Leases have been read once; until then no peer is
+// lapsed.
+func (f *Fence) Synced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced
+}
+
 // Changes implements fence.Fence.
 func (f *Fence) Changes() <-chan struct{} { return f.changes }
 
