@@ -33,6 +33,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -78,7 +80,8 @@ func haveBins(dir string) bool {
 			return false
 		}
 	}
-	return true
+	stages, err := os.ReadFile(filepath.Join(dir, "kwok-stages", "STAGES"))
+	return err == nil && strings.HasPrefix(string(stages), "fast ")
 }
 
 func ensureBins(t testing.TB) (string, error) {
@@ -141,9 +144,22 @@ type process struct {
 	err  error
 }
 
-// Start runs etcd and kube-apiserver and waits (60 s at most) until the apiserver is
-// ready. They are stopped when the test ends.
-func Start(t testing.TB) *Cluster {
+// Options chooses what runs beside etcd and the apiserver.
+type Options struct {
+	// Controllers adds the StatefulSet pipeline without a kubelet: kube-controller-manager
+	// (statefulset, endpointslice, garbagecollector, nodelifecycle), kube-scheduler and kwok
+	// as the fake kubelet of one fake node (FakeNode), which marks pods Running and Ready
+	// with IPs from 10.244.0.0/24. EndpointSlices are then the real controller's.
+	Controllers bool
+}
+
+// FakeNode is the node kwok plays when Options.Controllers is set.
+const FakeNode = "kwok-node-0"
+
+// Start runs etcd and kube-apiserver (and, with opts.Controllers, the controllers, the
+// scheduler and kwok) and waits (60 s at most each) until they are ready. They are
+// stopped when the test ends.
+func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	bins := BinDir(t)
 	dir := t.TempDir()
@@ -196,7 +212,67 @@ func Start(t testing.TB) *Cluster {
 	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	if opts.Controllers {
+		c.startControllers(bins)
+	}
 	return c
+}
+
+func (c *Cluster) startControllers(bins string) {
+	t := c.t
+	t.Helper()
+	c.run("kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		// without nodelifecycle the fake node keeps its not-ready taint
+		"--controllers=statefulset,endpointslice,garbagecollector,nodelifecycle")
+	c.run("kube-scheduler", filepath.Join(bins, "kube-scheduler"),
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0")
+
+	// podPlayStageParallelism 1: higher values handed two pods the same IP.
+	cfg := filepath.Join(c.Dir, "kwok.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  enableProfilingHandler: false
+  nodeLeaseParallelism: 2
+  podPlayStageParallelism: 1
+  nodePlayStageParallelism: 2
+  podsOnNodeSyncParallelism: 2
+  nodePort: %d
+  serverAddress: 127.0.0.1:%d
+`, freePort(t), freePort(t)))
+	args := []string{"--kubeconfig=" + c.Kubeconfig, "--config=" + cfg,
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/24", "--node-ip=127.0.0.1"}
+	// the stages shipped in kwok's module; without node-heartbeat the node goes Unknown
+	for _, st := range []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"} {
+		args = append(args, "--config="+filepath.Join(bins, "kwok-stages", st+".yaml"))
+	}
+	kwok := c.run("kwok", filepath.Join(bins, "kwok"), args...)
+
+	cs := c.Client(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        FakeNode,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": FakeNode, "kubernetes.io/os": "linux", "type": "kwok"},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create fake node: %v", err)
+	}
+	c.poll(kwok, 60*time.Second, func() bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, FakeNode, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // Client is a clientset on c's admin config.

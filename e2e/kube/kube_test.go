@@ -67,7 +67,7 @@ func loopback(_ string, ord int32, _ discoveryv1.Endpoint) (map[string]registry.
 }
 
 func TestApiserverStartsAndWritesAKubeconfig(t *testing.T) {
-	c := Start(t)
+	c := Start(t, Options{})
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ type broker struct {
 // its own permission to write has ended; broker 0 stops and releases, and is seen lapsed
 // without waiting. The Leases are real objects in that apiserver.
 func TestThreeBrokersRegistryAndLeases(t *testing.T) {
-	c := Start(t)
+	c := Start(t, Options{})
 	cs := c.Client(t)
 	ctx := context.Background()
 	mustNamespace(t, cs)
@@ -276,9 +276,14 @@ func holder(l *coordinationv1.Lease) string {
 
 func waitRegistry(t *testing.T, r *registry.Registry, alive []int32) {
 	t.Helper()
+	waitRegistryFor(t, r, alive, 30*time.Second)
+}
+
+func waitRegistryFor(t *testing.T, r *registry.Registry, alive []int32, d time.Duration) {
+	t.Helper()
 	ch, unsub := r.Subscribe()
 	defer unsub()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(d)
 	for {
 		var got []int32
 		for _, b := range r.Brokers() {

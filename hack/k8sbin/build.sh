@@ -22,7 +22,7 @@ complete() {
 	for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
 		[ -x "$out/$b" ] || return 1
 	done
-	[ -f "$out/kwok-stages/pod-ready.yaml" ] || return 1
+	[ "$(cat "$out/kwok-stages/STAGES" 2>/dev/null)" = "fast ${KWOK_VERSION}" ] || return 1
 }
 
 if complete; then
@@ -47,17 +47,20 @@ if [ ! -x "$out/etcd" ]; then
 	mv "$tmp/etcd" "$out/etcd"
 fi
 
-if [ ! -x "$out/kwok" ] || [ ! -f "$out/kwok-stages/pod-ready.yaml" ]; then
+if [ ! -x "$out/kwok" ] || [ "$(cat "$out/kwok-stages/STAGES" 2>/dev/null)" != "fast ${KWOK_VERSION}" ]; then
 	log "building kwok ${KWOK_VERSION} (~3 min)"
 	mkdir -p "$tmp/bin"
 	GOBIN="$tmp/bin" nice "$GO" install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
 	moddir="$("$GO" env GOMODCACHE)/sigs.k8s.io/kwok@${KWOK_VERSION}"
 	mkdir -p "$tmp/kwok-stages"
-	for s in node-initialize node-heartbeat pod-ready pod-complete pod-delete; do
-		f="$(find "$moddir/kustomize/stage" -name "$s.yaml" | head -1)"
-		[ -n "$f" ] || { log "kwok stage $s.yaml not found under $moddir/kustomize/stage"; exit 1; }
-		cp "$f" "$tmp/kwok-stages/$s.yaml"
+	# the "fast" stages: a pod goes Pending -> Running and Ready at once (the "general"
+	# pod-ready waits for an Initialized condition that only the general pod-create sets)
+	for s in node/fast/node-initialize node/heartbeat/node-heartbeat pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+		f="$moddir/kustomize/stage/$s.yaml"
+		[ -f "$f" ] || { log "kwok stage $f not found"; exit 1; }
+		cp "$f" "$tmp/kwok-stages/$(basename "$s").yaml"
 	done
+	echo "fast ${KWOK_VERSION}" >"$tmp/kwok-stages/STAGES"
 	chmod -R u+w "$tmp/kwok-stages"
 	rm -rf "$out/kwok-stages"
 	mv "$tmp/kwok-stages" "$out/kwok-stages"
