@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"kaas/fence"
@@ -68,7 +67,7 @@ func loopback(_ string, ord int32, _ discoveryv1.Endpoint) (map[string]registry.
 
 func TestApiserverStartsAndWritesAKubeconfig(t *testing.T) {
 	c := Start(t, Options{})
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	cfg, err := kubereg.RESTConfig(c.Kubeconfig) // what a broker given this kubeconfig uses
 	if err != nil {
 		t.Fatal(err)
 	}

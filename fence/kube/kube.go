@@ -115,7 +115,8 @@ type Fence struct {
 	log      zerolog.Logger
 	changes  chan struct{}
 	wakePeer chan struct{}
-	wakeOwn  chan struct{}
+	acquired chan struct{} // closed at the first acquisition (Start waits on it)
+	acqOnce  sync.Once
 
 	mu         sync.Mutex
 	validUntil time.Time
@@ -165,7 +166,7 @@ func New(cfg Config) (*Fence, error) {
 		log:      cfg.Log.With().Str("component", "fence_kube").Str("lease", LeaseName(cfg.Service, cfg.Self)).Str("identity", cfg.Identity).Logger(),
 		changes:  make(chan struct{}, 1),
 		wakePeer: make(chan struct{}, 1),
-		wakeOwn:  make(chan struct{}, 1),
+		acquired: make(chan struct{}),
 		peers:    map[int32]bool{},
 	}, nil
 }
@@ -233,16 +234,12 @@ func (f *Fence) Start(ctx context.Context) error {
 		f.loop(inf.Lister().Leases(f.cfg.Namespace), informer.HasSynced)
 	}()
 
-	for {
-		if fence.Valid(f) {
-			return nil
-		}
-		select {
-		case <-f.wakeOwn:
-		case <-ctx.Done():
-			f.Stop()
-			return fmt.Errorf("fence/kube: lease %s not acquired: %w", LeaseName(f.cfg.Service, f.cfg.Self), ctx.Err())
-		}
+	select {
+	case <-f.acquired:
+		return nil
+	case <-ctx.Done():
+		f.Stop()
+		return fmt.Errorf("fence/kube: lease %s not acquired: %w", LeaseName(f.cfg.Service, f.cfg.Self), ctx.Err())
 	}
 }
 
@@ -320,7 +317,7 @@ func (f *Fence) renewed(start time.Time, rec rl.LeaderElectionRecord) {
 	regained := !f.held
 	f.held = true
 	f.mu.Unlock()
-	poke(f.wakeOwn)
+	f.acqOnce.Do(func() { close(f.acquired) })
 	if regained || newEpoch {
 		f.log.Info().Int64("epoch", epoch).Time("valid_until", until).Msg("lease_acquired")
 		poke(f.changes)
@@ -356,7 +353,6 @@ func (f *Fence) loop(lister leaseLister, hasSynced func() bool) {
 			return
 		case <-tick.C:
 		case <-f.wakePeer:
-		case <-f.wakeOwn:
 		}
 		now := time.Now()
 		f.checkOwn(now)

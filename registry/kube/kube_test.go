@@ -371,3 +371,20 @@ func TestMain(m *testing.M) {
 	RouteClientLogs(zerolog.Nop()) // client-go's reflector warnings would fill the test output
 	m.Run()
 }
+
+func TestOrdinalMapperAndNamespace(t *testing.T) {
+	m := OrdinalMapper(map[int32]map[string]registry.Endpoint{1: {"PLAINTEXT": {Host: "127.0.0.1", Port: 9093}}})
+	if got, err := m("kaas-1", 1, ep(1, true, false)); err != nil || got["PLAINTEXT"].Port != 9093 {
+		t.Fatalf("ordinal 1: %v %v", got, err)
+	}
+	if _, err := m("kaas-2", 2, ep(2, true, false)); err == nil {
+		t.Fatal("unknown ordinal: want an error")
+	}
+	t.Setenv("POD_NAMESPACE", "from-env")
+	if got, err := Namespace(""); err != nil || got != "from-env" {
+		t.Fatalf("Namespace: %q %v", got, err)
+	}
+	if got, _ := Namespace("flag"); got != "flag" {
+		t.Fatalf("Namespace(flag) = %q", got)
+	}
+}
