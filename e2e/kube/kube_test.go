@@ -214,9 +214,15 @@ func TestThreeBrokersRegistryAndLeases(t *testing.T) {
 		waitRegistry(t, b.reg, []int32{0, 1, 2})
 	}
 
-	// Broker 2 pauses: it stops renewing and cannot release.
+	// Broker 2 pauses: it stops renewing and cannot release. Its Lease as it last wrote
+	// it is what a renewal in flight would carry.
 	b2 := brokers[2]
 	b2.fence.Halt()
+	stale, err := cs.CoordinationV1().Leases(ns).Get(ctx, kubefence.LeaseName(svc, 2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch2 := b2.fence.Epoch()
 	for _, b := range brokers[:2] {
 		waitFence(t, b.fence, fmt.Sprintf("broker %d sees 2 lapsed", b.id), func() bool { return b.fence.Lapsed(2) })
 		if fence.Valid(b2.fence) {
@@ -229,6 +235,24 @@ func TestThreeBrokersRegistryAndLeases(t *testing.T) {
 	}
 	if holder(l2) != "" {
 		t.Fatalf("lapsed lease of broker 2 still held by %q: not cleared by the peers' swap", holder(l2))
+	}
+	// The renewal in flight lands after the swap: the apiserver refuses it.
+	stale.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := cs.CoordinationV1().Leases(ns).Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("renewal at the version before the swap: %v, want a conflict", err)
+	}
+	// Broker 2 resumes: it holds its lease again only under a higher epoch.
+	b2.fence.Resume()
+	waitFence(t, b2.fence, "broker 2 holds again", func() bool { return fence.Valid(b2.fence) })
+	if b2.fence.Epoch() <= epoch2 {
+		t.Fatalf("resumed broker 2's epoch %d, want above %d", b2.fence.Epoch(), epoch2)
+	}
+	for _, b := range brokers[:2] {
+		waitFence(t, b.fence, fmt.Sprintf("broker %d sees 2 back", b.id), func() bool { return !b.fence.Lapsed(2) })
+	}
+	b2.fence.Halt() // and pauses for good
+	for _, b := range brokers[:2] {
+		waitFence(t, b.fence, fmt.Sprintf("broker %d sees 2 lapsed again", b.id), func() bool { return b.fence.Lapsed(2) })
 	}
 	if brokers[0].fence.Lapsed(1) || brokers[1].fence.Lapsed(0) || !fence.Valid(brokers[0].fence) || !fence.Valid(brokers[1].fence) {
 		t.Fatal("a renewing broker was judged lapsed")
@@ -260,7 +284,7 @@ func TestThreeBrokersRegistryAndLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer next.Stop()
-	if next.Epoch() <= b2.fence.Epoch() {
+	if next.Epoch() <= b2.fence.Epoch() || b2.fence.Epoch() <= epoch2 {
 		t.Fatalf("new incarnation's epoch %d not above the old one's %d", next.Epoch(), b2.fence.Epoch())
 	}
 	waitFence(t, brokers[1].fence, "broker 1 sees 2 back", func() bool { return !brokers[1].fence.Lapsed(2) })

@@ -302,6 +302,11 @@ func (f *Fence) Stop() {
 // lease's renewal at once.
 func (f *Fence) Halt() { f.halted.Store(true) }
 
+// Resume undoes Halt, as SIGCONT resumes a paused process: renewing starts again. If a
+// peer has judged the lease lapsed meanwhile, the renewal conflicts and the lease is
+// acquired anew, with a higher Epoch.
+func (f *Fence) Resume() { f.halted.Store(false) }
+
 var errHalted = errors.New("fence halted")
 
 // renewed records a successful Create or Update holding the lease, sent at start.

@@ -336,3 +336,28 @@ func TestRenewingPeerNeverLapses(t *testing.T) {
 		t.Fatalf("%d swaps, epochs %d %d: a renewing lease was taken", n, a.Epoch(), b.Epoch())
 	}
 }
+
+// TestResumedAfterLapseGetsANewEpoch: a broker paused past its lease, judged lapsed by a
+// peer, and then resumed holds its lease again only under a higher epoch, and reported
+// the loss before (its ValidUntil passed while it was paused).
+func TestResumedAfterLapseGetsANewEpoch(t *testing.T) {
+	client := fake.NewClientset()
+	a := newFence(t, client, 0, 2, "kaas-0_a")
+	b := newFence(t, client, 1, 2, "kaas-1_b")
+	startFence(t, a)
+	startFence(t, b)
+	waitRenewing(t, a, 1)
+	before := b.Epoch()
+	b.Halt()
+	waitChange(t, a, "b lapsed at a", func() bool { return a.Lapsed(1) })
+	waitChange(t, b, "b's loss reported", func() bool { return !heldNow(b) })
+	b.Resume()
+	waitChange(t, b, "b holds again", func() bool { return fence.Valid(b) })
+	if b.Epoch() <= before {
+		t.Fatalf("resumed broker's epoch %d, want above %d", b.Epoch(), before)
+	}
+	if l := lease(t, client, 1); holder(l) != "kaas-1_b" || int64(*l.Spec.LeaseTransitions) != b.Epoch() {
+		t.Fatalf("lease holder %q transitions %d, fence epoch %d", holder(l), *l.Spec.LeaseTransitions, b.Epoch())
+	}
+	waitChange(t, a, "a sees b back", func() bool { return !a.Lapsed(1) })
+}
