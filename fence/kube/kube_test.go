@@ -34,9 +34,15 @@ func TestMain(m *testing.M) {
 
 func newFence(t *testing.T, client kubernetes.Interface, self int32, size int, identity string) *Fence {
 	t.Helper()
+	return newFenceFor(t, client, self, size, identity, time.Second)
+}
+
+// newFenceFor is a fence with lease duration d, renewing five times per lease.
+func newFenceFor(t *testing.T, client kubernetes.Interface, self int32, size int, identity string, d time.Duration) *Fence {
+	t.Helper()
 	f, err := New(Config{
 		Client: client, Namespace: ns, Service: svc, Self: self, Size: size, Identity: identity,
-		LeaseDuration: time.Second, RenewInterval: 200 * time.Millisecond, Log: zerolog.Nop(),
+		LeaseDuration: d, RenewInterval: d / 5, Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -299,8 +305,9 @@ func TestRenewingPeerNeverLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	a := newFence(t, client, 0, 2, "kaas-0_a")
-	b := newFence(t, client, 1, 2, "kaas-1_b")
+	// 2 s leases: a renewal delayed by a loaded machine must not look like a lapse.
+	a := newFenceFor(t, client, 0, 2, "kaas-0_a", 2*time.Second)
+	b := newFenceFor(t, client, 1, 2, "kaas-1_b", 2*time.Second)
 	startFence(t, a)
 	startFence(t, b)
 	waitRenewing(t, a, 1)
@@ -320,7 +327,7 @@ func TestRenewingPeerNeverLapses(t *testing.T) {
 			}
 		}
 	}()
-	for n := 0; n < 30; { // 15 renewals of each lease at 200 ms: 3 s, three lease durations
+	for n := 0; n < 30; { // 15 renewals of each lease at 400 ms: 6 s, three lease durations
 		select {
 		case <-w.ResultChan():
 			n++
