@@ -82,6 +82,7 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"kaas/fence"
+	"kaas/logs"
 )
 
 // LabelService marks the Leases of one cluster's brokers with the Service's name.
@@ -114,6 +115,7 @@ type Fence struct {
 	cfg      Config
 	log      zerolog.Logger
 	changes  chan struct{}
+	swapLim  *logs.Limiter // peer_lease_swap_failed repeats every look while the apiserver is away
 	wakePeer chan struct{}
 	acquired chan struct{} // closed at the first acquisition (Start waits on it)
 	acqOnce  sync.Once
@@ -165,6 +167,7 @@ func New(cfg Config) (*Fence, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "fence_kube").Str("lease", LeaseName(cfg.Service, cfg.Self)).Str("identity", cfg.Identity).Logger(),
 		changes:  make(chan struct{}, 1),
+		swapLim:  logs.NewLimiter(10 * time.Second),
 		wakePeer: make(chan struct{}, 1),
 		acquired: make(chan struct{}),
 		peers:    map[int32]bool{},
@@ -392,11 +395,13 @@ func (f *Fence) loop(lister leaseLister, hasSynced func() bool) {
 			case err == nil:
 				lapsed[id] = true
 				obs[id] = seen{rv: newRV, at: now} // the next look re-observes: holder now empty
-				f.log.Info().Int32("peer", id).Str("holder", *l.Spec.HolderIdentity).Dur("unchanged_for", now.Sub(o.at)).Msg("peer_lease_lapsed")
+				f.log.Info().Int32("peer", id).Str("holder", logs.ID(*l.Spec.HolderIdentity)).Dur("unchanged_for", now.Sub(o.at)).Msg("peer_lease_lapsed")
 			case apierrors.IsConflict(err):
 				obs[id] = seen{rv: newRV, at: time.Now()} // renewed meanwhile: seen now
 			default: // cannot confirm: not lapsed
-				f.log.Warn().Err(err).Int32("peer", id).Msg("peer_lease_swap_failed")
+				if f.ctx.Err() == nil {
+					f.swapLim.Event(f.log.Warn()).Err(err).Int32("peer", id).Msg("peer_lease_swap_failed")
+				}
 			}
 		}
 		f.publishPeers(lapsed)

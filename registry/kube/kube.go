@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"kaas/logs"
 	"kaas/registry"
 )
 
@@ -88,8 +89,9 @@ func DNSMapper(service, namespace string, ports map[string]int32) Mapper {
 
 // Source is the kubernetes registry source.
 type Source struct {
-	cfg Config
-	log zerolog.Logger
+	cfg    Config
+	log    zerolog.Logger
+	mapLim *logs.Limiter // broker_endpoint_unmapped repeats on every rebuild
 
 	mu           sync.Mutex // serializes rebuilds (informer handlers and the initial sync)
 	lastIgnored  string
@@ -111,8 +113,9 @@ func New(cfg Config) (*Source, error) {
 		cfg.Mapper = DNSMapper(cfg.Service, cfg.Namespace, cfg.Ports)
 	}
 	return &Source{
-		cfg: cfg,
-		log: cfg.Log.With().Str("component", "registry_kube").Str("namespace", cfg.Namespace).Str("service", cfg.Service).Logger(),
+		cfg:    cfg,
+		mapLim: logs.NewLimiter(10 * time.Second),
+		log:    cfg.Log.With().Str("component", "registry_kube").Str("namespace", cfg.Namespace).Str("service", cfg.Service).Logger(),
 	}, nil
 }
 
@@ -226,7 +229,7 @@ func (s *Source) brokers(slices []*discoveryv1.EndpointSlice) ([]registry.Broker
 			}
 			eps, err := s.cfg.Mapper(pod, ord, ep)
 			if err != nil {
-				s.log.Warn().Err(err).Str("pod", pod).Int32("broker", ord).Msg("broker_endpoint_unmapped")
+				s.mapLim.Event(s.log.Warn()).Err(err).Str("pod", pod).Int32("broker", ord).Msg("broker_endpoint_unmapped")
 				continue
 			}
 			b.Endpoints = eps
