@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/rs/zerolog"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,28 +35,8 @@ func TestMain(m *testing.M) {
 
 func ptr[T any](v T) *T { return &v }
 
-// statefulSetSlice is the EndpointSlice the endpointslice controller writes for the
-// headless Service of a 3-pod StatefulSet with publishNotReadyAddresses: fake pod IPs,
-// hostnames kaas-N, ready always true, serving per pod.
 func statefulSetSlice(serving ...bool) *discoveryv1.EndpointSlice {
-	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: svc + "-x7k2p", Namespace: ns,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "kaas-e2e"},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("kafka"), Port: ptr(int32(9092)), Protocol: ptr(corev1.ProtocolTCP)}},
-	}
-	for i, s := range serving {
-		name := fmt.Sprintf("%s-%d", sts, i)
-		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.244.0.%d", 10+i)},
-			Hostname:   ptr(name),
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(s), Terminating: ptr(false)},
-		})
-	}
-	return sl
+	return BrokerSlice(ns, svc, sts, serving...)
 }
 
 // loopback maps broker N to 127.0.0.1:29090+N, never to the slice's address.
@@ -92,13 +71,7 @@ func TestApiserverStartsAndWritesAKubeconfig(t *testing.T) {
 	}
 }
 
-func mustNamespace(t *testing.T, cs kubernetes.Interface) {
-	t.Helper()
-	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
+func mustNamespace(t *testing.T, cs kubernetes.Interface) { Namespace(t, cs, ns) }
 
 type broker struct {
 	id    int32
@@ -118,16 +91,7 @@ func TestThreeBrokersRegistryAndLeases(t *testing.T) {
 	cs := c.Client(t)
 	ctx := context.Background()
 	mustNamespace(t, cs)
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
-			Selector: map[string]string{"app": sts},
-			Ports:    []corev1.ServicePort{{Name: "kafka", Port: 9092}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	HeadlessService(t, cs, ns, svc, sts)
 	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, statefulSetSlice(true, true, true), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

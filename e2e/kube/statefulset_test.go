@@ -47,15 +47,7 @@ func TestStatefulSetSlicesFromTheRealController(t *testing.T) {
 	})
 	mustNamespace(t, cs)
 	labels := map[string]string{"app": sts}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: labels,
-			Ports: []corev1.ServicePort{{Name: "kafka", Port: 9092}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	HeadlessService(t, cs, ns, svc, sts)
 	set := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: sts, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
