@@ -163,11 +163,11 @@ func TestThreeBrokersRegistryAndLeases(t *testing.T) {
 	}
 	for g := 0; g < 50; g++ {
 		group := fmt.Sprintf("group-%d", g)
-		if owner, _, ok := brokers[0].reg.GroupOwner(group); !ok || owner == 1 {
+		if owner, ok := brokers[0].reg.GroupOwner(group); !ok || owner == 1 {
 			t.Fatalf("group %s routed to %d (ok %v) with broker 1 not serving", group, owner, ok)
 		}
-		o2, _, _ := brokers[2].reg.GroupOwner(group)
-		if o0, _, _ := brokers[0].reg.GroupOwner(group); o0 != o2 {
+		o2, _ := brokers[2].reg.GroupOwner(group)
+		if o0, _ := brokers[0].reg.GroupOwner(group); o0 != o2 {
 			t.Fatalf("brokers 0 and 2 disagree on the owner of %s: %d vs %d", group, o0, o2)
 		}
 	}

@@ -520,3 +520,14 @@ func poke(ch chan struct{}) {
 	default:
 	}
 }
+
+// Term is the lease's Epoch as fence.Fence counts it: it grows whenever this broker
+// holds its Lease again after a peer judged it lapsed (and cleared its holder), which is
+// the only way a peer can have adopted what it loaded.
+func (f *Fence) Term() uint64 {
+	e := f.Epoch()
+	if e < 0 {
+		return 0
+	}
+	return uint64(e)
+}

@@ -161,7 +161,7 @@ func TestSyncedViewListsEveryBrokerOfTheCluster(t *testing.T) {
 	if b1, _ := h.reg.Broker(1); b1.Alive || b1.Endpoints != nil {
 		t.Fatalf("broker 1 without an endpoint: %+v, want listed, not alive", b1)
 	}
-	if owner, _, ok := h.reg.GroupOwner("g"); !ok || owner == 1 {
+	if owner, ok := h.reg.GroupOwner("g"); !ok || owner == 1 {
 		t.Fatalf("group owner %d %v: must be an alive broker", owner, ok)
 	}
 }
