@@ -10,6 +10,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/group"
 	"kaas/actors/offsets"
+	"kaas/actors/partition"
 	"kaas/cluster"
 	"kaas/fence"
 	"kaas/registry"
@@ -79,7 +80,10 @@ func (b *Broker) startController() {
 		Log: b.log,
 		Hooks: cluster.Hooks{
 			Release: func(ctx context.Context, keep *cluster.State) error {
-				return b.releaseGroups(ctx, keep)
+				if err := b.releaseGroups(ctx, keep); err != nil {
+					return err
+				}
+				return b.rebalancePartitions(ctx, keep)
 			},
 			Adopt: func(st *cluster.State) error {
 				n, err := offsets.Adopt(offsets.AdoptConfig{
@@ -89,7 +93,12 @@ func (b *Broker) startController() {
 				if n > 0 {
 					b.log.Info().Int("groups", n).Msg("groups_adopted")
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return b.rebalancePartitions(ctx, st)
 			},
 		},
 	})
@@ -110,6 +119,48 @@ func (b *Broker) releaseGroups(ctx context.Context, keep *cluster.State) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("release groups: %w", ctx.Err())
+	}
+}
+
+// rebalancePartitions has the topics manager lead exactly what st gives this broker.
+func (b *Broker) rebalancePartitions(ctx context.Context, st *cluster.State) error {
+	if b.env.Topics == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	p := actor.PromiseFunc(func(any) { close(done) })
+	b.sys.Send(b.env.Topics, &partition.Rebalance{Owns: st.OwnsPartition, Reply: p})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rebalance partitions: %w", ctx.Err())
+	}
+}
+
+// topicsCluster is the topics manager's view of the cluster (nil: a broker alone).
+func (b *Broker) topicsCluster() *partition.ClusterConfig {
+	if b.cluster == nil {
+		return nil
+	}
+	state := func() *cluster.State {
+		if b.cluster.ctl == nil {
+			return nil
+		}
+		return b.cluster.ctl.State()
+	}
+	return &partition.ClusterConfig{
+		Owns: func(topic string, p int32) bool { return state().OwnsPartition(topic, p) },
+		Leader: func(topic string, p int32) int32 {
+			id, st := state().Partition(topic, p)
+			if st == cluster.Unavailable {
+				return -1
+			}
+			return id
+		},
+		Catalogue: func() bool { return state().OwnsCatalogue() },
+		Reload:    time.Second,
+		Size:      b.cfg.ClusterSize,
 	}
 }
 

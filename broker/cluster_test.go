@@ -212,3 +212,84 @@ func directClient(t *testing.T, addr string) *kgo.Client {
 	t.Helper()
 	return mustClient(t, addr)
 }
+
+// A real producer and consumer group on a two-broker cluster: partitions are led by both
+// brokers, every acknowledged record is consumed, and after one broker stops the other
+// leads every partition with the records the stopped one had acknowledged.
+func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	seeds := kgo.SeedBrokers(a.Addr(), b.Addr())
+	adm, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := kadm.NewClient(adm).CreateTopic(ctx, 4, 1, nil, "events")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create topic: %v %v", err, resp.Err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	prod, err := kgo.NewClient(seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("events"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	// Once both brokers see each other, both lead some partitions.
+	for {
+		leaders := map[int32]bool{}
+		md, err := kadm.NewClient(adm).Metadata(ctx, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range md.Topics["events"].Partitions {
+			leaders[p.Leader] = true
+		}
+		if leaders[0] && leaders[1] {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("partition leaders %v: want both brokers leading some", leaders)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	produce(0, 40)
+	// Broker 0 stops; the producer goes on against broker 1 alone.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := a.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	produce(40, 60)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("events"), kgo.ConsumerGroup("readers"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	for len(seen) < 60 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 60 records", len(seen))
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+}

@@ -15,6 +15,7 @@ func (b *Broker) startTopics() error {
 	catalog := partition.NewCatalog()
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
 		Catalog: catalog,
+		Cluster: b.topicsCluster(),
 		Broker:  &b.cfg,
 		NodeID:  b.cfg.NodeID,
 		Log:     b.log,

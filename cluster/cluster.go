@@ -386,3 +386,19 @@ func (c *Controller) release(ctx context.Context, keep *State) {
 		c.cfg.Log.Error().Err(err).Msg("ownership_release_incomplete")
 	}
 }
+
+// Catalogue says which broker writes the topic catalogue (creates, deletes and grows
+// topics): the owner of a key no topic can have.
+func (s *State) Catalogue() (int32, Status) {
+	if s == nil {
+		return 0, Unavailable
+	}
+	owner, ok := s.View.PartitionOwner("", -1)
+	return s.status(owner, ok, func(v registry.View) bool {
+		o, ok := v.PartitionOwner("", -1)
+		return ok && o == v.Self
+	})
+}
+
+// OwnsCatalogue reports whether this broker writes the catalogue in this state.
+func (s *State) OwnsCatalogue() bool { _, st := s.Catalogue(); return st == Mine }

@@ -1,6 +1,8 @@
 package conn
 
 import (
+	"kaas/cluster"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +26,14 @@ func handleMetadata(c *Call) {
 	fillBrokers(c, resp)
 	resp.ClusterID = &c.Env.ClusterID
 	resp.ControllerID = c.Env.NodeID
+	if c.Env.Ownership != nil {
+		// The broker that writes the topic catalogue (creates, deletes, grows topics).
+		if id, st := c.Env.Ownership().Catalogue(); st != cluster.Unavailable {
+			resp.ControllerID = id
+		} else {
+			resp.ControllerID = -1
+		}
+	}
 	resp.AuthorizedOperations = -2147483648
 	metadataTopics(c, req, resp)
 }

@@ -68,6 +68,44 @@ func saveMeta(fsys storage.FS, root string, m *topicMeta) error {
 	return storage.WriteFileAtomic(fsys, dir, metaFile, data)
 }
 
+// producerIDFileOf is broker id's producer id block file in a cluster.
+func producerIDFileOf(id int32) string { return "~producer-ids-" + strconv.Itoa(int(id)) + ".json" }
+
+// readCatalog reads every topic under root and changes nothing (a broker that does not
+// write the catalogue): half-made and deleted topics are skipped.
+func readCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
+	entries, err := fsys.ReadDir(root)
+	if err != nil {
+		return nil, []error{fmt.Errorf("list %s: %w", root, err)}
+	}
+	var out []*topicMeta
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || strings.Contains(name, "~") {
+			continue
+		}
+		data, err := fsys.ReadFile(filepath.Join(root, name, metaFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read topic %s: %w", name, err))
+			continue
+		}
+		var m topicMeta
+		if err := json.Unmarshal(data, &m); err != nil || m.Name != name || m.Partitions < 1 {
+			errs = append(errs, fmt.Errorf("topic %s: corrupt %s: %v", name, metaFile, err))
+			continue
+		}
+		for int32(len(m.LeaderEpochs)) < m.Partitions {
+			m.LeaderEpochs = append(m.LeaderEpochs, 0)
+		}
+		out = append(out, &m)
+	}
+	return out, errs
+}
+
 // loadCatalog reads every topic under root and removes what deletions left behind.
 func loadCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
 	if err := fsys.MkdirAll(root); err != nil {
@@ -127,8 +165,8 @@ type producerIDState struct {
 
 // reserveProducerIDs persists that ids below next+block are taken and returns next: ids
 // stay unique across restarts, at one file write per block.
-func reserveProducerIDs(fsys storage.FS, root string) (int64, error) {
-	path := filepath.Join(root, producerIDFile)
+func reserveProducerIDs(fsys storage.FS, root, name string) (int64, error) {
+	path := filepath.Join(root, name)
 	var st producerIDState
 	data, err := fsys.ReadFile(path)
 	switch {

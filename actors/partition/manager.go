@@ -49,8 +49,37 @@ type Config struct {
 	// BeforeCatalogWrite, if set, runs before each catalogue write, on the goroutine
 	// that makes it (tests hold a write back with it).
 	BeforeCatalogWrite func()
+	// Cluster, when set, makes this manager one of several on a shared data dir.
+	Cluster *ClusterConfig
 }
 
+// ClusterConfig is what a topics manager of a cluster asks the ownership controller.
+type ClusterConfig struct {
+	// Owns reports whether this broker leads (topic, partition) now; only those get a
+	// partition actor.
+	Owns func(topic string, p int32) bool
+	// Leader is the broker that leads (topic, partition), for Metadata (-1: none).
+	Leader func(topic string, p int32) int32
+	// Catalogue reports whether this broker writes the topic catalogue now (creates,
+	// deletes, grows topics, reserves producer ids). The others re-read it.
+	Catalogue func() bool
+	// Reload is how often a broker that does not write the catalogue re-reads it.
+	Reload time.Duration
+	// Size and Self interleave producer ids: each broker hands out the ids
+	// n*Size+Self, so two brokers never give one out twice.
+	Size int
+}
+
+// Rebalance starts the partition actors owns gives this broker and stops the others,
+// then resolves Reply once those have stopped. The ownership controller sends it when
+// partitions move.
+type Rebalance struct {
+	Owns  func(topic string, p int32) bool
+	Reply actor.Promise
+}
+
+// catalogTick re-reads the catalogue (a broker that does not write it).
+type catalogTick struct{ actor.Tick }
 type topicState struct {
 	meta *topicMeta
 	id   TopicID
@@ -90,6 +119,11 @@ type manager struct {
 	// stopping: the manager is stopping or restarting; a write that finishes now
 	// starts no partition (the next start loads it from the catalogue).
 	stopping bool
+	// released are the Rebalances waiting for the partitions they stopped.
+	released []*releaseJob
+	// ownCatalogue: in a cluster, this broker wrote the catalogue at the last tick and
+	// has read it since it took it over.
+	ownCatalogue bool
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -148,6 +182,10 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *InitProducerID:
 		m.handleInitProducerID(ctx, msg)
 	case *filesRemoved:
+	case *Rebalance:
+		m.onRebalance(ctx, msg)
+	case *catalogTick:
+		m.onCatalogTick(ctx)
 	}
 }
 
@@ -161,7 +199,12 @@ func (m *manager) onStarted(ctx actor.Context) {
 	if m.cfg.FS == nil {
 		m.cfg.FS = storage.OSFS{}
 	}
-	metas, errs := loadCatalog(m.cfg.FS, m.root)
+	load := loadCatalog
+	if m.cfg.Cluster != nil {
+		load = readCatalog // another broker may be writing it; leftovers are left alone
+		_ = m.cfg.FS.MkdirAll(m.root)
+	}
+	metas, errs := load(m.cfg.FS, m.root)
 	for _, err := range errs {
 		m.log.Error().Err(err).Msg("topic_load_failed")
 	}
@@ -170,6 +213,9 @@ func (m *manager) onStarted(ctx actor.Context) {
 	}
 	m.publish()
 	m.log.Info().Int("topics", len(m.topics)).Msg("topics_loaded")
+	if c := m.cfg.Cluster; c != nil && c.Reload > 0 {
+		actor.Every(ctx, c.Reload, &catalogTick{})
+	}
 }
 
 // add registers a topic and spawns its partitions.
@@ -181,10 +227,120 @@ func (m *manager) add(ctx actor.Context, meta *topicMeta) *topicState {
 	return t
 }
 
-// spawnPartitions starts the partitions of t's catalogue entry that have no actor yet.
+// spawnPartitions starts the partitions of t's catalogue entry that have no actor yet
+// (in a cluster, those this broker leads).
 func (m *manager) spawnPartitions(ctx actor.Context, t *topicState) {
-	for p := int32(len(t.pids)); p < t.meta.Partitions; p++ {
-		t.pids = append(t.pids, actor.Spawn(ctx, PartitionProps(m.partitionConfig(t.meta, p))))
+	m.spawnOwned(ctx, t, m.owns)
+}
+
+func (m *manager) spawnOwned(ctx actor.Context, t *topicState, owns func(string, int32) bool) {
+	for int32(len(t.pids)) < t.meta.Partitions {
+		t.pids = append(t.pids, nil)
+	}
+	for p := int32(0); p < t.meta.Partitions; p++ {
+		if t.pids[p] == nil && (owns == nil || owns(t.meta.Name, p)) {
+			t.pids[p] = actor.Spawn(ctx, PartitionProps(m.partitionConfig(t.meta, p)))
+		}
+	}
+}
+
+// owns is the cluster's Owns (nil: a broker alone leads every partition).
+func (m *manager) owns(topic string, p int32) bool {
+	if c := m.cfg.Cluster; c != nil {
+		return c.Owns(topic, p)
+	}
+	return true
+}
+
+// onRebalance stops the partitions no longer led here and starts the ones gained.
+func (m *manager) onRebalance(ctx actor.Context, r *Rebalance) {
+	waiting := map[string]bool{}
+	for _, t := range m.topics {
+		if t.deleting {
+			continue
+		}
+		for p, pid := range t.pids {
+			if pid != nil && !r.Owns(t.meta.Name, int32(p)) {
+				waiting[pid.Id] = true
+				ctx.Watch(pid)
+				ctx.Poison(pid)
+				t.pids[p] = nil
+			}
+		}
+		m.spawnOwned(ctx, t, r.Owns)
+	}
+	m.publish()
+	if len(waiting) == 0 {
+		r.Reply.Resolve(nil)
+		return
+	}
+	m.log.Info().Int("partitions", len(waiting)).Msg("partitions_released")
+	m.released = append(m.released, &releaseJob{waiting: waiting, reply: r.Reply})
+}
+
+type releaseJob struct {
+	waiting map[string]bool
+	reply   actor.Promise
+}
+
+// onCatalogTick re-reads the catalogue another broker writes: new topics, grown ones
+// and deleted ones.
+func (m *manager) onCatalogTick(ctx actor.Context) {
+	c := m.cfg.Cluster
+	if c == nil || m.stopping || m.writing || len(m.jobs) > 0 {
+		return
+	}
+	writer := c.Catalogue()
+	if writer && m.ownCatalogue {
+		return // this broker's memory is the catalogue
+	}
+	metas, errs := readCatalog(m.cfg.FS, m.root)
+	if len(errs) > 0 {
+		return // read again at the next tick
+	}
+	seen := map[string]bool{}
+	changed := false
+	for _, meta := range metas {
+		seen[meta.Name] = true
+		t := m.topics[meta.Name]
+		switch {
+		case t == nil:
+			m.add(ctx, meta)
+			changed = true
+		case t.meta.ID != meta.ID:
+			// Deleted and created again: the old one's partitions go first.
+			m.dropTopic(ctx, t)
+			m.add(ctx, meta)
+			changed = true
+		case meta.Partitions > t.meta.Partitions:
+			t.meta = meta
+			m.spawnPartitions(ctx, t)
+			changed = true
+		}
+	}
+	for name, t := range m.topics {
+		if !seen[name] && !t.deleting {
+			m.dropTopic(ctx, t)
+			changed = true
+		}
+	}
+	if changed {
+		m.publish()
+	}
+	m.ownCatalogue = writer // read once more after taking the catalogue over
+}
+
+// dropTopic forgets a topic another broker deleted, stopping its partitions.
+func (m *manager) dropTopic(ctx actor.Context, t *topicState) {
+	for _, pid := range t.pids {
+		if pid != nil {
+			ctx.Poison(pid)
+		}
+	}
+	delete(m.topics, t.meta.Name)
+	delete(m.byID, t.id)
+	if m.cfg.TopicsDeleted != nil {
+		m.cfg.TopicsDeleted([]string{t.meta.Name})
 	}
 }
 
@@ -212,7 +368,11 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 func (m *manager) info(t *topicState) TopicInfo {
 	ti := TopicInfo{Name: t.meta.Name, ID: t.id, ReplicationFactor: t.meta.ReplicationFactor, Configs: t.meta.Configs}
 	for p := int32(0); p < t.meta.Partitions; p++ {
-		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: m.cfg.NodeID, LeaderEpoch: t.meta.LeaderEpochs[p]})
+		leader := m.cfg.NodeID
+		if c := m.cfg.Cluster; c != nil {
+			leader = c.Leader(t.meta.Name, p)
+		}
+		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: leader, LeaderEpoch: t.meta.LeaderEpochs[p]})
 	}
 	return ti
 }
@@ -251,7 +411,7 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 			out.Topics = append(out.Topics, TopicInfo{Name: name, ErrorCode: kerr.InvalidTopicException.Code, ErrorMessage: err.Error()})
 			continue
 		}
-		if !d.AutoCreate || !m.cfg.Broker.AutoCreateTopics {
+		if !d.AutoCreate || !m.cfg.Broker.AutoCreateTopics || (m.cfg.Cluster != nil && !m.cfg.Cluster.Catalogue()) {
 			out.Topics = append(out.Topics, TopicInfo{Name: name, ErrorCode: kerr.UnknownTopicOrPartition.Code})
 			continue
 		}
@@ -283,7 +443,24 @@ func failed(name string, code int16, msg string) TopicInfo {
 	return TopicInfo{Name: name, ErrorCode: code, ErrorMessage: msg}
 }
 
+// notWriter reports whether, in a cluster, another broker writes the catalogue: then
+// a create, delete or grow is answered NOT_CONTROLLER and the client sends it to the
+// controller Metadata names.
+func (m *manager) notWriter() bool {
+	return m.cfg.Cluster != nil && !m.cfg.Cluster.Catalogue()
+}
+
+const notControllerMsg = "This is not the correct controller for this cluster."
+
 func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) {
+	if m.notWriter() {
+		out := &Created{}
+		for _, t := range c.Topics {
+			out.Topics = append(out.Topics, failed(t.Name, kerr.NotController.Code, notControllerMsg))
+		}
+		c.Reply.Resolve(out)
+		return
+	}
 	count := map[string]int{}
 	for _, t := range c.Topics {
 		count[t.Name]++
@@ -423,6 +600,16 @@ func checkAssignment(a [][]int32, brokers []int32) error {
 
 func (m *manager) handleDeleteTopics(ctx actor.Context, d *DeleteTopics) {
 	out := &Deleted{}
+	if m.notWriter() {
+		for _, name := range d.Names {
+			out.Topics = append(out.Topics, failed(name, kerr.NotController.Code, notControllerMsg))
+		}
+		for _, id := range d.IDs {
+			out.Topics = append(out.Topics, TopicInfo{ID: id, ErrorCode: kerr.NotController.Code, ErrorMessage: notControllerMsg})
+		}
+		d.Reply.Resolve(out)
+		return
+	}
 	seen := map[*topicState]int{}
 	type entry struct {
 		t   *topicState
@@ -529,6 +716,9 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 	}
 	t.stopping = map[string]bool{}
 	for _, pid := range t.pids {
+		if pid == nil {
+			continue // led by another broker
+		}
 		t.stopping[pid.Id] = true
 		ctx.Watch(pid)
 		ctx.Poison(pid)
@@ -538,6 +728,16 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 
 // onTerminated: a partition of a topic being deleted stopped.
 func (m *manager) onTerminated(ctx actor.Context, who *actor.PID) {
+	kept := m.released[:0]
+	for _, job := range m.released {
+		delete(job.waiting, who.Id)
+		if len(job.waiting) == 0 {
+			job.reply.Resolve(nil)
+			continue
+		}
+		kept = append(kept, job)
+	}
+	m.released = kept
 	for _, t := range m.topics {
 		if t.stopping[who.Id] {
 			delete(t.stopping, who.Id)
@@ -558,6 +758,14 @@ func (m *manager) partitionsStopped(ctx actor.Context, t *topicState) {
 }
 
 func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) {
+	if m.notWriter() {
+		out := &Created{}
+		for _, t := range c.Topics {
+			out.Topics = append(out.Topics, failed(t.Name, kerr.NotController.Code, notControllerMsg))
+		}
+		c.Reply.Resolve(out)
+		return
+	}
 	count := map[string]int{}
 	for _, t := range c.Topics {
 		count[t.Name]++
@@ -670,6 +878,9 @@ func (m *manager) lookup(name string, id TopicID, p int32) (*topicState, *actor.
 	}
 	if t == nil || p < 0 || p >= int32(len(t.pids)) {
 		return t, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if t.pids[p] == nil {
+		return t, nil, kerr.NotLeaderForPartition.Code // led by another broker
 	}
 	return t, t.pids[p], 0
 }
@@ -828,6 +1039,10 @@ func (m *manager) handleInitProducerID(ctx actor.Context, r *InitProducerID) {
 func (m *manager) takeProducerID() *ProducerID {
 	id := m.nextProducerID
 	m.nextProducerID++
+	if c := m.cfg.Cluster; c != nil && c.Size > 0 {
+		// Each broker its own residue class, from its own block file.
+		id = id*int64(c.Size) + int64(m.cfg.NodeID)
+	}
 	return &ProducerID{ID: id, Epoch: 0}
 }
 
@@ -839,8 +1054,12 @@ func (m *manager) reserveIDs(ctx actor.Context) {
 	m.reserving = true
 	root, fsys := m.root, m.cfg.FS
 	var next int64
+	name := producerIDFile
+	if m.cfg.Cluster != nil {
+		name = producerIDFileOf(m.cfg.NodeID)
+	}
 	m.enqueue(ctx, func() (err error) {
-		next, err = reserveProducerIDs(fsys, root)
+		next, err = reserveProducerIDs(fsys, root, name)
 		return err
 	}, func(ctx actor.Context, err error) {
 		m.reserving = false
