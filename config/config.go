@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"kaas/auth"
 )
 
 // Config is the whole broker configuration. Durations are kept as time.Duration; their
@@ -27,7 +29,7 @@ type Config struct {
 	Listeners           []Listener
 	AdvertisedListeners []Listener
 	// SecurityProtocolMap maps a listener name to its security protocol, as Apache's
-	// listener.security.protocol.map does. Only PLAINTEXT is served today.
+	// listener.security.protocol.map does: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
 	SecurityProtocolMap map[string]string
 	DataDir             string
 	DataFileMode        fs.FileMode // data.file.mode; directories derive theirs (datamode.DirFor)
@@ -72,6 +74,19 @@ type Config struct {
 	LogRetentionBytes        int64         // <0: no size limit
 	LogFlushIntervalMessages int64         // 1: every acknowledged produce is fsynced first
 	LogRetentionCheck        time.Duration
+
+	// Security (docs/security.md): TLS from PEM files, SASL mechanisms over
+	// <data.dir>/__cluster/users.json, the ACL authorizer over acls.json.
+	SSLCertificateLocation string // PEM certificate chain of SSL and SASL_SSL listeners
+	SSLKeyLocation         string // PEM private key of that certificate
+	SSLTruststoreLocation  string // PEM CA certificates client certificates are checked against
+	SSLClientAuth          string // none | requested | required
+	SASLMechanisms         []string
+	FailedAuthDelay        time.Duration
+	Authorizer             string // "" (off) | simple
+	SuperUsers             string // semicolon-separated principals
+	AllowEveryoneIfNoACL   bool
+	SecurityFilesPoll      time.Duration
 
 	// Cluster.
 	Registry          string // dev | static | kubernetes
@@ -189,6 +204,11 @@ func Default() Config {
 		LogFlushIntervalMessages: 1,
 		LogRetentionCheck:        300000 * time.Millisecond,
 
+		SSLClientAuth:     "none",
+		SASLMechanisms:    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
+		FailedAuthDelay:   100 * time.Millisecond,
+		SecurityFilesPoll: 1000 * time.Millisecond,
+
 		Registry:      "dev",
 		RegistryProbe: 500 * time.Millisecond,
 		LeaseDuration: 3000 * time.Millisecond,
@@ -248,7 +268,7 @@ func settings(c *Config) []setting {
 		{"advertised.listeners", "listeners as clients should reach them (default: listeners)",
 			func(c *Config, v string) (err error) { c.AdvertisedListeners, err = ParseListeners(v); return err },
 			func(c *Config) string { return joinListeners(c.AdvertisedListeners) }},
-		{"listener.security.protocol.map", "comma-separated NAME:PROTOCOL pairs giving each listener its security protocol (only PLAINTEXT is served today)",
+		{"listener.security.protocol.map", "comma-separated NAME:PROTOCOL pairs giving each listener its security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
 			func(c *Config, v string) (err error) {
 				c.SecurityProtocolMap, err = ParseSecurityProtocolMap(v)
 				return err
@@ -328,6 +348,21 @@ func settings(c *Config) []setting {
 		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable", &c.LogFlushIntervalMessages),
 		msSetting("log.retention.check.interval.ms", "how often log retention runs", &c.LogRetentionCheck),
 
+		strSetting("ssl.certificate.location", "PEM file of the certificate chain SSL and SASL_SSL listeners present (the chart mounts a TLS Secret's tls.crt)", &c.SSLCertificateLocation),
+		strSetting("ssl.key.location", "PEM file of that certificate's private key (tls.key)", &c.SSLKeyLocation),
+		strSetting("ssl.truststore.location", "PEM file of the CA certificates client certificates are verified against (ca.crt; default: the system's)", &c.SSLTruststoreLocation),
+		strSetting("ssl.client.auth", "client certificates on SSL listeners: none, requested or required; a verified certificate's subject is the principal (User:CN=...)", &c.SSLClientAuth),
+		{"sasl.enabled.mechanisms", "SASL mechanisms of SASL_PLAINTEXT and SASL_SSL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users in <data.dir>/__cluster/users.json)",
+			func(c *Config, v string) (err error) { c.SASLMechanisms, err = auth.ParseMechanisms(v); return err },
+			func(c *Config) string { return strings.Join(c.SASLMechanisms, ",") }},
+		msSetting("connection.failed.authentication.delay.ms", "how long a connection that failed SASL authentication stays open after its answer before it is closed", &c.FailedAuthDelay),
+		strSetting("authorizer", "ACL authorizer: empty (off: every request allowed) or simple (ACLs in <data.dir>/__cluster/acls.json, Apache's AclAuthorizer rules)", &c.Authorizer),
+		strSetting("super.users", "semicolon-separated principals allowed everything by the authorizer (User:admin;User:CN=ops)", &c.SuperUsers),
+		{"allow.everyone.if.no.acl.found", "with the authorizer, allow any principal on a resource no ACL names",
+			func(c *Config, v string) (err error) { c.AllowEveryoneIfNoACL, err = strconv.ParseBool(v); return err },
+			func(c *Config) string { return strconv.FormatBool(c.AllowEveryoneIfNoACL) }},
+		msSetting("security.files.poll.interval.ms", "how often acls.json and users.json are checked for a change another broker or an operator made (no Apache key)", &c.SecurityFilesPoll),
+
 		strSetting("registry", "where the broker set comes from: dev (this broker alone), static (--registry.peers) or kubernetes (EndpointSlices of --registry.service)", &c.Registry),
 		{"registry.peers", "static registry: every broker as id@host:port, comma-separated, this one included",
 			func(c *Config, v string) (err error) { c.RegistryPeers, err = ParsePeers(v); return err },
@@ -401,6 +436,9 @@ func (c *Config) Validate() error {
 		if err := c.checkSecurityProtocol(l.Name); err != nil {
 			return err
 		}
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	switch {
 	case c.MaxRequestBytes <= 0:
@@ -529,7 +567,7 @@ func unspecified(host string) bool {
 	return ip != nil && ip.IsUnspecified()
 }
 
-// SecurityProtocols are the security protocols Apache Kafka names; kaas serves PLAINTEXT.
+// SecurityProtocols are the security protocols Apache Kafka names; kaas serves each.
 var SecurityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 
 // DefaultSecurityProtocolMap is Apache's default: each protocol's name maps to itself.
@@ -546,18 +584,64 @@ func (c *Config) SecurityProtocol(name string) string {
 	return c.SecurityProtocolMap[strings.ToUpper(name)]
 }
 
-// checkSecurityProtocol refuses a listener without a protocol, and any protocol but
-// PLAINTEXT until TLS and SASL are served: a listener named SSL that spoke plaintext
-// would hand a TLS client a confusing frame-size error.
+// checkSecurityProtocol refuses a listener without a protocol: a listener named INTERNAL
+// must say what it speaks.
 func (c *Config) checkSecurityProtocol(name string) error {
 	switch p := c.SecurityProtocol(name); p {
-	case "PLAINTEXT":
+	case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
 		return nil
 	case "":
 		return fmt.Errorf("listener %s has no security protocol: name it after one (PLAINTEXT://host:port) or map it with --listener.security.protocol.map=%s:PLAINTEXT", name, name)
 	default:
-		return fmt.Errorf("listener %s: security protocol %s is not supported yet (kaas serves PLAINTEXT only; TLS and SASL are planned)", name, p)
+		return fmt.Errorf("listener %s: unknown security protocol %s", name, p)
 	}
+}
+
+// UsesTLS says whether the named listener speaks TLS (SSL, SASL_SSL).
+func (c *Config) UsesTLS(name string) bool {
+	p := c.SecurityProtocol(name)
+	return p == "SSL" || p == "SASL_SSL"
+}
+
+// UsesSASL says whether the named listener authenticates with SASL.
+func (c *Config) UsesSASL(name string) bool {
+	p := c.SecurityProtocol(name)
+	return p == "SASL_PLAINTEXT" || p == "SASL_SSL"
+}
+
+// validateSecurity checks the TLS, SASL and authorizer settings against the listeners.
+func (c *Config) validateSecurity() error {
+	tls, sasl := false, false
+	for _, l := range c.Listeners {
+		tls = tls || c.UsesTLS(l.Name)
+		sasl = sasl || c.UsesSASL(l.Name)
+	}
+	if tls && (c.SSLCertificateLocation == "" || c.SSLKeyLocation == "") {
+		return fmt.Errorf("an SSL or SASL_SSL listener needs --ssl.certificate.location and --ssl.key.location")
+	}
+	switch c.SSLClientAuth {
+	case "none", "requested", "required":
+	default:
+		return fmt.Errorf("ssl.client.auth must be none, requested or required")
+	}
+	if sasl && len(c.SASLMechanisms) == 0 {
+		return fmt.Errorf("a SASL listener needs at least one mechanism in --sasl.enabled.mechanisms")
+	}
+	switch c.Authorizer {
+	case "", "simple":
+	default:
+		return fmt.Errorf("authorizer must be empty (off) or simple")
+	}
+	if _, err := auth.ParseSuperUsers(c.SuperUsers); err != nil {
+		return fmt.Errorf("super.users: %w", err)
+	}
+	if c.FailedAuthDelay < 0 {
+		return fmt.Errorf("connection.failed.authentication.delay.ms must not be negative")
+	}
+	if c.SecurityFilesPoll <= 0 {
+		return fmt.Errorf("security.files.poll.interval.ms must be positive")
+	}
+	return nil
 }
 
 // ParseSecurityProtocolMap reads "NAME:PROTOCOL,NAME2:PROTOCOL".

@@ -111,24 +111,42 @@ func TestReadmeTableListsEverySetting(t *testing.T) {
 	}
 }
 
-// A listener that is not PLAINTEXT, by name or through the map, refuses to start until
-// TLS and SASL are served: it would otherwise speak plaintext to a TLS client.
-func TestNonPlaintextListenersAreRefused(t *testing.T) {
+// Every security protocol is served; an SSL listener needs its certificate and key, and
+// the security settings are checked.
+func TestSecurityProtocolsAndSettings(t *testing.T) {
 	for _, args := range [][]string{
 		{"--listeners=SSL://127.0.0.1:9093"},
-		{"--listeners=SASL_PLAINTEXT://127.0.0.1:9093"},
-		{"--listeners=SASL_SSL://127.0.0.1:9093"},
-		{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=CLIENT:SSL"},
-		{"--listeners=PLAINTEXT://127.0.0.1:9093", "--listener.security.protocol.map=PLAINTEXT:SASL_SSL"},
+		{"--listeners=SASL_SSL://127.0.0.1:9093", "--ssl.certificate.location=c.pem"},
+		{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=CLIENT:SSL", "--ssl.key.location=k.pem"},
 	} {
 		_, err := Parse(args, env(nil), &bytes.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), "not supported yet") {
-			t.Errorf("%v: %v, want a refusal naming the unsupported protocol", args, err)
+		if err == nil || !strings.Contains(err.Error(), "ssl.certificate.location and --ssl.key.location") {
+			t.Errorf("%v: %v, want a refusal naming the missing PEM files", args, err)
 		}
 	}
-	c, err := Parse([]string{"--listeners=CLIENT://127.0.0.1:9093", "--listener.security.protocol.map=client:plaintext"}, env(nil), &bytes.Buffer{})
-	if err != nil || c.SecurityProtocol("CLIENT") != "PLAINTEXT" {
-		t.Fatalf("a mapped PLAINTEXT listener: %v", err)
+	for _, args := range [][]string{
+		{"--listeners=SASL_PLAINTEXT://127.0.0.1:9093", "--sasl.enabled.mechanisms=GSSAPI"},
+		{"--listeners=SASL_PLAINTEXT://127.0.0.1:9093", "--sasl.enabled.mechanisms="},
+		{"--authorizer=acl"},
+		{"--super.users=admin"},
+		{"--ssl.client.auth=always"},
+	} {
+		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	c, err := Parse([]string{"--listeners=CLIENT://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094,SSL://127.0.0.1:9095",
+		"--listener.security.protocol.map=client:sasl_plaintext,SASL_SSL:SASL_SSL,SSL:SSL",
+		"--ssl.certificate.location=c.pem", "--ssl.key.location=k.pem", "--ssl.client.auth=required",
+		"--sasl.enabled.mechanisms=plain,SCRAM-SHA-512", "--authorizer=simple", "--super.users=User:admin;User:CN=ops,O=x"}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.UsesSASL("CLIENT") || c.UsesTLS("CLIENT") || !c.UsesSASL("SASL_SSL") || !c.UsesTLS("SASL_SSL") || !c.UsesTLS("SSL") || c.UsesSASL("SSL") {
+		t.Errorf("protocols: %v", c.SecurityProtocolMap)
+	}
+	if strings.Join(c.SASLMechanisms, ",") != "PLAIN,SCRAM-SHA-512" {
+		t.Errorf("mechanisms %v", c.SASLMechanisms)
 	}
 }
 
