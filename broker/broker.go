@@ -7,6 +7,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -46,8 +47,13 @@ type Broker struct {
 	cluster *clusterSide
 
 	listeners []*listener
-	httpSrv   *http.Server
-	httpLn    net.Listener
+	// tls is the SSL and SASL_SSL listeners' TLS; securityStop ends the goroutine that
+	// polls the ACL and users files, which closes securityDone.
+	tls          *tls.Config
+	securityStop chan struct{}
+	securityDone chan struct{}
+	httpSrv      *http.Server
+	httpLn       net.Listener
 
 	mu       sync.Mutex
 	conns    map[*actor.PID]struct{}
@@ -130,8 +136,13 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	}
 	b.env.RequestBytes = conn.NewBudget(cfg.QueuedMaxRequestBytes, b.met.RequestBytesQueued, b.met.RequestReadsWaiting)
 	b.env.ResponseBytes = conn.NewBudget(cfg.QueuedMaxResponseBytes, b.met.ResponseBytesUnwritten, nil)
+	if err := b.startSecurity(); err != nil {
+		b.closeListeners()
+		return nil, err
+	}
 	if err := b.startManagers(); err != nil {
 		b.closeListeners()
+		b.stopSecurity()
 		return nil, err
 	}
 	if b.cluster != nil {
@@ -140,6 +151,7 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	if cfg.HTTPListen != "" {
 		if err := b.startHTTP(); err != nil {
 			b.closeListeners()
+			b.stopSecurity()
 			return nil, err
 		}
 	}
@@ -203,6 +215,9 @@ func (b *Broker) accept(l *listener) {
 			continue
 		}
 		b.connsWG.Add(1)
+		if b.cfg.UsesTLS(l.name) {
+			nc = tls.Server(nc, b.tls)
+		}
 		var pid *actor.PID
 		done := make(chan struct{})
 		pid = b.sys.Spawn(conn.Props(conn.Config{
@@ -214,6 +229,9 @@ func (b *Broker) accept(l *listener) {
 			MaxInflight:            b.cfg.MaxInflightPerConn,
 			MaxQueuedResponseBytes: b.cfg.ConnMaxQueuedResponseBytes,
 			FrameTimeout:           b.cfg.SocketRequestReadTimeout,
+			SASL:                   b.cfg.UsesSASL(l.name),
+			Mechanisms:             b.cfg.SASLMechanisms,
+			FailedAuthDelay:        b.cfg.FailedAuthDelay,
 			OnStop: func() {
 				<-done
 				b.mu.Lock()
@@ -278,6 +296,7 @@ func (b *Broker) stop(ctx context.Context) error {
 		_ = b.httpSrv.Shutdown(hctx)
 		cancel()
 	}
+	b.stopSecurity()
 	b.sys.Shutdown()
 	b.cluster.stop() // the lease goes last: peers adopt once it is released
 	b.lock.release()

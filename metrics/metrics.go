@@ -28,6 +28,11 @@ type Metrics struct {
 	RequestReadsWaiting    prometheus.Gauge
 	ResponseBytesUnwritten prometheus.Gauge
 	RequestsHeld           prometheus.Gauge
+
+	// Security: SASL exchanges by mechanism and result (success, failure), and requests
+	// (or parts of them) the authorizer denied, by API and resource type.
+	SASLAuthentications *prometheus.CounterVec
+	AuthorizationDenied *prometheus.CounterVec
 }
 
 // New makes a fresh registry (one per broker, so tests can run several brokers).
@@ -64,7 +69,14 @@ func New() *Metrics {
 		RequestsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kaas_requests_held", Help: "Requests read and held until their connection's unwritten responses drain.",
 		}),
+		SASLAuthentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_sasl_authentications_total", Help: "SASL authentications, by mechanism and result (success, failure).",
+		}, []string{"mechanism", "result"}),
+		AuthorizationDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_authorization_denied_total", Help: "Resources of requests the authorizer denied, by API and resource type.",
+		}, []string{"api", "resource_type"}),
 	}
+	r.MustRegister(m.SASLAuthentications, m.AuthorizationDenied)
 	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

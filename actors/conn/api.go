@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/auth"
 	"kaas/logs"
 )
 
@@ -78,7 +79,7 @@ func register(key, min, max int16, h Handler) {
 	if _, dup := apis[key]; dup {
 		panic("conn: API registered twice: " + kmsg.NameForKey(key))
 	}
-	apis[key] = &api{key: key, min: min, max: max, handle: refuseLongStrings(h),
+	apis[key] = &api{key: key, min: min, max: max, handle: refuseLongStrings(authorizing(key, h)),
 		name: kmsg.NameForKey(key), errorField: errorCodeField(key), flexibleFrom: firstFlexible(key)}
 	table = nil
 }
@@ -162,6 +163,9 @@ type Call struct {
 	// Remote is the client's address.
 	Remote net.Addr
 	Env    *Env
+	// Principal is who sent the request, Host its address as ACLs name hosts.
+	Principal auth.Principal
+	Host      string
 
 	conn  *connActor
 	api   *api
@@ -171,6 +175,9 @@ type Call struct {
 	seq   uint64
 	start time.Time
 	done  bool
+	// patches complete the response before it is encoded: the authorization step puts
+	// back the parts of the request it took out as denied (authz.go).
+	patches []func(kmsg.Response)
 }
 
 // Log is the connection's logger with the request's API, version and client id.

@@ -16,6 +16,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/auth"
 	"kaas/logs"
 	"kaas/metrics"
 )
@@ -37,6 +38,15 @@ type Config struct {
 	// FrameTimeout closes the connection when a request frame has not arrived whole this
 	// long after its first byte (socket.request.read.timeout.ms); zero: no deadline.
 	FrameTimeout time.Duration
+	// SASL makes the connection authenticate with one of Mechanisms before anything but
+	// ApiVersions and the SASL APIs (SASL_PLAINTEXT, SASL_SSL listeners).
+	SASL       bool
+	Mechanisms []string
+	// FailedAuthDelay is how long a connection that failed authentication stays open
+	// after its answer (connection.failed.authentication.delay.ms).
+	FailedAuthDelay time.Duration
+	// HandshakeTimeout bounds a TLS handshake (Conn is a *tls.Conn on SSL listeners).
+	HandshakeTimeout time.Duration
 	// OnStop is called once when the connection is done: the actor stopped and its last
 	// responses were written (the server counts live connections, and a graceful stop
 	// waits for them before the process exits).
@@ -186,6 +196,11 @@ type connActor struct {
 	// labels: found once, not per response.
 	requests map[requestLabels]prometheus.Counter
 	seconds  map[int16]prometheus.Observer
+	// principal is who the connection is (auth.Anonymous until TLS or SASL says
+	// otherwise), host its address as ACLs name hosts; sasl its SASL exchange.
+	principal auth.Principal
+	host      string
+	sasl      saslState
 	// txnWarned: this connection's client was told (in the log) that transactions are
 	// not supported yet; once per connection, however often it retries.
 	txnWarned bool
@@ -206,6 +221,12 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *writerDone:
 		a.closeWith(ctx, "write_failed", m.err, zerolog.DebugLevel)
 	case *Drain:
+		a.onDrain(ctx)
+	case *tlsReady:
+		a.onTLSReady(m)
+	case *authFailedClose:
+		// Drained, not cut: the failure's answer is written before the socket closes.
+		a.log.Debug().Str("reason", "sasl_authentication_failed").Msg("connection_closed")
 		a.onDrain(ctx)
 	case *resume:
 		a.brokerWait = false
@@ -229,6 +250,9 @@ func (a *connActor) onStarted(ctx actor.Context) {
 	a.ctx = ctx
 	a.remote = a.cfg.Conn.RemoteAddr()
 	a.log = a.env.Log.With().Str("remote", a.remote.String()).Str("listener", a.cfg.Listener).Logger()
+	a.principal = auth.Anonymous
+	a.host = hostOf(a.remote)
+	a.sasl.required = a.cfg.SASL
 	a.out = make(chan []byte, a.cfg.MaxInflight)
 	a.tokens = make(chan struct{}, a.cfg.MaxInflight)
 	a.done = make(chan struct{})
@@ -285,6 +309,9 @@ func (a *connActor) onStopping() {
 // socket.request.read.timeout.ms closes it.
 func (a *connActor) readLoop(send func(any)) {
 	nc := a.cfg.Conn
+	if !a.handshakeTLS(send) {
+		return
+	}
 	a.rbuf = make([]byte, readBuffer)
 	var size [4]byte
 	for {
@@ -507,6 +534,8 @@ func (a *connActor) onReaderDone(ctx actor.Context, m *readerDone) {
 		a.badInput(ctx, "frame_size", -1, -1, m.err)
 	case errors.Is(m.err, errFrameTimeout):
 		a.badInput(ctx, "frame_timeout", -1, -1, m.err)
+	case isTLSError(m.err):
+		a.badInput(ctx, "tls_handshake", -1, -1, m.err)
 	default:
 		a.closeWith(ctx, "read_failed", m.err, zerolog.DebugLevel)
 	}
@@ -643,9 +672,21 @@ func (a *connActor) resumeHeld(ctx actor.Context) {
 }
 
 func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
+	if a.sasl.raw {
+		a.onRawToken(ctx, f.b)
+		return
+	}
 	h, body, err := parseHeader(f.b)
 	if err != nil {
 		a.badInput(ctx, "header", h.key, h.version, err)
+		return
+	}
+	if !a.saslAllows(h.key) {
+		if a.sasl.failed {
+			return // closing: nothing more is answered
+		}
+		a.badInput(ctx, "sasl_authentication_required", h.key, h.version,
+			fmt.Errorf("api key %d before SASL authentication", h.key))
 		return
 	}
 	entry, known := apis[h.key]
@@ -656,6 +697,7 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	call := &Call{
 		Key: h.key, Version: h.version, CorrelationID: h.correlationID, ClientID: h.clientID,
 		Listener: a.cfg.Listener, Remote: a.remote, Env: a.env, conn: a, api: entry,
+		Principal: a.principal, Host: a.host,
 		seq: a.nextSeq, start: f.read,
 	}
 	a.nextSeq++
@@ -754,6 +796,9 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 	s.grant = 0
 	code := int16(0)
 	if resp != nil {
+		for _, p := range c.patches {
+			p(resp)
+		}
 		resp.SetVersion(c.Version)
 		s.bytes = encodeResponse(c, resp, c.api.sizeHint())
 		c.api.noteSize(len(s.bytes))

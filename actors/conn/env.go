@@ -5,6 +5,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/auth"
 	"kaas/cluster"
 	"kaas/config"
 	"kaas/metrics"
@@ -31,6 +32,11 @@ type Env struct {
 	Topics *actor.PID
 	// Catalog is the topics manager's published catalogue, read without asking it.
 	Catalog *partition.Catalog
+
+	// Authorizer decides every request's access (nil: authorization off, everything
+	// allowed); Credentials are the SASL users (nil: no SASL listener).
+	Authorizer  *auth.Authorizer
+	Credentials *auth.Credentials
 
 	// RequestBytes bounds the bytes held by request frames being read, across the broker
 	// (queued.max.request.bytes); ResponseBytes counts the bytes of responses built and

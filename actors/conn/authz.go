@@ -1,0 +1,860 @@
+package conn
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/auth"
+	"kaas/logs"
+)
+
+// Authorization (--authorizer=simple) runs before a request's handler, and so before any
+// coordinator or leader routing: a principal without rights on a group never learns
+// where it lives or whether it exists (apache-classic-group-coordinator.md §6). Each
+// API's check is a row of AuthzTable. A check either answers the request itself (all of
+// it denied), or takes the denied parts out of the request, lets the handler answer the
+// rest, and puts the denied parts back into the response with their error code (a
+// patch run before the response is encoded). Handlers know nothing of it.
+
+// AuthzRule is one row of the authorization table: the API, what it checks in order,
+// and what a denied principal gets. docs/security.md shows this table; a test checks
+// that the two agree.
+type AuthzRule struct {
+	Key    int16
+	API    string
+	Checks string
+	Denied string
+	check  func(c *Call) bool
+}
+
+// AuthzTable is every API's authorization, in key order: the group APIs as Apache 3.7's
+// KafkaApis (§6), the data and topic APIs as Apache's, the ACL and SCRAM APIs on the
+// cluster.
+func AuthzTable() []AuthzRule { return authzTable }
+
+var authzTable = []AuthzRule{
+	{0, "Produce", "TOPIC: WRITE per topic", "that topic's partitions 29", checkProduce},
+	{1, "Fetch", "TOPIC: READ per topic", "that topic's partitions 29", checkFetch},
+	{2, "ListOffsets", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkListOffsets},
+	{3, "Metadata", "TOPIC: DESCRIBE per topic; auto-creation also CLUSTER or TOPIC: CREATE", "named topics 29; all topics: unauthorized ones left out", checkMetadata},
+	{8, "OffsetCommit", "GROUP: READ, then TOPIC: READ per topic", "every partition 30; or that topic's partitions 29", checkOffsetCommit},
+	{9, "OffsetFetch", "GROUP: DESCRIBE per group, then TOPIC: DESCRIBE", "group error 30; named topics: partitions 29, offset -1; all topics: unauthorized ones left out", checkOffsetFetch},
+	{10, "FindCoordinator", "GROUP key: DESCRIBE; TRANSACTIONAL_ID key: DESCRIBE", "30 / 53, node -1 (per key in v4+)", checkFindCoordinator},
+	{11, "JoinGroup", "GROUP: READ", "top-level 30", checkGroupRead},
+	{12, "Heartbeat", "GROUP: READ", "top-level 30", checkGroupRead},
+	{13, "LeaveGroup", "GROUP: READ", "top-level 30", checkGroupRead},
+	{14, "SyncGroup", "GROUP: READ (after the v5 protocol-field check)", "top-level 30", checkGroupRead},
+	{15, "DescribeGroups", "GROUP: DESCRIBE per group; authorized_operations from the ACLs", "that group 30", checkDescribeGroups},
+	{16, "ListGroups", "CLUSTER: DESCRIBE, else GROUP: DESCRIBE per group", "unauthorized groups left out; no error", checkListGroups},
+	{19, "CreateTopics", "CLUSTER: CREATE, else TOPIC: CREATE per topic", "that topic 29", checkCreateTopics},
+	{20, "DeleteTopics", "TOPIC: DELETE per topic", "that topic 29", checkDeleteTopics},
+	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
+	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
+	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
+	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
+	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
+	{32, "DescribeConfigs", "TOPIC or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 31", checkDescribeConfigs},
+	{37, "CreatePartitions", "TOPIC: ALTER per topic", "that topic 29", checkCreatePartitions},
+	{42, "DeleteGroups", "GROUP: DELETE per group", "that group 30", checkDeleteGroups},
+	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
+	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
+	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
+}
+
+// authzChecks is the table by key; APIs without a row (ApiVersions, the SASL APIs) need
+// no right, and those whose row has no check authorize in their handler.
+var authzChecks = func() map[int16]func(*Call) bool {
+	m := map[int16]func(*Call) bool{}
+	for _, r := range authzTable {
+		if r.check != nil {
+			m[r.Key] = r.check
+		}
+	}
+	return m
+}()
+
+// authorizing runs key's check before h; with authorization off it is h.
+func authorizing(key int16, h Handler) Handler {
+	return func(c *Call) {
+		if c.Env.Authorizer != nil {
+			if check := authzChecks[key]; check != nil && !check(c) {
+				return
+			}
+		}
+		h(c)
+	}
+}
+
+// allowed asks the authorizer and counts and logs a denial.
+func (c *Call) allowed(op auth.Operation, t auth.ResourceType, name string) bool {
+	a := c.Env.Authorizer
+	if a.Authorize(c.Principal, c.Host, op, t, name) {
+		return true
+	}
+	c.denied(op, t, name)
+	return false
+}
+
+// denied counts and logs one denied resource.
+func (c *Call) denied(op auth.Operation, t auth.ResourceType, name string) {
+	if m := c.Env.Metrics; m != nil {
+		m.AuthorizationDenied.WithLabelValues(c.api.name, strings.ToLower(t.String())).Inc()
+	}
+	c.Log().Debug().Str("principal", logs.ID(c.Principal.String())).Str("operation", op.String()).
+		Str("resource_type", t.String()).Str("resource", logs.ID(name)).Msg("authorization_denied")
+}
+
+// patch adds a step that completes the response before it is encoded.
+func (c *Call) patch(p func(kmsg.Response)) { c.patches = append(c.patches, p) }
+
+// mergeBack puts the denied entries back among got, the handler's answers for the
+// allowed ones in request order: entry i of the request is made by denied(i) when
+// isDenied[i], else it is got's next.
+func mergeBack[T any](got []T, isDenied []bool, denied func(i int) T) []T {
+	out := make([]T, 0, len(isDenied))
+	j := 0
+	for i, d := range isDenied {
+		if d {
+			out = append(out, denied(i))
+		} else if j < len(got) {
+			out = append(out, got[j])
+			j++
+		}
+	}
+	return append(out, got[j:]...)
+}
+
+// keep splits xs by allow: the kept items and, per item, whether it was denied.
+func keep[T any](xs []T, allow func(T) bool) (kept []T, isDenied []bool, any bool) {
+	isDenied = make([]bool, len(xs))
+	kept = make([]T, 0, len(xs))
+	for i, x := range xs {
+		if allow(x) {
+			kept = append(kept, x)
+		} else {
+			isDenied[i], any = true, true
+		}
+	}
+	return kept, isDenied, any
+}
+
+// topicName is a request topic's name, looked up by id when the request names it so.
+func (c *Call) topicName(name string, id [16]byte) string {
+	if name == "" && id != ([16]byte{}) && c.Env.Catalog != nil {
+		return c.Env.Catalog.Routes().Find("", id, 0).Topic
+	}
+	return name
+}
+
+// topicAllowed checks op on the topic named (or with id); a topic id no catalogue entry
+// has is left to the handler (UNKNOWN_TOPIC_ID).
+func (c *Call) topicAllowed(op auth.Operation, name string, id [16]byte) bool {
+	n := c.topicName(name, id)
+	if n == "" && id != ([16]byte{}) {
+		return true
+	}
+	return c.allowed(op, auth.Topic, n)
+}
+
+var (
+	groupDenied   = kerr.GroupAuthorizationFailed.Code
+	topicDenied   = kerr.TopicAuthorizationFailed.Code
+	clusterDenied = kerr.ClusterAuthorizationFailed.Code
+	txnDenied     = kerr.TransactionalIDAuthorizationFailed.Code
+)
+
+// ---- group APIs (§6) ----
+
+func checkFindCoordinator(c *Call) bool {
+	req := c.Req.(*kmsg.FindCoordinatorRequest)
+	// The key's resource, and the code of a denial; an unknown key type is the
+	// handler's (INVALID_REQUEST).
+	keyAllowed := func(key string) (bool, int16) {
+		switch req.CoordinatorType {
+		case 0:
+			return c.allowed(auth.Describe, auth.Group, key), groupDenied
+		case 1:
+			return c.allowed(auth.Describe, auth.TransactionalID, key), txnDenied
+		}
+		return true, 0
+	}
+	if c.Version < 4 {
+		ok, code := keyAllowed(req.CoordinatorKey)
+		if ok {
+			return true
+		}
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		resp.ErrorMessage = strPtr(kerr.ErrorForCode(code).Error())
+		c.Respond(resp)
+		return false
+	}
+	keys := req.CoordinatorKeys
+	codes := make([]int16, len(keys))
+	kept, isDenied, any := keep(keys, func(k string) bool { return true })
+	kept = kept[:0]
+	for i, k := range keys {
+		ok, code := keyAllowed(k)
+		if ok {
+			kept = append(kept, k)
+		} else {
+			isDenied[i], codes[i], any = true, code, true
+		}
+	}
+	if !any {
+		return true
+	}
+	req.CoordinatorKeys = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.FindCoordinatorResponse)
+		resp.Coordinators = mergeBack(resp.Coordinators, isDenied, func(i int) kmsg.FindCoordinatorResponseCoordinator {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key, rc.NodeID, rc.Port, rc.ErrorCode = keys[i], -1, -1, codes[i]
+			rc.ErrorMessage = strPtr(kerr.ErrorForCode(codes[i]).Error())
+			return rc
+		})
+	})
+	return true
+}
+
+// checkGroupRead is JoinGroup, Heartbeat, LeaveGroup and SyncGroup: READ on the group,
+// else top-level GROUP_AUTHORIZATION_FAILED.
+func checkGroupRead(c *Call) bool {
+	var group string
+	switch req := c.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = req.Group
+	case *kmsg.HeartbeatRequest:
+		group = req.Group
+	case *kmsg.LeaveGroupRequest:
+		group = req.Group
+	case *kmsg.SyncGroupRequest:
+		// Apache checks the v5 protocol fields before the ACL: the handler answers
+		// INCONSISTENT_GROUP_PROTOCOL.
+		if c.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+			return true
+		}
+		group = req.Group
+	}
+	if c.allowed(auth.Read, auth.Group, group) {
+		return true
+	}
+	switch req := c.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = groupDenied, -1
+		if c.Version < 7 {
+			resp.Protocol = strPtr("")
+		}
+		c.Respond(resp)
+	case *kmsg.HeartbeatRequest:
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+	case *kmsg.LeaveGroupRequest:
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+	case *kmsg.SyncGroupRequest:
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+	}
+	return false
+}
+
+func checkOffsetCommit(c *Call) bool {
+	req := c.Req.(*kmsg.OffsetCommitRequest)
+	partitionsWith := func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, partitionsWith(t, groupDenied))
+		}
+		c.Respond(resp)
+		return false
+	}
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.OffsetCommitRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetCommitResponse)
+		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.OffsetCommitResponseTopic {
+			return partitionsWith(orig[i], topicDenied)
+		})
+	})
+	return true
+}
+
+func checkOffsetFetch(c *Call) bool {
+	req := c.Req.(*kmsg.OffsetFetchRequest)
+	if c.Version < 8 {
+		if !c.allowed(auth.Describe, auth.Group, req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			if c.Version < 2 {
+				// v1 carries errors in partitions only (OffsetFetchRequest.getErrorResponse).
+				for _, t := range req.Topics {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p, -1, -1, strPtr(""), groupDenied
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+			} else {
+				resp.ErrorCode = groupDenied
+			}
+			c.Respond(resp)
+			return false
+		}
+		all := req.Topics == nil
+		c.patch(func(r kmsg.Response) {
+			resp := r.(*kmsg.OffsetFetchResponse)
+			out := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, t.Topic) {
+					out = append(out, t)
+					continue
+				}
+				c.denied(auth.Describe, auth.Topic, t.Topic)
+				if all {
+					continue
+				}
+				for j := range t.Partitions {
+					p := &t.Partitions[j]
+					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, strPtr(""), topicDenied
+				}
+				out = append(out, t)
+			}
+			resp.Topics = out
+		})
+		return true
+	}
+	orig := req.Groups
+	kept, isDenied, any := keep(orig, func(g kmsg.OffsetFetchRequestGroup) bool {
+		return c.allowed(auth.Describe, auth.Group, g.Group)
+	})
+	req.Groups = kept
+	if any && len(kept) == 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.Groups = mergeBack(nil, isDenied, func(i int) kmsg.OffsetFetchResponseGroup {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = orig[i].Group, groupDenied
+			return rg
+		})
+		c.Respond(resp)
+		return false
+	}
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		for gi := range resp.Groups {
+			g := &resp.Groups[gi]
+			all := gi < len(kept) && kept[gi].Topics == nil
+			out := g.Topics[:0]
+			for _, t := range g.Topics {
+				if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, t.Topic) {
+					out = append(out, t)
+					continue
+				}
+				c.denied(auth.Describe, auth.Topic, t.Topic)
+				if all {
+					continue
+				}
+				for j := range t.Partitions {
+					p := &t.Partitions[j]
+					p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, strPtr(""), topicDenied
+				}
+				out = append(out, t)
+			}
+			g.Topics = out
+		}
+		if any {
+			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.OffsetFetchResponseGroup {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = orig[i].Group, groupDenied
+				return rg
+			})
+		}
+	})
+	return true
+}
+
+// groupOperations are the operations a GROUP resource has, as DescribeGroups'
+// authorized_operations reports them.
+var groupOperations = []auth.Operation{auth.Read, auth.Delete, auth.Describe, auth.DescribeConfigs, auth.AlterConfigs}
+
+func checkDescribeGroups(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeGroupsRequest)
+	orig := req.Groups
+	kept, isDenied, any := keep(orig, func(g string) bool { return c.allowed(auth.Describe, auth.Group, g) })
+	req.Groups = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeGroupsResponse)
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				g := &resp.Groups[i]
+				if g.AuthorizedOperations != int32Min {
+					g.AuthorizedOperations = c.Env.Authorizer.AuthorizedOperations(c.Principal, c.Host, auth.Group, g.Group, groupOperations)
+				}
+			}
+		}
+		if any {
+			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.DescribeGroupsResponseGroup {
+				g := kmsg.NewDescribeGroupsResponseGroup()
+				g.Group, g.ErrorCode, g.AuthorizedOperations = orig[i], groupDenied, int32Min
+				return g
+			})
+		}
+	})
+	return true
+}
+
+func checkListGroups(c *Call) bool {
+	if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.ListGroupsResponse)
+		out := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Group, g.Group) {
+				out = append(out, g)
+			}
+		}
+		resp.Groups = out
+	})
+	return true
+}
+
+func checkDeleteGroups(c *Call) bool {
+	req := c.Req.(*kmsg.DeleteGroupsRequest)
+	// The handler answers a repeated id once; so does the denial.
+	seen := map[string]bool{}
+	var orig []string
+	for _, g := range req.Groups {
+		if !seen[g] {
+			seen[g] = true
+			orig = append(orig, g)
+		}
+	}
+	kept, isDenied, any := keep(orig, func(g string) bool { return c.allowed(auth.Delete, auth.Group, g) })
+	if !any {
+		return true
+	}
+	req.Groups = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteGroupsResponse)
+		resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.DeleteGroupsResponseGroup {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = orig[i], groupDenied
+			return g
+		})
+	})
+	return true
+}
+
+func checkOffsetDelete(c *Call) bool {
+	req := c.Req.(*kmsg.OffsetDeleteRequest)
+	if !c.allowed(auth.Delete, auth.Group, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+		return false
+	}
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.OffsetDeleteRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetDeleteResponse)
+		if resp.ErrorCode != 0 {
+			return // a group-level error stands alone
+		}
+		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.OffsetDeleteResponseTopic {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = orig[i].Topic
+			for _, p := range orig[i].Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	})
+	return true
+}
+
+// ---- data and topic APIs ----
+
+func checkProduce(c *Call) bool {
+	req := c.Req.(*kmsg.ProduceRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.ProduceRequestTopic) bool {
+		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.ProduceResponse)
+		for i, d := range isDenied {
+			if !d {
+				continue
+			}
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = orig[i].Topic, orig[i].TopicID
+			for _, p := range orig[i].Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+	return true
+}
+
+func checkFetch(c *Call) bool {
+	req := c.Req.(*kmsg.FetchRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.FetchRequestTopic) bool {
+		return c.topicAllowed(auth.Read, t.Topic, t.TopicID)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.FetchResponse)
+		if resp.ErrorCode != 0 {
+			return
+		}
+		for i, d := range isDenied {
+			if !d {
+				continue
+			}
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = orig[i].Topic, orig[i].TopicID
+			for _, p := range orig[i].Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+	return true
+}
+
+func checkListOffsets(c *Call) bool {
+	req := c.Req.(*kmsg.ListOffsetsRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.ListOffsetsRequestTopic) bool {
+		return c.allowed(auth.Describe, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.ListOffsetsResponse)
+		for i, d := range isDenied {
+			if !d {
+				continue
+			}
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = orig[i].Topic
+			for _, p := range orig[i].Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, topicDenied, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+	return true
+}
+
+func checkOffsetForLeaderEpoch(c *Call) bool {
+	req := c.Req.(*kmsg.OffsetForLeaderEpochRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
+		return c.allowed(auth.Describe, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+		for i, d := range isDenied {
+			if !d {
+				continue
+			}
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = orig[i].Topic
+			for _, p := range orig[i].Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, topicDenied, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+	return true
+}
+
+func checkMetadata(c *Call) bool {
+	req := c.Req.(*kmsg.MetadataRequest)
+	all := req.Topics == nil || c.Version == 0 && len(req.Topics) == 0
+	if all {
+		c.patch(func(r kmsg.Response) {
+			resp := r.(*kmsg.MetadataResponse)
+			out := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if t.Topic != nil && c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, *t.Topic) {
+					out = append(out, t)
+				}
+			}
+			resp.Topics = out
+		})
+		return true
+	}
+	autoCreate := (c.Version < 4 || req.AllowAutoTopicCreation) && c.Env.Config != nil && c.Env.Config.AutoCreateTopics
+	canCreateAll := autoCreate && c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Create, auth.Cluster, auth.ClusterName)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.MetadataRequestTopic) bool {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		name = c.topicName(name, t.TopicID)
+		if name == "" {
+			return true // an unknown id: the handler's UNKNOWN_TOPIC_ID
+		}
+		if !c.allowed(auth.Describe, auth.Topic, name) {
+			return false
+		}
+		// A topic that would be auto-created needs CREATE (Apache answers a topic it may
+		// not create TOPIC_AUTHORIZATION_FAILED).
+		if autoCreate && !canCreateAll && c.Env.Catalog != nil {
+			if _, exists := c.Env.Catalog.Partitions(name); !exists {
+				return c.allowed(auth.Create, auth.Topic, name)
+			}
+		}
+		return true
+	})
+	if !any {
+		return true
+	}
+	deniedTopic := func(i int) kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID, mt.ErrorCode = orig[i].Topic, orig[i].TopicID, topicDenied
+		mt.AuthorizedOperations = int32Min
+		return mt
+	}
+	if len(kept) == 0 {
+		// Nothing left to ask: an empty list would mean every topic at v0.
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		fillBrokers(c, resp)
+		resp.ClusterID = &c.Env.ClusterID
+		resp.ControllerID = c.Env.NodeID
+		resp.AuthorizedOperations = int32Min
+		resp.Topics = mergeBack(nil, isDenied, deniedTopic)
+		c.Respond(resp)
+		return false
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.MetadataResponse)
+		for i, d := range isDenied {
+			if d {
+				resp.Topics = append(resp.Topics, deniedTopic(i))
+			}
+		}
+	})
+	return true
+}
+
+func checkCreateTopics(c *Call) bool {
+	if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Create, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	req := c.Req.(*kmsg.CreateTopicsRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.CreateTopicsRequestTopic) bool {
+		return c.allowed(auth.Create, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.CreateTopicsResponse)
+		for i, d := range isDenied {
+			if d {
+				rt := kmsg.NewCreateTopicsResponseTopic()
+				rt.Topic, rt.ErrorCode = orig[i].Topic, topicDenied
+				rt.ErrorMessage = strPtr(kerr.TopicAuthorizationFailed.Message)
+				rt.NumPartitions, rt.ReplicationFactor = -1, -1
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+	})
+	return true
+}
+
+func checkDeleteTopics(c *Call) bool {
+	req := c.Req.(*kmsg.DeleteTopicsRequest)
+	// v0-5 name topics in TopicNames; v6 in Topics (by name or id).
+	origNames := req.TopicNames
+	keptNames, deniedNames, anyNames := keep(origNames, func(n string) bool { return c.allowed(auth.Delete, auth.Topic, n) })
+	origTopics := req.Topics
+	keptTopics, deniedTopics, anyTopics := keep(origTopics, func(t kmsg.DeleteTopicsRequestTopic) bool {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		return c.topicAllowed(auth.Delete, name, t.TopicID)
+	})
+	if !anyNames && !anyTopics {
+		return true
+	}
+	req.TopicNames, req.Topics = keptNames, keptTopics
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteTopicsResponse)
+		add := func(name *string, id [16]byte) {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, topicDenied
+			rt.ErrorMessage = strPtr(kerr.TopicAuthorizationFailed.Message)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for i, d := range deniedNames {
+			if d {
+				add(strPtr(origNames[i]), [16]byte{})
+			}
+		}
+		for i, d := range deniedTopics {
+			if d {
+				add(origTopics[i].Topic, origTopics[i].TopicID)
+			}
+		}
+	})
+	return true
+}
+
+func checkCreatePartitions(c *Call) bool {
+	req := c.Req.(*kmsg.CreatePartitionsRequest)
+	orig := req.Topics
+	kept, isDenied, any := keep(orig, func(t kmsg.CreatePartitionsRequestTopic) bool {
+		return c.allowed(auth.Alter, auth.Topic, t.Topic)
+	})
+	if !any {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.CreatePartitionsResponse)
+		for i, d := range isDenied {
+			if d {
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode = orig[i].Topic, topicDenied
+				rt.ErrorMessage = strPtr(kerr.TopicAuthorizationFailed.Message)
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+	})
+	return true
+}
+
+func checkDescribeConfigs(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeConfigsRequest)
+	orig := req.Resources
+	codes := make([]int16, len(orig))
+	kept, isDenied, any := keep(orig, func(r kmsg.DescribeConfigsRequestResource) bool { return true })
+	kept, any = kept[:0], false
+	for i, r := range orig {
+		ok := true
+		switch r.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			ok, codes[i] = c.allowed(auth.DescribeConfigs, auth.Topic, r.ResourceName), topicDenied
+		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			ok, codes[i] = c.allowed(auth.DescribeConfigs, auth.Cluster, auth.ClusterName), clusterDenied
+		}
+		if ok {
+			kept = append(kept, r)
+		} else {
+			isDenied[i], any = true, true
+		}
+	}
+	if !any {
+		return true
+	}
+	req.Resources = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeConfigsResponse)
+		resp.Resources = mergeBack(resp.Resources, isDenied, func(i int) kmsg.DescribeConfigsResponseResource {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = orig[i].ResourceType, orig[i].ResourceName, codes[i]
+			rr.ErrorMessage = strPtr(kerr.ErrorForCode(codes[i]).Error())
+			return rr
+		})
+	})
+	return true
+}
+
+func checkInitProducerID(c *Call) bool {
+	req := c.Req.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		if c.allowed(auth.Write, auth.TransactionalID, *req.TransactionalID) {
+			return true
+		}
+		resp.ErrorCode = txnDenied
+		c.Respond(resp)
+		return false
+	}
+	a := c.Env.Authorizer
+	if a.Authorize(c.Principal, c.Host, auth.IdempotentWrite, auth.Cluster, auth.ClusterName) ||
+		a.AnyAllowed(c.Principal, c.Host, auth.Write, auth.Topic) {
+		return true
+	}
+	c.denied(auth.IdempotentWrite, auth.Cluster, auth.ClusterName)
+	resp.ErrorCode = clusterDenied
+	c.Respond(resp)
+	return false
+}
+
+// clusterAllowed is the check of the ACL and SCRAM APIs, made in their handlers: with
+// authorization off every principal may (Apache's ACL APIs then answer SECURITY_DISABLED
+// themselves).
+func (c *Call) clusterAllowed(op auth.Operation) bool {
+	if c.Env.Authorizer == nil {
+		return true
+	}
+	return c.allowed(op, auth.Cluster, auth.ClusterName)
+}
