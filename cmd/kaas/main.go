@@ -30,6 +30,9 @@ func run() int {
 	if len(os.Args) > 1 && (os.Args[1] == "groups" || os.Args[1] == "topics") {
 		return admin.Main(os.Args[1:], os.Stdout, os.Stderr)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "users" {
+		return usersMain(os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	}
 	for _, a := range os.Args[1:] {
 		if a == "--version" || a == "-version" {
 			fmt.Printf("kaas %s %s %s/%s\n", broker.VersionString(), broker.GoVersion(), runtime.GOOS, runtime.GOARCH)
