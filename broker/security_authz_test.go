@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -534,5 +536,128 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The data path: Produce needs WRITE, Fetch READ, Metadata DESCRIBE (an unauthorized topic
+// is 29 when named and left out of the all-topics list), CreateTopics CREATE, DeleteTopics
+// DELETE; each denial is counted by API and resource type.
+func TestAuthzDataPath(t *testing.T) {
+	b, admin := authzBroker(t)
+	addr := b.ListenerAddr("PLAINTEXT")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(admin)
+	for _, name := range []string{"open", "closed"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setACLs(t, admin, allow(auth.Topic, "open", auth.Write), allow(auth.Topic, "open", auth.Read))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.RecordRetries(1),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"open": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("ok")}).FirstErr(); err != nil {
+		t.Fatalf("produce to open: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "closed", Value: []byte("no")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce to closed: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if fs := cl.PollRecords(ctx, 1); fs.NumRecords() != 1 || fs.Err0() != nil {
+		t.Fatalf("fetch open: %d records, %v", fs.NumRecords(), fs.Err0())
+	}
+
+	// Fetch of both topics in one request: open answers, closed is 29.
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxWaitMillis, fetch.MaxBytes = 0, 1<<20
+	for _, name := range []string{"closed", "open"} {
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = name
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		fetch.Topics = append(fetch.Topics, ft)
+	}
+	resp, _ := roundtrip(t, addr, fetch, 12)
+	codes := map[string]int16{}
+	for _, rt := range resp.(*kmsg.FetchResponse).Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if codes["open"] != 0 || codes["closed"] != 29 {
+		t.Fatalf("fetch codes %v", codes)
+	}
+
+	md := kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("closed")}, {Topic: kmsg.StringPtr("open")}}
+	resp, _ = roundtrip(t, addr, md, 12)
+	for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+		want := int16(0)
+		if *mt.Topic == "closed" {
+			want = 29
+		}
+		if mt.ErrorCode != want || (want == 29 && len(mt.Partitions) != 0) {
+			t.Errorf("metadata %s: code %d, %d partitions", *mt.Topic, mt.ErrorCode, len(mt.Partitions))
+		}
+	}
+	for _, v := range []int16{0, 12} {
+		all := kmsg.NewPtrMetadataRequest()
+		if v > 0 {
+			all.Topics = nil
+		}
+		resp, _ = roundtrip(t, addr, all, v)
+		var names []string
+		for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+			names = append(names, *mt.Topic)
+		}
+		if len(names) != 1 || names[0] != "open" {
+			t.Errorf("metadata v%d all topics: %v, want [open]", v, names)
+		}
+	}
+	// Auto-creation needs CREATE: the topic is refused and not made.
+	md = kmsg.NewPtrMetadataRequest()
+	md.AllowAutoTopicCreation = true
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("new-one")}}
+	setACLs(t, admin, allow(auth.Topic, "*", auth.Describe))
+	resp, _ = roundtrip(t, addr, md, 9)
+	if code := resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != 29 {
+		t.Fatalf("auto-creation without CREATE: code %d", code)
+	}
+
+	anon := kadm.NewClient(cl)
+	if r, err := anon.CreateTopic(ctx, 1, 1, nil, "made"); err == nil && !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("create without CREATE: %v", r.Err)
+	}
+	if r, err := anon.DeleteTopics(ctx, "open"); err != nil || !errors.Is(r["open"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("delete without DELETE: %v %+v", err, r)
+	}
+	setACLs(t, admin, allow(auth.Topic, "made", auth.Create), allow(auth.Topic, "open", auth.Delete))
+	if r, err := anon.CreateTopic(ctx, 1, 1, nil, "made"); err != nil || r.Err != nil {
+		t.Fatalf("create with CREATE: %v %v", err, r.Err)
+	}
+	if r, err := anon.DeleteTopics(ctx, "open"); err != nil || r["open"].Err != nil {
+		t.Fatalf("delete with DELETE: %v %+v", err, r)
+	}
+
+	// A Produce straight to the closed topic (a client that skips Metadata).
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Acks, pr.TimeoutMillis = 1, 1000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "closed"
+	pt.Partitions = []kmsg.ProduceRequestTopicPartition{kmsg.NewProduceRequestTopicPartition()}
+	pr.Topics = append(pr.Topics, pt)
+	resp, _ = roundtrip(t, addr, pr, 9)
+	if rt := resp.(*kmsg.ProduceResponse).Topics; len(rt) != 1 || rt[0].Partitions[0].ErrorCode != 29 {
+		t.Fatalf("produce to closed: %+v", rt)
+	}
+
+	met := b.Metrics()
+	if n := testutil.ToFloat64(met.AuthorizationDenied.WithLabelValues("Produce", "topic")); n != 1 {
+		t.Errorf("Produce denials counted: %v", n)
+	}
+	if n := testutil.ToFloat64(met.AuthorizationDenied.WithLabelValues("Fetch", "topic")); n != 1 {
+		t.Errorf("Fetch denials counted: %v, want 1", n)
 	}
 }
