@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/xdg-go/scram"
 )
 
 // Session is one SASL exchange on a connection: Step takes a client token and returns
@@ -47,26 +45,7 @@ func (c *Credentials) Start(mechanism string) (Session, bool) {
 	case Plain:
 		return &plainSession{creds: c}, true
 	case ScramSHA256, ScramSHA512:
-		h := scram.SHA256
-		if mechanism == ScramSHA512 {
-			h = scram.SHA512
-		}
-		s := &scramSession{}
-		srv, err := h.NewServer(func(user string) (scram.StoredCredentials, error) {
-			cr, ok := c.Lookup(user, mechanism)
-			if !ok {
-				cr = c.fake(user, mechanism)
-			}
-			return scram.StoredCredentials{
-				KeyFactors: scram.KeyFactors{Salt: string(cr.Salt), Iters: cr.Iterations},
-				StoredKey:  cr.StoredKey, ServerKey: cr.ServerKey,
-			}, nil
-		})
-		if err != nil {
-			return nil, false
-		}
-		s.conv = srv.NewConversation()
-		return s, true
+		return &scramServer{creds: c, mechanism: mechanism}, true
 	}
 	return nil, false
 }
@@ -101,30 +80,3 @@ func (s *plainSession) Step(token []byte) ([]byte, bool, error) {
 
 func (s *plainSession) User() string         { return s.user }
 func (s *plainSession) Principal() Principal { return User(s.user) }
-
-// scramSession is RFC 5802 through xdg-go/scram: client-first, server-first,
-// client-final, server-final. A user that does not exist gets a credential no password
-// matches, so it fails at the proof, as a wrong password does.
-type scramSession struct {
-	conv *scram.ServerConversation
-}
-
-func (s *scramSession) Step(token []byte) ([]byte, bool, error) {
-	reply, err := s.conv.Step(string(token))
-	if err != nil {
-		return nil, false, ErrAuthenticationFailed
-	}
-	if s.conv.Done() {
-		if !s.conv.Valid() {
-			return nil, false, ErrAuthenticationFailed
-		}
-		if a := s.conv.AuthzID(); a != "" && a != s.conv.Username() {
-			return nil, false, ErrAuthenticationFailed
-		}
-		return []byte(reply), true, nil
-	}
-	return []byte(reply), false, nil
-}
-
-func (s *scramSession) User() string         { return s.conv.Username() }
-func (s *scramSession) Principal() Principal { return User(s.conv.Username()) }

@@ -1,6 +1,9 @@
 package auth
 
 import (
+	"crypto/pbkdf2"
+	"encoding/base64"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -119,5 +122,53 @@ func TestCredentialsDescribeDeleteReload(t *testing.T) {
 	other.Poll()
 	if _, ok := other.Lookup("alice", ScramSHA512); ok {
 		t.Fatal("the other broker took up the deletion")
+	}
+}
+
+// librdkafka 2.0 sends the client nonce twice before the combined nonce in its final
+// message; Apache accepts a nonce that ends with the combined one, and so does kaas. A
+// nonce that does not end with it, or a wrong proof over the right one, is refused.
+func TestScramFinalNonceAsApache(t *testing.T) {
+	c := newCreds(t)
+	cr, _ := c.Lookup("alice", ScramSHA512)
+	h := hashOf(ScramSHA512)
+	run := func(nonce func(cnonce, full string) string, pass string) error {
+		s, _ := c.Start(ScramSHA512)
+		cfirst := "n=alice,r=abc\\def"
+		sf, _, err := s.Step([]byte("n,," + cfirst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := strings.TrimPrefix(strings.Split(string(sf), ",")[0], "r=")
+		salted, _ := pbkdf2.Key(h, pass, cr.Salt, cr.Iterations, h().Size())
+		clientKey := hmacOf(h, salted, "Client Key")
+		stored := h()
+		stored.Write(clientKey)
+		withoutProof := "c=biws,r=" + nonce("abc\\def", full)
+		sig := hmacOf(h, stored.Sum(nil), cfirst+","+string(sf)+","+withoutProof)
+		proof := make([]byte, len(sig))
+		for i := range sig {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		_, done, err := s.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		if err == nil && !done {
+			t.Fatal("not done after the final message")
+		}
+		return err
+	}
+	exact := func(_, full string) string { return full }
+	doubled := func(cn, full string) string { return cn + full }
+	other := func(_, full string) string { return full + "x" }
+	if err := run(exact, "s3cret"); err != nil {
+		t.Errorf("exact nonce: %v", err)
+	}
+	if err := run(doubled, "s3cret"); err != nil {
+		t.Errorf("librdkafka's doubled nonce: %v", err)
+	}
+	if err := run(other, "s3cret"); err == nil {
+		t.Error("a nonce not ending with the server's was accepted")
+	}
+	if err := run(doubled, "wrong"); err == nil {
+		t.Error("a wrong password was accepted")
 	}
 }

@@ -96,14 +96,7 @@ func setACLs(t *testing.T, admin *kgo.Client, gs ...grant) {
 	if len(gs) == 0 {
 		return
 	}
-	cr := kmsg.NewPtrCreateACLsRequest()
-	for _, g := range gs {
-		c := kmsg.NewCreateACLsRequestCreation()
-		c.ResourceType, c.ResourceName, c.ResourcePatternType = g.t, g.name, g.pat
-		c.Principal, c.Host, c.Operation, c.PermissionType = "User:ANONYMOUS", "*", g.op, g.perm
-		cr.Creations = append(cr.Creations, c)
-	}
-	resp, err := cr.RequestWith(ctx, admin)
+	resp, err := kmsgCreate("User:ANONYMOUS", gs...).RequestWith(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +105,18 @@ func setACLs(t *testing.T, admin *kgo.Client, gs ...grant) {
 			t.Fatalf("create ACL: %v", kerr.ErrorForCode(r.ErrorCode))
 		}
 	}
+}
+
+// kmsgCreate is a CreateAcls of gs for principal from any host.
+func kmsgCreate(principal string, gs ...grant) *kmsg.CreateACLsRequest {
+	cr := kmsg.NewPtrCreateACLsRequest()
+	for _, g := range gs {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = g.t, g.name, g.pat
+		c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", g.op, g.perm
+		cr.Creations = append(cr.Creations, c)
+	}
+	return cr
 }
 
 // groupCase is how the table test drives one group API: its request at a version for a

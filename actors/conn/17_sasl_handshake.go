@@ -29,8 +29,8 @@ func handleSaslHandshake(c *Call) {
 	}
 	if !slices.Contains(a.cfg.Mechanisms, req.Mechanism) || a.env.Credentials == nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		c.Respond(resp)
 		a.failAuth(logsMechanism(req.Mechanism), "", "unsupported_mechanism")
+		c.Respond(resp)
 		return
 	}
 	a.sasl.mechanism = req.Mechanism

@@ -29,24 +29,24 @@ func handleSaslAuthenticate(c *Call) {
 	if a.sasl.authenticated || a.sasl.mechanism == "" || a.sasl.raw {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		resp.ErrorMessage = strPtr("SaslAuthenticate is not expected now")
-		c.Respond(resp)
 		a.failAuth(logsMechanism(a.sasl.mechanism), "", "illegal_sasl_state")
+		c.Respond(resp)
 		return
 	}
 	s, ok := a.startSession()
 	if !ok {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = strPtr("Authentication failed: mechanism " + a.sasl.mechanism + " is not available")
-		c.Respond(resp)
 		a.failAuth(a.sasl.mechanism, "", "mechanism_unavailable")
+		c.Respond(resp)
 		return
 	}
 	reply, done, err := s.Step(req.SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = strPtr("Authentication failed during authentication due to invalid credentials with SASL mechanism " + a.sasl.mechanism)
-		c.Respond(resp)
 		a.failAuth(a.sasl.mechanism, s.User(), "invalid_credentials")
+		c.Respond(resp)
 		return
 	}
 	resp.SASLAuthBytes = reply

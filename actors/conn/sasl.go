@@ -90,7 +90,8 @@ func (a *connActor) onTLSReady(m *tlsReady) {
 	}
 }
 
-// failAuth counts and logs a failed authentication and closes the connection after the
+// failAuth (called before the failure is answered, so the count is there when the
+// client sees the answer) counts and logs a failed authentication and closes the connection after the
 // delay, reading nothing more meanwhile (Apache's connections.failed.authentication.delay.ms
 // slows down a client guessing passwords).
 func (a *connActor) failAuth(mechanism, user, reason string) {
