@@ -160,10 +160,16 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		go b.accept(l)
 	}
 	addrs := make([]string, 0, len(b.listeners))
+	var protocols []string
 	for _, l := range b.listeners {
 		addrs = append(addrs, l.name+"://"+l.ln.Addr().String())
+		protocols = append(protocols, l.name+":"+cfg.SecurityProtocol(l.name))
 	}
-	log.Info().Strs("listeners", addrs).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
+	authorizer := cfg.Authorizer
+	if authorizer == "" {
+		authorizer = "off"
+	}
+	log.Info().Strs("listeners", addrs).Strs("security_protocols", protocols).Str("authorizer", authorizer).Str("data_dir", cfg.DataDir).Int32("node_id", cfg.NodeID).
 		Str("cluster_id", clusterID).Str("version", VersionString()).Str("http", b.HTTPAddr()).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("kaas_started")
 	started = true

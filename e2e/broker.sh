@@ -17,6 +17,19 @@ start() {
 	local state=$1 port=$2
 	mkdir -p "$state/data"
 	echo "$port" >"$state/port"
+	# E2E_KAAS_USERS="name:password ..." and E2E_KAAS_ACLS (a file for acls.json) seed a
+	# SASL scenario's data dir before its first start, as the chart's Secrets do.
+	if [ "$kind" = kaas ] && [ ! -e "$state/data/__cluster/users.json" ]; then
+		local u
+		for u in ${E2E_KAAS_USERS:-}; do
+			printf '%s\n' "${u#*:}" | "$bin/kaas" users set "${u%%:*}" --data.dir="$state/data" >/dev/null ||
+				die "kaas users set ${u%%:*} failed"
+		done
+		if [ -n "${E2E_KAAS_ACLS:-}" ]; then
+			mkdir -p "$state/data/__cluster" && cp "$E2E_KAAS_ACLS" "$state/data/__cluster/acls.json" ||
+				die "copy $E2E_KAAS_ACLS"
+		fi
+	fi
 	local args
 	case $kind in
 	kaas) args=("$bin/kaas" "--listeners=PLAINTEXT://127.0.0.1:$port" "--data.dir=$state/data" "--http.listen="

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"kaas/e2e/scenario"
 )
@@ -41,7 +43,7 @@ func New(env scenario.Env, opts Options) (*Client, error) {
 }
 
 func base(env scenario.Env) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(env.Brokers...),
 		kgo.ClientID("e2e-kgo"),
 		// The broker restarts once: retry through it instead of failing fast.
@@ -50,6 +52,15 @@ func base(env scenario.Env) []kgo.Opt {
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, logLevel(), nil)),
 	}
+	switch env.SASLMechanism {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: env.SASLUser, Pass: env.SASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: env.SASLUser, Pass: env.SASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: env.SASLUser, Pass: env.SASLPassword}.AsSha512Mechanism()))
+	}
+	return opts
 }
 
 // Close closes the producer and admin connections.

@@ -20,6 +20,11 @@ type Env struct {
 	Partitions int           // E2E_PARTITIONS: partitions of the topic (6)
 	Restart    string        // E2E_RESTART: shell command that restarts the broker; empty: no restart
 	Timeout    time.Duration // E2E_TIMEOUT_S: the whole scenario's deadline
+	// SASL, when SASLMechanism is set (E2E_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512; E2E_SASL_USER, E2E_SASL_PASSWORD): every connection authenticates.
+	SASLMechanism string
+	SASLUser      string
+	SASLPassword  string
 }
 
 // FromEnv reads Env from the environment, with defaults that fit a broker on 127.0.0.1:9092.
@@ -32,6 +37,10 @@ func FromEnv(client string) Env {
 		Partitions: getInt("E2E_PARTITIONS", 6),
 		Restart:    os.Getenv("E2E_RESTART"),
 		Timeout:    time.Duration(getInt("E2E_TIMEOUT_S", 100)) * time.Second,
+
+		SASLMechanism: os.Getenv("E2E_SASL_MECHANISM"),
+		SASLUser:      os.Getenv("E2E_SASL_USER"),
+		SASLPassword:  os.Getenv("E2E_SASL_PASSWORD"),
 	}
 	return e
 }
