@@ -161,8 +161,10 @@ func (c *Credentials) parse(b []byte) error {
 			if hashOf(m) == nil {
 				return fmt.Errorf("user %q: unknown mechanism %q", user, m)
 			}
-			if cr.Iterations < 1 || len(cr.StoredKey) == 0 || len(cr.ServerKey) == 0 {
-				return fmt.Errorf("user %q: %s credential lacks iterations or keys", user, m)
+			// Bounded as AlterUserScramCredentials bounds them: a PLAIN login derives the
+			// key with this many rounds, and an edited file must not make that take hours.
+			if cr.Iterations < MinIterations || cr.Iterations > MaxIterations || len(cr.StoredKey) == 0 || len(cr.ServerKey) == 0 {
+				return fmt.Errorf("user %q: %s credential needs iterations in %d-%d and both keys", user, m, MinIterations, MaxIterations)
 			}
 		}
 	}
