@@ -127,17 +127,17 @@ func mergeBack[T any](got []T, isDenied []bool, denied func(i int) T) []T {
 }
 
 // keep splits xs by allow: the kept items and, per item, whether it was denied.
-func keep[T any](xs []T, allow func(T) bool) (kept []T, isDenied []bool, any bool) {
+func keep[T any](xs []T, allow func(T) bool) (kept []T, isDenied []bool, some bool) {
 	isDenied = make([]bool, len(xs))
 	kept = make([]T, 0, len(xs))
 	for i, x := range xs {
 		if allow(x) {
 			kept = append(kept, x)
 		} else {
-			isDenied[i], any = true, true
+			isDenied[i], some = true, true
 		}
 	}
-	return kept, isDenied, any
+	return kept, isDenied, some
 }
 
 // topicName is a request topic's name, looked up by id when the request names it so.
@@ -193,17 +193,17 @@ func checkFindCoordinator(c *Call) bool {
 	}
 	keys := req.CoordinatorKeys
 	codes := make([]int16, len(keys))
-	kept, isDenied, any := keep(keys, func(k string) bool { return true })
-	kept = kept[:0]
+	isDenied := make([]bool, len(keys))
+	var kept []string
+	some := false
 	for i, k := range keys {
-		ok, code := keyAllowed(k)
-		if ok {
+		if ok, code := keyAllowed(k); ok {
 			kept = append(kept, k)
 		} else {
-			isDenied[i], codes[i], any = true, code, true
+			isDenied[i], codes[i], some = true, code, true
 		}
 	}
-	if !any {
+	if !some {
 		return true
 	}
 	req.CoordinatorKeys = kept
@@ -286,10 +286,10 @@ func checkOffsetCommit(c *Call) bool {
 		return false
 	}
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.OffsetCommitRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.OffsetCommitRequestTopic) bool {
 		return c.allowed(auth.Read, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -349,11 +349,11 @@ func checkOffsetFetch(c *Call) bool {
 		return true
 	}
 	orig := req.Groups
-	kept, isDenied, any := keep(orig, func(g kmsg.OffsetFetchRequestGroup) bool {
+	kept, isDenied, some := keep(orig, func(g kmsg.OffsetFetchRequestGroup) bool {
 		return c.allowed(auth.Describe, auth.Group, g.Group)
 	})
 	req.Groups = kept
-	if any && len(kept) == 0 {
+	if some && len(kept) == 0 {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 		resp.Groups = mergeBack(nil, isDenied, func(i int) kmsg.OffsetFetchResponseGroup {
 			rg := kmsg.NewOffsetFetchResponseGroup()
@@ -386,7 +386,7 @@ func checkOffsetFetch(c *Call) bool {
 			}
 			g.Topics = out
 		}
-		if any {
+		if some {
 			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.OffsetFetchResponseGroup {
 				rg := kmsg.NewOffsetFetchResponseGroup()
 				rg.Group, rg.ErrorCode = orig[i].Group, groupDenied
@@ -404,7 +404,7 @@ var groupOperations = []auth.Operation{auth.Read, auth.Delete, auth.Describe, au
 func checkDescribeGroups(c *Call) bool {
 	req := c.Req.(*kmsg.DescribeGroupsRequest)
 	orig := req.Groups
-	kept, isDenied, any := keep(orig, func(g string) bool { return c.allowed(auth.Describe, auth.Group, g) })
+	kept, isDenied, some := keep(orig, func(g string) bool { return c.allowed(auth.Describe, auth.Group, g) })
 	req.Groups = kept
 	c.patch(func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeGroupsResponse)
@@ -416,7 +416,7 @@ func checkDescribeGroups(c *Call) bool {
 				}
 			}
 		}
-		if any {
+		if some {
 			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.DescribeGroupsResponseGroup {
 				g := kmsg.NewDescribeGroupsResponseGroup()
 				g.Group, g.ErrorCode, g.AuthorizedOperations = orig[i], groupDenied, int32Min
@@ -455,8 +455,8 @@ func checkDeleteGroups(c *Call) bool {
 			orig = append(orig, g)
 		}
 	}
-	kept, isDenied, any := keep(orig, func(g string) bool { return c.allowed(auth.Delete, auth.Group, g) })
-	if !any {
+	kept, isDenied, some := keep(orig, func(g string) bool { return c.allowed(auth.Delete, auth.Group, g) })
+	if !some {
 		return true
 	}
 	req.Groups = kept
@@ -480,10 +480,10 @@ func checkOffsetDelete(c *Call) bool {
 		return false
 	}
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.OffsetDeleteRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.OffsetDeleteRequestTopic) bool {
 		return c.allowed(auth.Read, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -511,10 +511,10 @@ func checkOffsetDelete(c *Call) bool {
 func checkProduce(c *Call) bool {
 	req := c.Req.(*kmsg.ProduceRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.ProduceRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.ProduceRequestTopic) bool {
 		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -540,10 +540,10 @@ func checkProduce(c *Call) bool {
 func checkFetch(c *Call) bool {
 	req := c.Req.(*kmsg.FetchRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.FetchRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.FetchRequestTopic) bool {
 		return c.topicAllowed(auth.Read, t.Topic, t.TopicID)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -572,10 +572,10 @@ func checkFetch(c *Call) bool {
 func checkListOffsets(c *Call) bool {
 	req := c.Req.(*kmsg.ListOffsetsRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.ListOffsetsRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.ListOffsetsRequestTopic) bool {
 		return c.allowed(auth.Describe, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -601,10 +601,10 @@ func checkListOffsets(c *Call) bool {
 func checkOffsetForLeaderEpoch(c *Call) bool {
 	req := c.Req.(*kmsg.OffsetForLeaderEpochRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
 		return c.allowed(auth.Describe, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -646,7 +646,7 @@ func checkMetadata(c *Call) bool {
 	autoCreate := (c.Version < 4 || req.AllowAutoTopicCreation) && c.Env.Config != nil && c.Env.Config.AutoCreateTopics
 	canCreateAll := autoCreate && c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Create, auth.Cluster, auth.ClusterName)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.MetadataRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.MetadataRequestTopic) bool {
 		name := ""
 		if t.Topic != nil {
 			name = *t.Topic
@@ -667,7 +667,7 @@ func checkMetadata(c *Call) bool {
 		}
 		return true
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	deniedTopic := func(i int) kmsg.MetadataResponseTopic {
@@ -705,10 +705,10 @@ func checkCreateTopics(c *Call) bool {
 	}
 	req := c.Req.(*kmsg.CreateTopicsRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.CreateTopicsRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.CreateTopicsRequestTopic) bool {
 		return c.allowed(auth.Create, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -769,10 +769,10 @@ func checkDeleteTopics(c *Call) bool {
 func checkCreatePartitions(c *Call) bool {
 	req := c.Req.(*kmsg.CreatePartitionsRequest)
 	orig := req.Topics
-	kept, isDenied, any := keep(orig, func(t kmsg.CreatePartitionsRequestTopic) bool {
+	kept, isDenied, some := keep(orig, func(t kmsg.CreatePartitionsRequestTopic) bool {
 		return c.allowed(auth.Alter, auth.Topic, t.Topic)
 	})
-	if !any {
+	if !some {
 		return true
 	}
 	req.Topics = kept
@@ -794,8 +794,9 @@ func checkDescribeConfigs(c *Call) bool {
 	req := c.Req.(*kmsg.DescribeConfigsRequest)
 	orig := req.Resources
 	codes := make([]int16, len(orig))
-	kept, isDenied, any := keep(orig, func(r kmsg.DescribeConfigsRequestResource) bool { return true })
-	kept, any = kept[:0], false
+	isDenied := make([]bool, len(orig))
+	var kept []kmsg.DescribeConfigsRequestResource
+	some := false
 	for i, r := range orig {
 		ok := true
 		switch r.ResourceType {
@@ -807,10 +808,10 @@ func checkDescribeConfigs(c *Call) bool {
 		if ok {
 			kept = append(kept, r)
 		} else {
-			isDenied[i], any = true, true
+			isDenied[i], some = true, true
 		}
 	}
-	if !any {
+	if !some {
 		return true
 	}
 	req.Resources = kept
