@@ -227,17 +227,18 @@ func (b *Broker) accept(l *listener) {
 		var pid *actor.PID
 		done := make(chan struct{})
 		pid = b.sys.Spawn(conn.Props(conn.Config{
-			Env:                    b.env,
-			Conn:                   nc,
-			Listener:               l.name,
-			MaxFrame:               b.cfg.MaxRequestBytes,
-			Idle:                   b.cfg.ConnectionsMaxIdle,
-			MaxInflight:            b.cfg.MaxInflightPerConn,
-			MaxQueuedResponseBytes: b.cfg.ConnMaxQueuedResponseBytes,
-			FrameTimeout:           b.cfg.SocketRequestReadTimeout,
-			SASL:                   b.cfg.UsesSASL(l.name),
-			Mechanisms:             b.cfg.SASLMechanisms,
-			FailedAuthDelay:        b.cfg.FailedAuthDelay,
+			Env:                     b.env,
+			Conn:                    nc,
+			Listener:                l.name,
+			MaxFrame:                b.cfg.MaxRequestBytes,
+			Idle:                    b.cfg.ConnectionsMaxIdle,
+			MaxInflight:             b.cfg.MaxInflightPerConn,
+			MaxQueuedResponseBytes:  b.cfg.ConnMaxQueuedResponseBytes,
+			FrameTimeout:            b.cfg.SocketRequestReadTimeout,
+			SASL:                    b.cfg.UsesSASL(l.name),
+			Mechanisms:              b.cfg.SASLMechanisms,
+			FailedAuthDelay:         b.cfg.FailedAuthDelay,
+			MaxUnauthenticatedFrame: b.cfg.SASLMaxReceiveSize,
 			OnStop: func() {
 				<-done
 				b.mu.Lock()

@@ -175,6 +175,17 @@ func TestSASLListenerRefusesUnauthenticatedRequests(t *testing.T) {
 		t.Error("the refusal was not logged")
 	}
 
+	// A frame above sasl.server.max.receive.size before authentication: closed at its
+	// size, before its bytes are read.
+	r = brokertest.Dial(t, addr)
+	r.Write([]byte{0, 0x10, 0, 0}) // 1 MiB announced
+	if !r.Closed(5 * time.Second) {
+		t.Fatal("a 1 MiB frame before authentication was not refused")
+	}
+	if sink.Count("before SASL authentication") == 0 {
+		t.Error("the oversized unauthenticated frame was not logged")
+	}
+
 	// SaslHandshake v0, then the token as a raw frame, then a normal request.
 	r = brokertest.Dial(t, addr)
 	hs := kmsg.NewPtrSASLHandshakeRequest()

@@ -83,6 +83,7 @@ type Config struct {
 	SSLClientAuth          string // none | requested | required
 	SASLMechanisms         []string
 	FailedAuthDelay        time.Duration
+	SASLMaxReceiveSize     int32  // largest frame read before SASL authentication
 	Authorizer             string // "" (off) | simple
 	SuperUsers             string // semicolon-separated principals
 	AllowEveryoneIfNoACL   bool
@@ -204,10 +205,11 @@ func Default() Config {
 		LogFlushIntervalMessages: 1,
 		LogRetentionCheck:        300000 * time.Millisecond,
 
-		SSLClientAuth:     "none",
-		SASLMechanisms:    []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
-		FailedAuthDelay:   100 * time.Millisecond,
-		SecurityFilesPoll: 1000 * time.Millisecond,
+		SSLClientAuth:      "none",
+		SASLMechanisms:     []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
+		FailedAuthDelay:    100 * time.Millisecond,
+		SASLMaxReceiveSize: 524288,
+		SecurityFilesPoll:  1000 * time.Millisecond,
 
 		Registry:      "dev",
 		RegistryProbe: 500 * time.Millisecond,
@@ -355,6 +357,7 @@ func settings(c *Config) []setting {
 		{"sasl.enabled.mechanisms", "SASL mechanisms of SASL_PLAINTEXT and SASL_SSL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users in <data.dir>/__cluster/users.json)",
 			func(c *Config, v string) (err error) { c.SASLMechanisms, err = auth.ParseMechanisms(v); return err },
 			func(c *Config) string { return strings.Join(c.SASLMechanisms, ",") }},
+		intSetting("sasl.server.max.receive.size", "largest request frame a SASL listener reads before the client authenticated; bigger closes the connection", &c.SASLMaxReceiveSize),
 		msSetting("connection.failed.authentication.delay.ms", "how long a connection that failed SASL authentication stays open after its answer before it is closed", &c.FailedAuthDelay),
 		strSetting("authorizer", "ACL authorizer: empty (off: every request allowed) or simple (ACLs in <data.dir>/__cluster/acls.json, Apache's AclAuthorizer rules)", &c.Authorizer),
 		strSetting("super.users", "semicolon-separated principals allowed everything by the authorizer (User:admin;User:CN=ops)", &c.SuperUsers),
@@ -634,6 +637,9 @@ func (c *Config) validateSecurity() error {
 	}
 	if _, err := auth.ParseSuperUsers(c.SuperUsers); err != nil {
 		return fmt.Errorf("super.users: %w", err)
+	}
+	if c.SASLMaxReceiveSize <= 0 {
+		return fmt.Errorf("sasl.server.max.receive.size must be positive")
 	}
 	if c.FailedAuthDelay < 0 {
 		return fmt.Errorf("connection.failed.authentication.delay.ms must not be negative")

@@ -45,6 +45,9 @@ type Config struct {
 	// FailedAuthDelay is how long a connection that failed authentication stays open
 	// after its answer (connection.failed.authentication.delay.ms).
 	FailedAuthDelay time.Duration
+	// MaxUnauthenticatedFrame bounds a frame read before SASL authentication
+	// (sasl.server.max.receive.size); zero: MaxFrame.
+	MaxUnauthenticatedFrame int32
 	// HandshakeTimeout bounds a TLS handshake (Conn is a *tls.Conn on SSL listeners).
 	HandshakeTimeout time.Duration
 	// OnStop is called once when the connection is done: the actor stopped and its last
@@ -167,6 +170,7 @@ type connActor struct {
 	tokens               chan struct{} // one per request read and not yet written: the in-flight bound
 	done                 chan struct{} // closed when the actor stops
 	stopped              atomic.Bool   // read by the reader and writer goroutines
+	saslDone             atomic.Bool   // authenticated: the reader's frame bound is MaxFrame
 	// unwritten is the bytes of responses built and not yet written: the actor adds, the
 	// writer takes away what it wrote.
 	unwritten atomic.Int64
@@ -338,6 +342,11 @@ func (a *connActor) readLoop(send func(any)) {
 			return
 		case n > a.cfg.MaxFrame:
 			send(&readerDone{err: fmt.Errorf("%w: %d bytes", errFrameTooLarge, n)})
+			return
+		case a.cfg.SASL && !a.saslDone.Load() && a.cfg.MaxUnauthenticatedFrame > 0 && n > a.cfg.MaxUnauthenticatedFrame:
+			// A client that has not authenticated does not get to make the broker hold
+			// 100 MiB (Apache's sasl.server.max.receive.size).
+			send(&readerDone{err: fmt.Errorf("%w: %d bytes before SASL authentication", errFrameTooLarge, n)})
 			return
 		}
 		b, err := a.readBody(nc, int(n))

@@ -113,6 +113,7 @@ func (a *connActor) failAuth(mechanism, user, reason string) {
 // authenticated records a successful exchange.
 func (a *connActor) authenticated(s auth.Session) {
 	a.sasl.authenticated = true
+	a.saslDone.Store(true)
 	a.sasl.session = nil
 	a.principal = s.Principal()
 	if a.met != nil {
