@@ -41,7 +41,7 @@ func run() int {
 	}
 	cfg, err := config.FromEnv(os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "\n%s\n", admin.Commands)
+		fmt.Fprintf(os.Stderr, "\n%s\n  kaas users set | delete | list   (SASL users in <data.dir>/__cluster/users.json)\n", admin.Commands)
 		return 0
 	}
 	if err != nil {
