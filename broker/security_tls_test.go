@@ -135,3 +135,59 @@ func TestTLSListenersAndCertificatePrincipal(t *testing.T) {
 		t.Fatal("a client without a certificate was served")
 	}
 }
+
+// A renewed certificate written over the PEM files (a Secret updated in place) is served
+// to the next connection without a restart.
+func TestTLSCertificateReloadedFromDisk(t *testing.T) {
+	first, second := newPKI(t), newPKI(t)
+	c := brokertest.Config(t)
+	c.Listeners = []config.Listener{{Name: "SSL", Host: "127.0.0.1"}}
+	c.SSLCertificateLocation, c.SSLKeyLocation = first.certFile, first.keyFile
+	b := brokertest.StartWith(t, c)
+	served := func() *x509.Certificate {
+		pool := x509.NewCertPool()
+		pool.AddCert(caOf(t, first))
+		pool.AddCert(caOf(t, second))
+		nc, err := tls.Dial("tcp", b.ListenerAddr("SSL"), &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		return nc.ConnectionState().PeerCertificates[0]
+	}
+	before := served()
+	for _, f := range [][2]string{{second.certFile, first.certFile}, {second.keyFile, first.keyFile}} {
+		raw, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A later mtime than the first pair's, whatever the clock's granularity.
+		if err := os.WriteFile(f[1], raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Minute)
+		_ = os.Chtimes(f[1], later, later)
+	}
+	after := served()
+	if before.SerialNumber.Cmp(after.SerialNumber) == 0 && string(before.Raw) == string(after.Raw) {
+		t.Fatal("the renewed certificate was not served")
+	}
+	if string(after.Raw) != string(pemCert(t, second.certFile).Raw) {
+		t.Fatal("served a certificate that is neither")
+	}
+}
+
+func pemCert(t *testing.T, path string) *x509.Certificate {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(raw)
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func caOf(t *testing.T, p testPKI) *x509.Certificate { return pemCert(t, p.caFile) }
