@@ -217,3 +217,39 @@ func TestSASLListenerRefusesUnauthenticatedRequests(t *testing.T) {
 		t.Fatal("an unsupported mechanism leaves the connection open")
 	}
 }
+
+// A client that keeps sending after a failed authentication is still closed after the
+// delay, however many frames it sends (each dropped frame gives its in-flight slot back),
+// in both the v1 and the raw v0 exchange.
+func TestFailedAuthenticationClosesDespiteFlood(t *testing.T) {
+	b, _ := saslBroker(t, func(c *config.Config) {
+		c.MaxInflightPerConn = 2
+		c.FailedAuthDelay = 200 * time.Millisecond
+	})
+	addr := b.ListenerAddr("SASL_PLAINTEXT")
+	for _, v := range []int16{0, 1} {
+		r := brokertest.Dial(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(v)
+		hs.Mechanism = "PLAIN"
+		if resp := r.Roundtrip(hs, 1).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+			t.Fatalf("handshake: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		tok := []byte("\x00nobody\x00wrong")
+		if v == 0 {
+			r.Write(append([]byte{0, 0, 0, byte(len(tok))}, tok...))
+		} else {
+			a := kmsg.NewPtrSASLAuthenticateRequest()
+			a.SetVersion(2)
+			a.SASLAuthBytes = tok
+			r.Send(a, 2)
+		}
+		av := kmsg.NewPtrApiVersionsRequest()
+		for i := range 20 {
+			r.Send(av, int32(10+i))
+		}
+		if !r.Closed(5 * time.Second) {
+			t.Fatalf("v%d: a client flooding after a failed authentication is still connected", v)
+		}
+	}
+}

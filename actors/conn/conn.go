@@ -692,7 +692,10 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	}
 	if !a.saslAllows(h.key) {
 		if a.sasl.failed {
-			return // closing: nothing more is answered
+			// Closing: nothing more is answered, and the frame's in-flight token goes
+			// back, so the reader is never stuck on it while the connection drains.
+			<-a.tokens
+			return
 		}
 		a.badInput(ctx, "sasl_authentication_required", h.key, h.version,
 			fmt.Errorf("api key %d before SASL authentication", h.key))

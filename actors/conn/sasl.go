@@ -141,15 +141,18 @@ func (a *connActor) startSession() (auth.Session, bool) {
 // the connection is closed (Apache does the same).
 func (a *connActor) onRawToken(ctx actor.Context, token []byte) {
 	if a.sasl.failed {
+		<-a.tokens // as handleFrame does for a frame it drops
 		return
 	}
 	s, ok := a.startSession()
 	if !ok {
+		<-a.tokens // no reply frame gives the token back
 		a.failAuth(a.sasl.mechanism, "", "mechanism_unavailable")
 		return
 	}
 	reply, done, err := s.Step(token)
 	if err != nil {
+		<-a.tokens
 		a.failAuth(a.sasl.mechanism, s.User(), "invalid_credentials")
 		return
 	}
