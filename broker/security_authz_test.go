@@ -607,6 +607,15 @@ func TestAuthzDataPath(t *testing.T) {
 			t.Errorf("metadata %s: code %d, %d partitions", *mt.Topic, mt.ErrorCode, len(mt.Partitions))
 		}
 	}
+	// authorized_operations from the ACLs: WRITE and READ imply DESCRIBE.
+	md = kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("open")}}
+	md.IncludeTopicAuthorizedOperations, md.IncludeClusterAuthorizedOperations = true, true
+	resp, _ = roundtrip(t, addr, md, 10)
+	mr := resp.(*kmsg.MetadataResponse)
+	if want := int32(1<<auth.Read | 1<<auth.Write | 1<<auth.Describe); mr.Topics[0].AuthorizedOperations != want || mr.AuthorizedOperations != 0 {
+		t.Errorf("authorized_operations: topic %b (want %b), cluster %b (want 0)", mr.Topics[0].AuthorizedOperations, want, mr.AuthorizedOperations)
+	}
 	for _, v := range []int16{0, 12} {
 		all := kmsg.NewPtrMetadataRequest()
 		if v > 0 {

@@ -627,8 +627,32 @@ func checkOffsetForLeaderEpoch(c *Call) bool {
 	return true
 }
 
+// topicOperations and clusterOperations are the operations Metadata's
+// authorized_operations report for a TOPIC and the CLUSTER (KIP-430).
+var (
+	topicOperations = []auth.Operation{auth.Read, auth.Write, auth.Create, auth.Delete, auth.Alter, auth.Describe,
+		auth.DescribeConfigs, auth.AlterConfigs}
+	clusterOperations = []auth.Operation{auth.Create, auth.Alter, auth.Describe, auth.ClusterAction, auth.DescribeConfigs,
+		auth.AlterConfigs, auth.IdempotentWrite}
+)
+
 func checkMetadata(c *Call) bool {
 	req := c.Req.(*kmsg.MetadataRequest)
+	// authorized_operations, when asked (v8+ topics, v8-10 cluster), come from the ACLs.
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.MetadataResponse)
+		a := c.Env.Authorizer
+		if req.IncludeClusterAuthorizedOperations && c.Version >= 8 && c.Version <= 10 {
+			resp.AuthorizedOperations = a.AuthorizedOperations(c.Principal, c.Host, auth.Cluster, auth.ClusterName, clusterOperations)
+		}
+		if req.IncludeTopicAuthorizedOperations && c.Version >= 8 {
+			for i := range resp.Topics {
+				if t := &resp.Topics[i]; t.ErrorCode == 0 && t.Topic != nil {
+					t.AuthorizedOperations = a.AuthorizedOperations(c.Principal, c.Host, auth.Topic, *t.Topic, topicOperations)
+				}
+			}
+		}
+	})
 	all := req.Topics == nil || c.Version == 0 && len(req.Topics) == 0
 	if all {
 		c.patch(func(r kmsg.Response) {
