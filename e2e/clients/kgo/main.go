@@ -37,5 +37,8 @@ func main() {
 		membership = "static and dynamic"
 	}
 	name := fmt.Sprintf("kgo (%s, %s members)", *balancer, membership)
+	if m := os.Getenv("E2E_SASL_MECHANISM"); m != "" {
+		name += fmt.Sprintf(" over SASL %s as %s, authorized by ACLs", m, os.Getenv("E2E_SASL_USER"))
+	}
 	scenario.Main(name, func(env scenario.Env) (scenario.Client, error) { return franz.New(env, opts) })
 }
