@@ -14,6 +14,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/group"
 	"kaas/auth"
+	"kaas/cluster"
 	"kaas/config"
 	"kaas/metrics"
 	"kaas/registry"
@@ -55,8 +56,10 @@ func serveTwoBrokerView(t *testing.T, acls []auth.ACL) (string, *registry.Regist
 		{ID: 1, Alive: true, Endpoints: map[string]registry.Endpoint{"PLAINTEXT": {Host: "127.0.0.2", Port: 9}}},
 	})
 	reg.MarkSynced()
+	// The ownership in force: the registry's view, applied.
+	st := &cluster.State{View: reg.Snapshot(), Ready: true}
 	env := &Env{Config: &cfg, ClusterID: "test", System: sys, Metrics: metrics.New(), Log: zerolog.Nop(),
-		Registry: reg, Groups: groups, Authorizer: authz}
+		Registry: reg, Groups: groups, Authorizer: authz, Ownership: func() *cluster.State { return st }}
 	var conns sync.WaitGroup
 	go func() {
 		for {
