@@ -81,7 +81,7 @@ func register(key, min, max int16, h Handler) {
 	}
 	apis[key] = &api{key: key, min: min, max: max, handle: refuseLongStrings(authorizing(key, h)),
 		name: kmsg.NameForKey(key), errorField: errorCodeField(key), flexibleFrom: firstFlexible(key)}
-	table = nil
+	table.Store(nil)
 }
 
 // errorCodeField finds, once per API, the index of its response's top-level ErrorCode
@@ -133,21 +133,21 @@ func refuseLongStrings(h Handler) Handler {
 }
 
 // table is the ApiVersions table in key order, made on first use after the last
-// register (registration happens in init functions only, so it is not written while
-// connections read it).
-var table []*api
+// register (registration happens in init functions only). Connections on several
+// listeners or brokers of one process ask for it at once, so it is published atomically.
+var table atomic.Pointer[[]*api]
 
 // supported lists the table in key order, as ApiVersions advertises it.
 func supported() []*api {
-	if table != nil {
-		return table
+	if t := table.Load(); t != nil {
+		return *t
 	}
 	out := make([]*api, 0, len(apis))
 	for _, a := range apis {
 		out = append(out, a)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
-	table = out
+	table.Store(&out)
 	return out
 }
 
