@@ -20,6 +20,7 @@ var groupVerbs = []verb{
 	{"reset-offsets", "set a group's committed offsets (dry run unless --execute; the group must have no members)", resetOffsets},
 	{"delete-offsets", "delete a group's committed offsets for some topics or partitions", deleteOffsets},
 	{"delete", "delete groups that have no members, with their committed offsets", deleteGroups},
+	{"probe", "produce a record, join a group, fetch and commit the record, read the commit back", probeGroup},
 }
 
 type listedGroupDoc struct {
