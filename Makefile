@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest
+.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest k8sbin deploytest
 
 all: build
 
@@ -50,7 +50,12 @@ imagetest:
 k8sbin:
 	@if [ "$$KAAS_SKIP_K8S" = 1 ]; then echo "KAAS_SKIP_K8S=1: not building the kubernetes test binaries"; else hack/k8sbin/build.sh; fi
 
-test: deps vet k8sbin gotest imagetest e2e
+# deploytest checks the Helm chart (lint --strict, render, strict decoding, assertions)
+# and the Grafana dashboard, in deploy/test (a module of its own: helm stays out of go.mod).
+deploytest:
+	cd deploy/test && $(GO) vet ./... && $(GO) test -race ./...
+
+test: deps vet k8sbin gotest imagetest deploytest e2e
 
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=1x ./...
