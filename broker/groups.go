@@ -15,6 +15,7 @@ import (
 // serves: a group must never be read from a file the journal is ahead of.
 func (b *Broker) startGroups() error {
 	om := offsets.NewMetrics(b.met.Registry)
+	om.Offsets = b.met.Offsets
 	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
 	// A group file replay cannot write (a full disk) does not stop the start: the journal
 	// keeps its records and serves them through the group's actor (offsets.Replayed).
@@ -48,8 +49,10 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
+	settings := group.SettingsFrom(cfg)
+	settings.Metrics = group.NewMetrics(b.met.Registry)
 	return group.ManagerConfig{
-		Settings: group.SettingsFrom(cfg),
+		Settings: settings,
 		Offsets: func(g string) *actor.Props {
 			return offsets.Props(offsets.Config{
 				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,

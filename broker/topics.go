@@ -19,7 +19,7 @@ func (b *Broker) startTopics() error {
 		Broker:  &b.cfg,
 		NodeID:  b.cfg.NodeID,
 		Log:     b.log,
-		Metrics: partition.NewMetrics(b.met.Registry),
+		Metrics: b.partitionMetrics(),
 		Brokers: func() []int32 {
 			var ids []int32
 			for _, br := range b.env.Registry.Brokers() {
@@ -51,3 +51,11 @@ func (b *Broker) startTopics() error {
 // catalogLoadWait bounds the wait for the topics manager's first catalogue at start (it
 // reads one topic.json per topic; partitions recover on their own afterwards).
 const catalogLoadWait = 2 * time.Minute
+
+// partitionMetrics are the partition actors' metrics, publishing each partition's high
+// watermark into the broker's lag collector.
+func (b *Broker) partitionMetrics() *partition.Metrics {
+	m := partition.NewMetrics(b.met.Registry)
+	m.Offsets = b.met.Offsets
+	return m
+}

@@ -33,6 +33,17 @@ type Metrics struct {
 	// (or parts of them) the authorizer denied, by API and resource type.
 	SASLAuthentications *prometheus.CounterVec
 	AuthorizationDenied *prometheus.CounterVec
+	// Offsets turns log end and committed offsets into consumer lag at each scrape.
+	Offsets *Offsets
+
+	// The cluster's (registry/, fence/): defined here, set by the registry and the lease
+	// holder. RegistryBrokersAlive is how many brokers of the set the registry sees alive;
+	// LeaseHeld is 1 while this broker holds its lease (it may write), else 0;
+	// OwnershipMoves counts groups and partitions this broker gained or lost, by kind
+	// (group, partition) and direction (gained, lost).
+	RegistryBrokersAlive prometheus.Gauge
+	LeaseHeld            prometheus.Gauge
+	OwnershipMoves       *prometheus.CounterVec
 }
 
 // New makes a fresh registry (one per broker, so tests can run several brokers).
@@ -77,8 +88,19 @@ func New() *Metrics {
 		}, []string{"api", "resource_type"}),
 	}
 	r.MustRegister(m.SASLAuthentications, m.AuthorizationDenied)
+	m.Offsets = NewOffsets(r)
+	m.RegistryBrokersAlive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kaas_registry_brokers_alive", Help: "Brokers of the cluster's set the registry sees alive (serving).",
+	})
+	m.LeaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kaas_lease_held", Help: "1 while this broker holds its lease and may write its groups and partitions, else 0.",
+	})
+	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker gained or lost as the broker set changed, by kind (group, partition) and direction (gained, lost).",
+	}, []string{"kind", "direction"})
 	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
+		m.RegistryBrokersAlive, m.LeaseHeld, m.OwnershipMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

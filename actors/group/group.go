@@ -28,6 +28,8 @@ type Settings struct {
 	IdlePassivation   time.Duration
 	OffsetsRetention  time.Duration
 	RetentionCheck    time.Duration
+	// Metrics is shared by every group; nil records nothing.
+	Metrics *Metrics
 }
 
 // SettingsFrom reads Settings from the broker configuration.
@@ -157,6 +159,12 @@ type groupActor struct {
 
 	ops     actor.Pending[op]
 	current Request // the request being handled, until it is answered, parked or handed on
+
+	// metrics: what this actor added to the gauges, and the rebalance being timed.
+	pub            published
+	stopped        bool
+	rebalanceStart time.Time
+	rebalanceCause string
 }
 
 func newGroupActor(cfg Config) *groupActor {
@@ -169,9 +177,11 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.onStarted(ctx)
 	case *actor.Stopping:
+		g.unpublish()
 		g.shutdown(kerr.NotCoordinator.Code)
 		g.drainOffsets(ctx)
 	case *actor.Restarting:
+		g.unpublish()
 		g.shutdown(notAvailable)
 		g.drainOffsets(ctx)
 	case *actor.ReceiveTimeout:
@@ -194,6 +204,20 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
 			exists: g.exists, protocolType: g.protocolType})
 	}
+	g.publish()
+}
+
+// publish brings the group gauges up to date after each message (two comparisons when
+// nothing changed).
+func (g *groupActor) publish() {
+	if !g.stopped {
+		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, g.state, len(g.members))
+	}
+}
+
+func (g *groupActor) unpublish() {
+	g.stopped = true
+	g.cfg.Settings.Metrics.unpublish(&g.pub, g.cfg.Group)
 }
 
 func (g *groupActor) reset() {
@@ -469,6 +493,10 @@ func (g *groupActor) maybeForget(ctx actor.Context) {
 func (g *groupActor) setState(s state) {
 	g.prevState, g.state = g.state, s
 	g.stateSince = time.Now()
+	if (s == stateStable || s == stateEmpty) && !g.rebalanceStart.IsZero() {
+		g.cfg.Settings.Metrics.rebalanceDone(g.rebalanceCause, g.stateSince.Sub(g.rebalanceStart))
+		g.rebalanceStart = time.Time{}
+	}
 }
 
 // saveEmpty records in the group file that the group went Empty (Apache writes the
@@ -550,7 +578,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(g.members)).Msg("group_loaded_stable_with_its_members")
 	if len(g.members) > g.cfg.Settings.MaxSize {
-		g.prepareRebalance(ctx, "loaded group is larger than group.max.size")
+		g.prepareRebalance(ctx, causeMaxSize, "loaded group is larger than group.max.size")
 	}
 }
 

@@ -33,7 +33,7 @@ func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
 			g.removeMember(m, kerr.GroupMaxSizeReached.Code)
 		}
 		g.replyJoin(r, joinError(kerr.GroupMaxSizeReached.Code, ""))
-		g.afterRemoval(ctx, "member rejected by group.max.size")
+		g.afterRemoval(ctx, causeMaxSize, "member rejected by group.max.size")
 		return
 	}
 	if r.MemberID == "" {
@@ -136,7 +136,7 @@ func (g *groupActor) joinCurrentMember(ctx actor.Context, r *JoinGroup) {
 		}
 		g.updateMember(m, r)
 		g.park(m, r)
-		g.prepareRebalance(ctx, "member "+m.id+" changed its protocols")
+		g.prepareRebalance(ctx, causeProtocolsChanged, "member "+m.id+" changed its protocols")
 	case stateStable:
 		if m.id != g.leader && sameProtocols(m.protocols, r.Protocols) {
 			g.touch(ctx, m)
@@ -145,7 +145,7 @@ func (g *groupActor) joinCurrentMember(ctx actor.Context, r *JoinGroup) {
 		}
 		g.updateMember(m, r)
 		g.park(m, r)
-		g.prepareRebalance(ctx, "member "+m.id+" rejoined")
+		g.prepareRebalance(ctx, causeMemberRejoined, "member "+m.id+" rejoined")
 	default:
 		g.replyJoin(r, joinError(kerr.UnknownMemberID.Code, r.MemberID))
 	}
@@ -189,7 +189,7 @@ func (g *groupActor) addMember(ctx actor.Context, id string, r *JoinGroup) {
 	m.deadline = time.Now().Add(newMemberJoinTimeout)
 	g.armSession(ctx, m)
 	if g.state.canRebalance() {
-		g.prepareRebalance(ctx, "member "+id+" joined")
+		g.prepareRebalance(ctx, causeMemberJoined, "member "+id+" joined")
 	}
 }
 
@@ -282,11 +282,11 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 			return
 		}
 		g.park(m, r)
-		g.prepareRebalance(ctx, "static member "+r.InstanceID+" rejoined with a new protocol")
+		g.prepareRebalance(ctx, causeStaticRejoined, "static member "+r.InstanceID+" rejoined with a new protocol")
 	case stateCompletingRebalance:
 		// KAFKA-9801: the leader's assignment would name the old id; rebalance.
 		g.park(m, r)
-		g.prepareRebalance(ctx, "static member "+r.InstanceID+" rejoined during CompletingRebalance")
+		g.prepareRebalance(ctx, causeStaticRejoined, "static member "+r.InstanceID+" rejoined during CompletingRebalance")
 	case statePreparingRebalance:
 		g.park(m, r)
 	default:

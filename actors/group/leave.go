@@ -49,7 +49,7 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 	g.handed(r)
 	r.Reply.Resolve(res)
 	if removed {
-		g.afterRemoval(ctx, "members left")
+		g.afterRemoval(ctx, causeMemberLeft, "members left")
 	} else if pendingLeft && g.state == statePreparingRebalance {
 		g.tryCompleteJoin(ctx)
 	}

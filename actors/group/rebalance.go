@@ -14,7 +14,12 @@ import (
 // prepareRebalance starts a join phase: parked SyncGroups of CompletingRebalance get
 // REBALANCE_IN_PROGRESS; an Empty group waits group.initial.rebalance.delay.ms (extended
 // while members keep coming, up to the rebalance timeout); otherwise the rebalance timeout.
-func (g *groupActor) prepareRebalance(ctx actor.Context, reason string) {
+// cause is reason's bounded name, the metrics' label.
+func (g *groupActor) prepareRebalance(ctx actor.Context, cause, reason string) {
+	g.cfg.Settings.Metrics.rebalanceStarted(cause)
+	if g.rebalanceStart.IsZero() {
+		g.rebalanceStart, g.rebalanceCause = time.Now(), cause
+	}
 	if g.state == stateCompletingRebalance {
 		for _, m := range g.members {
 			if m.sync != nil {

@@ -46,10 +46,10 @@ func (g *groupActor) removeMember(m *member, syncCode int16) {
 
 // afterRemoval moves the group on once members left: Stable and CompletingRebalance
 // rebalance; PreparingRebalance may now be complete.
-func (g *groupActor) afterRemoval(ctx actor.Context, reason string) {
+func (g *groupActor) afterRemoval(ctx actor.Context, cause, reason string) {
 	switch g.state {
 	case stateStable, stateCompletingRebalance:
-		g.prepareRebalance(ctx, reason)
+		g.prepareRebalance(ctx, cause, reason)
 	case statePreparingRebalance:
 		g.tryCompleteJoin(ctx)
 	}
@@ -99,8 +99,9 @@ func (g *groupActor) onSessionCheck(ctx actor.Context, c *sessionCheck) {
 		return
 	}
 	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member_session_expired")
+	g.cfg.Settings.Metrics.sessionExpired()
 	g.removeMember(m, 0)
-	g.afterRemoval(ctx, "member "+m.id+" session expired")
+	g.afterRemoval(ctx, causeSessionExpired, "member "+m.id+" session expired")
 }
 
 func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {

@@ -33,7 +33,7 @@ func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
 		}
 	}
 	g.pendingSync = map[string]bool{}
-	g.prepareRebalance(ctx, "members did not sync in time")
+	g.prepareRebalance(ctx, causeSyncTimeout, "members did not sync in time")
 }
 
 // SyncGroup (§4.4).
@@ -115,7 +115,7 @@ func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]by
 				}
 				m.assignment = nil
 			}
-			g.prepareRebalance(ctx, "generation "+strconv.Itoa(int(gen))+" not saved")
+			g.prepareRebalance(ctx, causeNotSaved, "generation "+strconv.Itoa(int(gen))+" not saved")
 			return
 		}
 		for _, m := range g.members {

@@ -610,6 +610,9 @@ func (j *journalActor) checkpointed(group string, seq uint64) {
 			return
 		}
 		j.closed = j.closed[1:]
+		if s.damaged {
+			j.cfg.Metrics.quarantinedSegment()
+		}
 		j.log.Debug().Str("segment", s.name).Msg("offsets_journal_segment_removed")
 	}
 }

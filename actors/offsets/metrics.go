@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kaas/metrics"
 )
 
 // Metrics are the offsets actors' collectors, shared by every group's actor. A nil
@@ -20,6 +22,11 @@ type Metrics struct {
 	// corruptFrames counts damaged ranges found in the middle of journal segments at
 	// replay: acknowledged records lost, their groups held (docs/offsets.md).
 	corruptFrames prometheus.Counter
+	quarantined   prometheus.Counter
+
+	// Offsets, when set, receives each group's committed offsets (consumer lag); set it
+	// before the first group starts.
+	Offsets *metrics.Offsets
 }
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered, which
@@ -66,10 +73,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_offsets_journal_corrupt_frames_total",
 			Help: "Damaged ranges found in the middle of offsets journal segments at start (valid frames after them): acknowledged commits lost, the segment's groups held until the operator removes the hold marker.",
 		}),
+		quarantined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_offsets_journal_segments_quarantined_total",
+			Help: "Damaged offsets journal segments moved to the quarantine directory (kept for the operator, never replayed again).",
+		}),
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.writes.WithLabelValues(r)
+		m.journalWrites.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired,
-			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames)
+			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames, m.quarantined)
 	}
 	return m
 }
@@ -121,4 +136,17 @@ func (m *Metrics) journalCorrupt(ranges int) {
 		return
 	}
 	m.corruptFrames.Add(float64(ranges))
+}
+
+func (m *Metrics) quarantinedSegment() {
+	if m != nil {
+		m.quarantined.Inc()
+	}
+}
+
+func (m *Metrics) offsets() *metrics.Offsets {
+	if m == nil {
+		return nil
+	}
+	return m.Offsets
 }

@@ -13,6 +13,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/logs"
+	"kaas/metrics"
 	"kaas/storage"
 )
 
@@ -185,6 +186,8 @@ type offsetsActor struct {
 	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
 	// nothing is written.
 	fenced bool
+	// pub publishes the committed offsets served (kaas_group_committed_offset, lag).
+	pub *metrics.GroupOffsets
 	// failLog and ckptFailLog keep a failure that repeats with every batch or
 	// checkpoint (a full disk) to one line per interval.
 	failLog, ckptFailLog *logs.Limiter
@@ -251,6 +254,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
+		a.pub = a.cfg.Metrics.offsets().Group(a.cfg.Group)
 		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)
@@ -351,6 +355,7 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 			a.loaded = false
 		} else {
 			a.st, a.exists = st, exists
+			a.publishAll()
 			a.lastSeq, a.fileSeq = u.Seq, 0
 			a.log.Warn().Uint64("seq", u.Seq).Msg("offsets_state_taken_from_journal_file_behind")
 			a.takeOver()
@@ -433,6 +438,7 @@ func (a *offsetsActor) load() {
 		}
 		return
 	}
+	a.publishAll()
 	if wasBroken {
 		a.log.Info().Int("offsets", len(a.st.offsets)).Msg("offsets_file_loaded_after_repair")
 	}
@@ -465,6 +471,9 @@ func (a *offsetsActor) takeOver() {
 func (a *offsetsActor) fence(reason string) {
 	if !a.fenced {
 		a.fenced = true
+		// Another broker serves the group now: its lag is that broker's to report.
+		a.pub.Remove()
+		a.pub = nil
 		a.log.Warn().Str("reason", reason).Uint64("epoch", a.st.epoch).Msg("offsets_group_fenced")
 	}
 }
@@ -685,6 +694,7 @@ func (a *offsetsActor) applyQueue(journaled bool) *batch {
 // state and answers its waiters.
 func (a *offsetsActor) commitBatch(b *batch) {
 	a.st, a.exists = b.next, b.exists
+	a.publishAll()
 	a.answerBatch(b)
 }
 
@@ -744,6 +754,7 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule 
 		return
 	}
 	applyOps(&a.st, &a.exists, b.rec.ops, b.rec.metas)
+	a.publishOps(b.rec.ops)
 	a.answerBatch(b)
 	a.lastSeq = res.Seq
 	if schedule {
@@ -1089,6 +1100,7 @@ func fail(q queued, code int16) {
 // answers every request it accepted (with success or the write's error code) and leaves
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
+	a.pub.Remove()
 	if a.claiming {
 		// Stopped before the journal answered: nothing was served or changed.
 		a.failStash(codeWriteFailed)
@@ -1107,6 +1119,7 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 // may be what made it panic. What the journal already holds is durable: its waiters are
 // answered and the file is brought up to it, since the next incarnation reloads the file.
 func (a *offsetsActor) onRestarting(ctx actor.Context) {
+	a.pub.Remove()
 	if a.cfg.Journal != nil {
 		a.waitInflight(ctx)
 	}
@@ -1152,4 +1165,37 @@ func utf16Len(s string) int {
 		}
 	}
 	return n
+}
+
+// publishAll publishes the committed offsets as the actor now serves them.
+func (a *offsetsActor) publishAll() {
+	if a.pub == nil {
+		return
+	}
+	at := make(map[metrics.TopicPartition]int64, len(a.st.offsets))
+	for tp, c := range a.st.offsets {
+		at[metrics.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = c.Offset
+	}
+	a.pub.Replace(at)
+}
+
+// publishOps publishes what a journaled batch changed.
+func (a *offsetsActor) publishOps(ops []op) {
+	if a.pub == nil {
+		return
+	}
+	for _, o := range ops {
+		switch {
+		case o.Clear:
+			a.pub.Replace(map[metrics.TopicPartition]int64{})
+		case o.Set != nil:
+			for _, f := range o.Set {
+				a.pub.Set(string(f.Topic), f.Partition, f.Offset)
+			}
+		case o.Del != nil:
+			for _, d := range o.Del {
+				a.pub.Delete(string(d.Topic), d.Partition)
+			}
+		}
+	}
 }

@@ -261,6 +261,9 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 			if err := dropSegment(fsys, journalDir, s.name, s.damaged); err != nil {
 				return nil, err
 			}
+			if s.damaged {
+				cfg.Metrics.quarantinedSegment()
+			}
 		}
 		if err := fsys.SyncDir(journalDir); err != nil {
 			return nil, fmt.Errorf("fsync directory %s: %w", journalDir, err)

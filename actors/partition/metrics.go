@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kaas/metrics"
 )
 
 // Metrics are the partition actors' collectors, shared by every partition (no per-topic
@@ -17,6 +19,11 @@ type Metrics struct {
 	fetchedBytes    prometheus.Counter
 	truncations     prometheus.Counter
 	corrupt         prometheus.Counter
+	writeErrors     *prometheus.CounterVec // by op
+
+	// Offsets, when set, receives each partition's high watermark (kaas_log_end_offset
+	// and consumer lag); set it before the first partition starts.
+	Offsets *metrics.Offsets
 }
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered).
@@ -50,9 +57,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kaas_log_corrupt_batches_total", Help: "Corrupt stretches of partition logs found (at start or on read) and quarantined: acknowledged records an operator must restore.",
 		}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_log_write_errors_total", Help: "Partition log I/O that failed, by operation (open, append, fsync); the requests get KAFKA_STORAGE_ERROR.",
+		}, []string{"op"}),
+	}
+	for _, op := range []string{"open", "append", "fsync"} {
+		m.writeErrors.WithLabelValues(op) // every series from the start, at 0
 	}
 	if reg != nil {
-		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations, m.corrupt)
+		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations, m.corrupt, m.writeErrors)
 	}
 	return m
 }
@@ -93,4 +106,17 @@ func (m *Metrics) corrupted() {
 	if m != nil {
 		m.corrupt.Inc()
 	}
+}
+
+func (m *Metrics) writeFailed(op string) {
+	if m != nil {
+		m.writeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) offsets() *metrics.Offsets {
+	if m == nil {
+		return nil
+	}
+	return m.Offsets
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/metrics"
 	"kaas/storage"
 )
 
@@ -63,7 +64,8 @@ type partitionActor struct {
 	unsynced  int64
 	pending   []pendingAck
 	watchers  map[uint64]watch
-	broken    error // set when the log could not be opened
+	broken    error           // set when the log could not be opened
+	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
 
 	stopRetention actor.Cancel
 }
@@ -114,11 +116,14 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
+		p.cfg.Metrics.writeFailed("open")
 		p.log.Error().Err(err).Msg("partition_open_failed")
 		return
 	}
 	p.plog = l
 	p.durable = l.EndOffset()
+	p.end = p.cfg.Metrics.offsets().LogEnd(p.cfg.Topic, p.cfg.Partition)
+	p.end.Set(p.highWatermark())
 	if p.cfg.RetentionCheck > 0 {
 		p.stopRetention = actor.Every(ctx, p.cfg.RetentionCheck, &retentionTick{})
 	}
@@ -135,6 +140,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
+	p.end.Remove()
 	code := kerr.NotLeaderForPartition.Code
 	if p.plog != nil {
 		if err := p.plog.Close(); err != nil {
@@ -160,6 +166,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
+	p.end.Remove()
 	for _, w := range p.pending {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
@@ -217,6 +224,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	}
 	base, err := p.plog.append(m.records, &h, p.cfg.LeaderEpoch)
 	if err != nil {
+		p.cfg.Metrics.writeFailed("append")
 		p.log.Error().Err(err).Msg("partition_append_failed")
 		m.reply.Resolve(p.storageError())
 		return
@@ -278,6 +286,7 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	if m.err != nil && m.end > p.durable {
 		// The page cache may have dropped what it could not write; fail the waiters
 		// this fsync was for. Their producers retry and idempotence deduplicates.
+		p.cfg.Metrics.writeFailed("fsync")
 		p.log.Error().Err(m.err).Int64("end_offset", m.end).Msg("partition_fsync_failed")
 		keep := p.pending[:0]
 		for _, w := range p.pending {
@@ -365,11 +374,14 @@ func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {
 	p.watchers[m.id] = *m
 }
 
+// notifyWatchers wakes the parked fetches the high watermark has passed, and publishes it
+// (kaas_log_end_offset): every move of it comes through here.
 func (p *partitionActor) notifyWatchers(ctx actor.Context) {
+	hw := p.highWatermark()
+	p.end.Set(hw)
 	if len(p.watchers) == 0 {
 		return
 	}
-	hw := p.highWatermark()
 	for id, w := range p.watchers {
 		if hw > w.offset {
 			delete(p.watchers, id)
