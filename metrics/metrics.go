@@ -98,6 +98,11 @@ func New() *Metrics {
 	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker gained or lost as the broker set changed, by kind (group, partition) and direction (gained, lost).",
 	}, []string{"kind", "direction"})
+	for _, kind := range []string{"group", "partition"} {
+		for _, dir := range []string{"gained", "lost"} {
+			m.OwnershipMoves.WithLabelValues(kind, dir) // every series from the start, at 0
+		}
+	}
 	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		m.RegistryBrokersAlive, m.LeaseHeld, m.OwnershipMoves,

@@ -78,6 +78,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Damaged offsets journal segments moved to the quarantine directory (kept for the operator, never replayed again).",
 		}),
 	}
+	for _, r := range []string{"corrupt", "unreadable"} {
+		m.loadFailures.WithLabelValues(r)
+	}
 	for _, r := range []string{"ok", "error"} {
 		m.writes.WithLabelValues(r)
 		m.journalWrites.WithLabelValues(r)
