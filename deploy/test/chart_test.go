@@ -436,6 +436,15 @@ func TestDefaults(t *testing.T) {
 	if _, ok := r.objs["ConfigMap/kaas-assignment"]; ok {
 		t.Errorf("an assignment ConfigMap without an assignment")
 	}
+	rel, err := render(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kaas.streams.svc:9092", "kaas-0.kaas-headless.streams.svc", "helm test kaas", "/kaas groups lag", "keeps the data claim kaas-data"} {
+		if !strings.Contains(strings.ReplaceAll(rel.Info.Notes, "<pod>", "kaas-0"), want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, rel.Info.Notes)
+		}
+	}
 }
 
 func contains(ss []string, s string) bool {
