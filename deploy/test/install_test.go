@@ -64,6 +64,26 @@ func TestHelmInstall(t *testing.T) {
 	}
 
 	cfg := helmConfig(t, cp)
+
+	// An existing claim that cannot be shared is refused at render time: the chart asks
+	// the cluster for its access modes.
+	if _, err := cs.CoreV1().PersistentVolumeClaims(namespace).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "single-node"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := action.NewInstall(cfg)
+	bad.ReleaseName, bad.Namespace = "refused", namespace
+	bad.WaitStrategy, bad.Timeout = helmkube.HookOnlyStrategy, time.Minute
+	if _, err := bad.RunWithContext(ctx, loadChart(t), parse(t, "persistence: {existingClaim: single-node}")); err == nil ||
+		!strings.Contains(err.Error(), "must be ReadWriteMany") {
+		t.Fatalf("install on a ReadWriteOnce existing claim: %v, want the chart's refusal", err)
+	}
+
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace = releaseName, namespace
 	inst.WaitStrategy, inst.Timeout = helmkube.HookOnlyStrategy, 2*time.Minute
