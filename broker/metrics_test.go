@@ -230,7 +230,19 @@ func TestGroupAndLagMetrics(t *testing.T) {
 	if got := join(first.MemberID); got.ErrorCode != 0 {
 		t.Fatalf("join: error %d", got.ErrorCode)
 	}
-	waitMetric(t, http, "the silent member's session expiry", func(f map[string]*dto.MetricFamily) bool {
+	fams = waitMetric(t, http, "the silent member's session expiry", func(f map[string]*dto.MetricFamily) bool {
 		return sample(f, "kaas_group_session_expiries_total") == 1 && sample(f, "kaas_group_members", "group", "silent") == 0
+	})
+	empty := sample(fams, "kaas_groups", "state", "Empty")
+
+	// A deleted group leaves every gauge: no state counted, no members, no offsets, no lag.
+	if _, err := adm.DeleteGroup(ctx, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, http, "group idle gone from the metrics", func(f map[string]*dto.MetricFamily) bool {
+		return sample(f, "kaas_groups", "state", "Empty") == empty-1 &&
+			sample(f, "kaas_group_members", "group", "idle") == -1 &&
+			sample(f, "kaas_group_committed_offset", "group", "idle") == -1 &&
+			sample(f, "kaas_group_lag", "group", "idle") == -1
 	})
 }
