@@ -1,0 +1,78 @@
+package offsets
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/metrics"
+)
+
+// committedSeries counts the kaas_group_committed_offset series of group.
+func committedSeries(t *testing.T, reg *prometheus.Registry, group string) (n int, offset float64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "kaas_group_committed_offset" {
+			continue
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "group" && l.GetValue() == group {
+					n++
+					offset = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return n, offset
+}
+
+// The offsets actor publishes what it serves (a journaled commit), and withdraws it once
+// the group is no longer its own: fenced when the gate closes, or stopped.
+func TestCommittedOffsetsPublishedWhileOwned(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(nil)
+	m.Offsets = metrics.NewOffsets(reg)
+	var open atomic.Bool
+	open.Store(true)
+	cfg := j.cfg
+	cfg.Group, cfg.Metrics = "owned", m
+	cfg.Gate = func() bool { return open.Load() }
+	pid := j.sys.Spawn(Props(cfg))
+	if got := j.commitTo(pid, entry("t", 0, 5)); got[0] != 0 {
+		t.Fatalf("commit: %v", got)
+	}
+	if n, off := committedSeries(t, reg, "owned"); n != 1 || off != 5 {
+		t.Fatalf("%d series at %v after a commit of 5, want 1 at 5", n, off)
+	}
+	open.Store(false)
+	if got := j.commitTo(pid, entry("t", 0, 6)); got[0] != kerr.NotCoordinator.Code {
+		t.Fatalf("commit after the gate closed: %v", got)
+	}
+	if n, _ := committedSeries(t, reg, "owned"); n != 0 {
+		t.Fatalf("a fenced group still reports %d committed series", n)
+	}
+
+	cfg.Group, cfg.Gate = "stopped", nil
+	pid = j.sys.Spawn(Props(cfg))
+	if got := j.commitTo(pid, entry("t", 1, 3)); got[0] != 0 {
+		t.Fatalf("commit: %v", got)
+	}
+	if n, _ := committedSeries(t, reg, "stopped"); n != 1 {
+		t.Fatalf("%d series, want 1", n)
+	}
+	if err := j.sys.Poison(pid, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := committedSeries(t, reg, "stopped"); n != 0 {
+		t.Fatalf("a stopped group still reports %d committed series", n)
+	}
+}
