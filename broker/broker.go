@@ -95,9 +95,6 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 			b.cluster.stop()
 		}
 	}()
-	if cfg.Registry == "kubernetes" {
-		return nil, fmt.Errorf("registry=kubernetes: not served by this build yet (use static)")
-	}
 	if err := b.startFence(); err != nil {
 		return nil, err
 	}
@@ -130,7 +127,10 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 		Log:       log,
 	}
 	if b.cluster != nil {
-		b.env.Registry = b.clusterRegistry(self)
+		if b.env.Registry, err = b.clusterRegistry(self); err != nil {
+			b.closeListeners()
+			return nil, err
+		}
 	} else {
 		b.env.Registry = registry.NewDev(self)
 	}

@@ -7,23 +7,30 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"kaas/actors/actor"
 	"kaas/actors/group"
 	"kaas/actors/offsets"
 	"kaas/actors/partition"
 	"kaas/cluster"
+
 	"kaas/fence"
+	kubefence "kaas/fence/kube"
 	"kaas/registry"
+	"kaas/registry/kube"
 	"kaas/storage"
 )
 
-// clusterSide is what a broker of a static registry runs beside its actors: the
-// registry source, the assignment watcher, its fence and the ownership controller.
+// clusterSide is what a broker of a cluster runs beside its actors: the registry
+// source, the assignment watcher, its fence and the ownership controller.
 type clusterSide struct {
 	fence  fence.Fence
 	ctl    *cluster.Controller
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// kubernetes registry: the client and namespace the source and the fence share.
+	kube      kubernetes.Interface
+	namespace string
 }
 
 // startFence takes this broker's lease before anything under data.dir is written.
@@ -34,6 +41,9 @@ func (b *Broker) startFence() error {
 	var peers []int32
 	for id := int32(0); int(id) < b.cfg.ClusterSize; id++ {
 		peers = append(peers, id)
+	}
+	if b.cfg.Registry == "kubernetes" {
+		return b.startKubeFence()
 	}
 	f := fence.NewFile(fence.FileConfig{
 		Dir: filepath.Join(b.cfg.DataDir, "__cluster", "nodes"), Self: b.cfg.NodeID, Peers: peers,
@@ -46,24 +56,84 @@ func (b *Broker) startFence() error {
 	return nil
 }
 
-// clusterRegistry is the registry of a static cluster, fed by its source.
-func (b *Broker) clusterRegistry(self registry.Broker) *registry.Registry {
+// startKubeFence takes this broker's Lease in the Service's namespace.
+func (b *Broker) startKubeFence() error {
+	kube.RouteClientLogs(b.log)
+	rc, err := kube.RESTConfig(b.cfg.RegistryKubeconfig)
+	if err != nil {
+		return fmt.Errorf("registry=kubernetes: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("registry=kubernetes: client: %w", err)
+	}
+	ns, err := kube.Namespace(b.cfg.RegistryNamespace)
+	if err != nil {
+		return fmt.Errorf("registry=kubernetes: %w", err)
+	}
+	f, err := kubefence.New(kubefence.Config{
+		Client: client, Namespace: ns, Service: b.cfg.RegistryService, Self: b.cfg.NodeID, Size: b.cfg.ClusterSize,
+		LeaseDuration: b.cfg.LeaseDuration, RenewInterval: b.cfg.LeaseRenew, Log: b.log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.LeaseDuration+30*time.Second)
+	defer cancel()
+	if err := f.Start(ctx); err != nil {
+		return fmt.Errorf("registry=kubernetes: take lease: %w", err)
+	}
+	b.cluster = &clusterSide{fence: f, kube: client, namespace: ns}
+	return nil
+}
+
+// clusterRegistry is the registry of a cluster, fed by its source.
+func (b *Broker) clusterRegistry(self registry.Broker) (*registry.Registry, error) {
 	r := registry.New(b.cfg.NodeID, b.cfg.ClusterSize)
 	first := b.cfg.Listeners[0].Name
-	src := &registry.Static{Self: self, Probe: first, Interval: b.cfg.RegistryProbe}
-	for _, p := range b.cfg.RegistryPeers {
-		src.Peers = append(src.Peers, registry.StaticPeer{ID: p.ID,
-			Endpoints: map[string]registry.Endpoint{first: {Host: p.Host, Port: int32(p.Port)}}})
+	var src registry.Source
+	if b.cfg.Registry == "kubernetes" {
+		cfg := kube.Config{Client: b.cluster.kube, Namespace: b.cluster.namespace, Service: b.cfg.RegistryService,
+			Size: b.cfg.ClusterSize, Log: b.log, Ports: map[string]int32{}}
+		for name, ep := range self.Endpoints {
+			cfg.Ports[name] = ep.Port
+		}
+		if len(b.cfg.RegistryPeers) > 0 {
+			// Addresses by ordinal (tests on loopback; a cluster reached through fixed
+			// addresses) instead of each pod's DNS name.
+			byOrdinal := map[int32]map[string]registry.Endpoint{}
+			for _, p := range b.cfg.RegistryPeers {
+				byOrdinal[p.ID] = map[string]registry.Endpoint{first: {Host: p.Host, Port: int32(p.Port)}}
+			}
+			cfg.Mapper = kube.OrdinalMapper(byOrdinal)
+		}
+		ks, err := kube.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		src = ks
+	} else {
+		st := &registry.Static{Self: self, Probe: first, Interval: b.cfg.RegistryProbe}
+		for _, p := range b.cfg.RegistryPeers {
+			st.Peers = append(st.Peers, registry.StaticPeer{ID: p.ID,
+				Endpoints: map[string]registry.Endpoint{first: {Host: p.Host, Port: int32(p.Port)}}})
+		}
+		src = st
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cluster.cancel = cancel
 	b.cluster.wg.Add(2)
-	go func() { defer b.cluster.wg.Done(); _ = src.Run(ctx, r) }()
+	go func() {
+		defer b.cluster.wg.Done()
+		if err := src.Run(ctx, r); err != nil && ctx.Err() == nil {
+			b.log.Error().Err(err).Msg("registry_source_stopped")
+		}
+	}()
 	go func() {
 		defer b.cluster.wg.Done()
 		registry.WatchAssignment(ctx, r, filepath.Join(b.cfg.DataDir, "__cluster", registry.AssignmentFile), time.Second, b.log)
 	}()
-	return r
+	return r, nil
 }
 
 // startController starts the ownership controller once the managers run.
@@ -159,6 +229,7 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 			return id
 		},
 		Catalogue: func() bool { return state().OwnsCatalogue() },
+		Gate:      b.gate,
 		Reload:    time.Second,
 		Size:      b.cfg.ClusterSize,
 	}
@@ -180,16 +251,14 @@ func (b *Broker) owns() func(string) bool {
 // gate is an offsets actor's Gate in a cluster: writes loaded now may be acknowledged
 // while the lease taken at this term lasts.
 func (b *Broker) gate() func() bool {
-	if b.cluster == nil || b.cluster.ctl == nil {
+	if b.cluster == nil {
 		return nil
 	}
-	ctl := b.cluster.ctl
-	st := ctl.State()
-	if st == nil {
-		return func() bool { return false }
+	c := b.cluster
+	term := c.fence.Term()
+	return func() bool {
+		return c.fence.Term() == term && fence.Valid(c.fence)
 	}
-	term := st.Term
-	return func() bool { return ctl.Gate(term) }
 }
 
 func (c *clusterSide) stop() {

@@ -95,6 +95,9 @@ type Config struct {
 	ClusterSize       int    // the full broker set; 0: the peer count (static) or required (kubernetes)
 	RegistryService   string // kubernetes: the headless Service whose EndpointSlices list the brokers
 	RegistryNamespace string // kubernetes: its namespace ("" : the pod's own)
+	// RegistryKubeconfig is the kubeconfig file of the kubernetes registry ("": in
+	// cluster, then the usual kubectl rules).
+	RegistryKubeconfig string
 	RegistryProbe     time.Duration
 	LeaseDuration     time.Duration
 	LeaseRenew        time.Duration
@@ -367,7 +370,7 @@ func settings(c *Config) []setting {
 		msSetting("security.files.poll.interval.ms", "how often acls.json and users.json are checked for a change another broker or an operator made (no Apache key)", &c.SecurityFilesPoll),
 
 		strSetting("registry", "where the broker set comes from: dev (this broker alone), static (--registry.peers) or kubernetes (EndpointSlices of --registry.service)", &c.Registry),
-		{"registry.peers", "static registry: every broker as id@host:port, comma-separated, this one included",
+		{"registry.peers", "static registry: every broker as id@host:port, comma-separated, this one included (kubernetes: where to reach each ordinal instead of its pod's DNS name)",
 			func(c *Config, v string) (err error) { c.RegistryPeers, err = ParsePeers(v); return err },
 			func(c *Config) string { return joinPeers(c.RegistryPeers) }},
 		{"cluster.size", "brokers in the full broker set that groups and partitions hash over (default: the peer count)",
@@ -375,6 +378,7 @@ func settings(c *Config) []setting {
 			func(c *Config) string { return strconv.Itoa(c.ClusterSize) }},
 		strSetting("registry.service", "kubernetes registry: the headless Service of the brokers", &c.RegistryService),
 		strSetting("registry.namespace", "kubernetes registry: the Service's namespace (default: the pod's own)", &c.RegistryNamespace),
+		strSetting("registry.kubeconfig", "kubernetes registry: a kubeconfig file (default: the pod's service account)", &c.RegistryKubeconfig),
 		msSetting("registry.probe.interval.ms", "static registry: how often each peer is probed", &c.RegistryProbe),
 		msSetting("lease.duration.ms", "how long a broker's lease lasts unrenewed; a peer adopts its groups and partitions only after this", &c.LeaseDuration),
 		msSetting("lease.renew.interval.ms", "how often a broker renews its lease", &c.LeaseRenew),
@@ -495,7 +499,7 @@ func (c *Config) validateCluster() error {
 	switch c.Registry {
 	case "dev":
 		if len(c.RegistryPeers) > 0 {
-			return fmt.Errorf("registry.peers is for --registry=static")
+			return fmt.Errorf("registry.peers is for --registry=static (or kubernetes, as addresses by ordinal)")
 		}
 	case "static":
 		if len(c.RegistryPeers) == 0 {
@@ -517,6 +521,9 @@ func (c *Config) validateCluster() error {
 			}
 		}
 	case "kubernetes":
+		if c.LeaseDuration%time.Second != 0 {
+			return fmt.Errorf("registry=kubernetes: lease.duration.ms must be whole seconds (a Lease holds seconds)")
+		}
 		if c.RegistryService == "" {
 			return fmt.Errorf("registry=kubernetes needs registry.service (the brokers' headless Service)")
 		}

@@ -65,6 +65,9 @@ type ClusterConfig struct {
 	Catalogue func() bool
 	// Reload is how often a broker that does not write the catalogue re-reads it.
 	Reload time.Duration
+	// Gate makes the Gate of a partition started now: writes may go on while the lease
+	// taken at this term lasts.
+	Gate func() func() bool
 	// Size and Self interleave producer ids: each broker hands out the ids
 	// n*Size+Self, so two brokers never give one out twice.
 	Size int
@@ -362,7 +365,16 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		Log:             m.cfg.Log,
 		Metrics:         m.cfg.Metrics,
 		FS:              m.cfg.FS,
+		Gate:            m.gate(),
 	}
+}
+
+// gate is a new partition actor's Gate in a cluster (nil: a broker alone).
+func (m *manager) gate() func() bool {
+	if c := m.cfg.Cluster; c != nil && c.Gate != nil {
+		return c.Gate()
+	}
+	return nil
 }
 
 func (m *manager) info(t *topicState) TopicInfo {

@@ -44,6 +44,10 @@ type PartitionConfig struct {
 	Metrics        *Metrics
 	// FS fsyncs appended segments (FS.SyncFile); nil is storage.OSFS.
 	FS storage.FS
+	// Gate, in a cluster, reports whether this broker may still write the partition: its
+	// lease is held and has not been lost since the partition was started. Checked
+	// before every append and again before every acknowledgement. Nil: always.
+	Gate func() bool
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -56,6 +60,8 @@ type pendingAck struct {
 type partitionActor struct {
 	cfg PartitionConfig
 	log zerolog.Logger
+	// gateClosed: fenced was seen (logged once).
+	gateClosed bool
 
 	plog      *Log
 	producers producers
@@ -222,6 +228,10 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 			&Produced{BaseOffset: dupOffset, LogStartOffset: p.plog.StartOffset()}, m.reply)
 		return
 	}
+	if p.fenced() {
+		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		return
+	}
 	base, err := p.plog.append(m.records, &h, p.cfg.LeaderEpoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
@@ -307,8 +317,15 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 		}
 	}
 	keep := p.pending[:0]
+	fenced := p.fenced()
 	for _, w := range p.pending {
 		if w.end <= p.durable {
+			if fenced {
+				// On disk, but the lease may have lapsed meanwhile and the partition's
+				// new leader may have recovered the log before it: not acknowledged.
+				w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+				continue
+			}
 			w.reply.Resolve(w.resp)
 		} else {
 			keep = append(keep, w)
@@ -319,6 +336,19 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 		p.startSync(ctx)
 	}
 	p.notifyWatchers(ctx)
+}
+
+// fenced reports whether the gate has closed (cluster): nothing more is written or
+// acknowledged, and the ownership controller stops the actor.
+func (p *partitionActor) fenced() bool {
+	if p.cfg.Gate == nil || p.cfg.Gate() {
+		return false
+	}
+	if !p.gateClosed {
+		p.gateClosed = true
+		p.log.Warn().Msg("partition_fenced")
+	}
+	return true
 }
 
 // checkEpoch is Apache's check of the client's current leader epoch (KIP-320).
