@@ -88,6 +88,11 @@ type logConfig struct {
 	log          zerolog.Logger
 	truncated    func() // counts a recovery truncation; may be nil
 	corrupted    func() // counts a corrupt range found; may be nil
+	// rollOnOpen (cluster): after recovery, new batches go to a segment of their own. A
+	// broker that led the partition before and was paused mid-write may still finish
+	// that write, into the old segment past where this leader found its end; a segment
+	// is never read past the next one's base offset, so such bytes are never served.
+	rollOnOpen bool
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -206,6 +211,12 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			}
 		}
 	}
+	if cfg.rollOnOpen && l.active().size > 0 {
+		if _, err := l.roll(l.EndOffset()); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
+	}
 	// Recovery made everything it kept durable.
 	if err := l.saveRecoveryPoint(l.EndOffset(), false); err != nil {
 		cfg.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
@@ -241,6 +252,13 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 		}
 		// Offsets only ever grow by whole batches; a segment may start past its name.
 		good := ok && h.LastOffsetDelta >= 0 && (h.BaseOffset == expect || (pos == 0 && h.BaseOffset > expect))
+		if good && !check && h.BaseOffset >= upTo {
+			// Past the next segment's base: bytes a former leader wrote after this
+			// segment was closed by its successor (cluster). Never served.
+			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int64("next_segment", upTo).
+				Int64("ignored_bytes", st.Size()-pos).Msg("partition_stale_tail_ignored")
+			break
+		}
 		if good && !check && !w.plausibleNext(pos+h.Size(), &h) {
 			_, good, err = w.batch(pos, true)
 			if err != nil {
@@ -391,7 +409,13 @@ func (l *Log) roll(base int64) (*segment, error) {
 		}
 	}
 	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(l.dir, segmentName(base))}
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, datamode.File())
+	flags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	if l.cfg.rollOnOpen {
+		// Never over a file another broker made (cluster): a former leader that rolls
+		// late must fail, not empty its successor's segment.
+		flags = os.O_RDWR | os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(s.path, flags, datamode.File())
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", s.path, err)
 	}

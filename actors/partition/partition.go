@@ -3,12 +3,16 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sys/unix"
 
 	"kaas/actors/actor"
+	"kaas/datamode"
 	"kaas/metrics"
 	"kaas/storage"
 )
@@ -60,6 +64,8 @@ type pendingAck struct {
 type partitionActor struct {
 	cfg PartitionConfig
 	log zerolog.Logger
+	// leaderLock (cluster) is the partition's flock, held while this actor leads it.
+	leaderLock *os.File
 	// gateClosed: fenced was seen (logged once).
 	gateClosed bool
 
@@ -117,8 +123,16 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	}
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
+	if p.cfg.Gate != nil {
+		if err := p.lockLeader(); err != nil {
+			p.broken = err
+			p.cfg.Metrics.writeFailed("open")
+			p.log.Error().Err(err).Msg("partition_leader_lock_held_elsewhere")
+			return
+		}
+	}
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log,
-		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted}, p.producers.record)
+		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
@@ -143,6 +157,7 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 // onStopping makes what was written durable (a graceful stop acknowledges what it can)
 // and answers every waiter.
 func (p *partitionActor) onStopping(ctx actor.Context) {
+	defer p.unlockLeader()
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -169,6 +184,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 // onRestarting answers waiters of a failed incarnation with a retriable code: whether
 // their batch is on disk is unknown, and the idempotent producer's retry is deduplicated.
 func (p *partitionActor) onRestarting(ctx actor.Context) {
+	defer p.unlockLeader()
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -310,7 +326,8 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	} else if m.end > p.durable {
 		p.durable = m.end
 		// Recorded before the acknowledgements below; no fsync of its own (recovery.go).
-		if p.plog != nil {
+		// A fenced partition writes nothing more (its successor keeps the file).
+		if p.plog != nil && !p.fenced() {
 			if err := p.plog.saveRecoveryPoint(p.durable, false); err != nil {
 				p.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
 			}
@@ -524,4 +541,44 @@ func (p *partitionActor) onRetentionTick() {
 
 func (p *partitionActor) String() string {
 	return fmt.Sprintf("partition %s-%d", p.cfg.Topic, p.cfg.Partition)
+}
+
+// leaderLockWait bounds how long a new leader waits for the previous one's lock (a
+// graceful hand-over releases it as the old actor stops).
+const leaderLockWait = 5 * time.Second
+
+// lockLeader takes the partition's exclusive lock (cluster): whatever the ownership
+// controller decides, two processes never write one partition's log at once. The kernel
+// drops the lock when its process dies (kill -9 included); a paused leader keeps it, so
+// its partitions wait for it to resume (and find itself fenced) or die.
+func (p *partitionActor) lockLeader() error {
+	if err := os.MkdirAll(p.cfg.Dir, datamode.Dir()); err != nil {
+		return err
+	}
+	path := filepath.Join(p.cfg.Dir, "leader.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	deadline := time.Now().Add(leaderLockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			p.leaderLock = f
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return fmt.Errorf("lock %s: %w", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *partitionActor) unlockLeader() {
+	if p.leaderLock != nil {
+		_ = unix.Flock(int(p.leaderLock.Fd()), unix.LOCK_UN)
+		p.leaderLock.Close()
+		p.leaderLock = nil
+	}
 }

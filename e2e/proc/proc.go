@@ -138,3 +138,20 @@ func (b *Broker) Term(timeout time.Duration) (int, error) {
 
 // Pid is the process id of the running broker.
 func (b *Broker) Pid() int { return b.cmd.Process.Pid }
+
+// Pause stops the process (SIGSTOP) as a frozen VM or a long GC pause would; Resume
+// continues it.
+func (b *Broker) Pause() { _ = b.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (b *Broker) Resume() { _ = b.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Exited reports whether the process has ended.
+func (b *Broker) Exited() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}

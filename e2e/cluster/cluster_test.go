@@ -1,0 +1,404 @@
+// Package cluster runs three kaas processes on one data directory (static registry) with
+// a real franz-go consumer group over a produced stream, and kills, restarts and pauses
+// brokers under it.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/e2e/proc"
+)
+
+const (
+	brokers = 3
+	topic   = "stream"
+	group   = "readers"
+	parts   = 6
+)
+
+// cluster is three broker processes sharing dir.
+type cluster struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	ports []int
+	procs []*proc.Broker
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, bin: proc.Build(t), dir: filepath.Join(t.TempDir(), "data")}
+	for i := 0; i < brokers; i++ {
+		c.ports = append(c.ports, proc.FreePort(t))
+	}
+	c.procs = make([]*proc.Broker, brokers)
+	for i := range c.procs {
+		c.start(i)
+	}
+	return c
+}
+
+func (c *cluster) peers() string {
+	var ps []string
+	for i, p := range c.ports {
+		ps = append(ps, fmt.Sprintf("%d@127.0.0.1:%d", i, p))
+	}
+	return strings.Join(ps, ",")
+}
+
+func (c *cluster) start(i int) {
+	c.procs[i] = proc.Start(c.t, c.bin, c.dir, c.ports[i],
+		"--node.id="+strconv.Itoa(i), "--registry=static", "--registry.peers="+c.peers(),
+		"--group.initial.rebalance.delay.ms=0", "--offsets.checkpoint.interval.ms=500")
+}
+
+func (c *cluster) seeds() []string {
+	var s []string
+	for _, p := range c.ports {
+		s = append(s, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	return s
+}
+
+// ledger is what the clients saw: every acknowledged record, every consumed one, and the
+// committed offsets read back over time.
+type ledger struct {
+	mu        sync.Mutex
+	acked     map[string]bool
+	consumed  map[string]bool
+	committed map[int32]int64
+	backwards []string
+}
+
+func (l *ledger) ack(v string) {
+	l.mu.Lock()
+	l.acked[v] = true
+	l.mu.Unlock()
+}
+
+func (l *ledger) consume(v string) {
+	l.mu.Lock()
+	l.consumed[v] = true
+	l.mu.Unlock()
+}
+
+func (l *ledger) counts() (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked), len(l.consumed)
+}
+
+// observe records the committed offsets read back, and any that went backwards.
+func (l *ledger) observe(offs kadm.OffsetResponses) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil || o.At < 0 {
+			return
+		}
+		if prev, ok := l.committed[o.Partition]; ok && o.At < prev {
+			l.backwards = append(l.backwards, fmt.Sprintf("partition %d: %d after %d", o.Partition, o.At, prev))
+		}
+		l.committed[o.Partition] = max(l.committed[o.Partition], o.At)
+	})
+}
+
+func coordinatorOf(ctx context.Context, cl *kgo.Client) (int32, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return -1, err
+	}
+	if len(resp.Coordinators) == 1 {
+		return resp.Coordinators[0].NodeID, nil
+	}
+	return resp.NodeID, nil
+}
+
+func leaderOf(ctx context.Context, adm *kadm.Client, p int32) (int32, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return -1, err
+	}
+	return md.Topics[topic].Partitions[p].Leader, nil
+}
+
+// TestClusterChaos: kill -9 the group's coordinator, then a partition leader, then
+// pause one past its lease; restart each. Every acknowledged record is consumed, no
+// committed offset goes backwards, and the group keeps its generation over the
+// coordinator's kill.
+func TestClusterChaos(t *testing.T) {
+	if os.Getenv("KAAS_CLUSTER_CHAOS") == "" {
+		t.Skip("KAAS_CLUSTER_CHAOS=1 (make chaos-cluster) runs it: three broker processes and a consumer group for two minutes; it does not pass yet (issue 12's note)")
+	}
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	for {
+		resp, err := adm.CreateTopic(ctx, parts, 1, nil, topic)
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create topic: %v / %v", err, resp.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l := &ledger{acked: map[string]bool{}, consumed: map[string]bool{}, committed: map[int32]int64{}}
+
+	// The producer: acks=all, idempotent, values 0, 1, 2, ...
+	prodCtx, stopProd := context.WithCancel(ctx)
+	var prodWG, wg sync.WaitGroup
+	prodWG.Add(1)
+	go func() {
+		defer prodWG.Done()
+		prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+			kgo.RecordDeliveryTimeout(90*time.Second))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer prod.Close()
+		for i := 0; prodCtx.Err() == nil; i++ {
+			v := strconv.Itoa(i)
+			prod.Produce(prodCtx, kgo.StringRecord(v), func(r *kgo.Record, err error) {
+				if err == nil {
+					l.ack(string(r.Value))
+				}
+			})
+			if i%50 == 49 {
+				_ = prod.Flush(prodCtx)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		_ = prod.Flush(context.Background())
+	}()
+
+	// Three members, committing what they consumed after each poll.
+	consCtx, stopCons := context.WithCancel(ctx)
+	for m := 0; m < 3; m++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+				kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			for consCtx.Err() == nil {
+				fs := cl.PollFetches(consCtx)
+				fs.EachRecord(func(r *kgo.Record) { l.consume(string(r.Value)) })
+				if err := cl.CommitUncommittedOffsets(consCtx); err != nil && consCtx.Err() == nil {
+					t.Logf("commit: %v", err)
+				}
+			}
+		}()
+	}
+	// The watcher: committed offsets read back never go backwards.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for consCtx.Err() == nil {
+			if offs, err := adm.FetchOffsets(consCtx, group); err == nil {
+				l.observe(offs)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	// progress waits until consumption moves on by n records.
+	progress := func(what string, n int) {
+		t.Helper()
+		_, from := l.counts()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if _, now := l.counts(); now >= from+n {
+				return
+			}
+			if time.Now().After(deadline) {
+				a, cnum := l.counts()
+				t.Fatalf("%s: consumption stalled (%d acked, %d consumed)", what, a, cnum)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The generation the group's file holds (written when a generation completes).
+	generation := func() int32 {
+		b, err := os.ReadFile(filepath.Join(c.dir, "__cluster", "__consumer_offsets", group+".json"))
+		if err != nil {
+			return -1
+		}
+		var f struct {
+			Meta struct {
+				Generation int32 `json:"generation"`
+			} `json:"meta"`
+		}
+		if json.Unmarshal(b, &f) != nil {
+			return -1
+		}
+		return f.Meta.Generation
+	}
+	progress("start", 300)
+	for generation() < 0 || d(adm, ctx).State != "Stable" {
+		time.Sleep(50 * time.Millisecond)
+	}
+	gen := generation()
+
+	// 1. kill -9 the coordinator; members go on with the new one, same generation.
+	coord, err := coordinatorOf(ctx, admCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killing coordinator %d (generation %d)", coord, gen)
+	c.procs[coord].Kill()
+	progress("after the coordinator's kill", 300)
+	if g := generation(); g != gen {
+		t.Errorf("generation %d after the coordinator moved, want %d (no rebalance)", g, gen)
+	}
+	c.start(int(coord))
+	progress("after the coordinator's restart", 300)
+
+	// 2. kill -9 the leader of partition 0.
+	leader, err := leaderOf(ctx, adm, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killing partition 0's leader %d", leader)
+	c.procs[leader].Kill()
+	progress("after the leader's kill", 300)
+	c.start(int(leader))
+	progress("after the leader's restart", 300)
+
+	// 3. pause a broker past its lease, then resume it.
+	paused := (leader + 1) % brokers
+	if os.Getenv("KAAS_CHAOS_NO_PAUSE") != "" {
+		paused = -1
+	}
+	if paused >= 0 {
+		t.Logf("pausing broker %d", paused)
+		c.procs[paused].Pause()
+		// The fault lasts past the lease (3 s): its groups move; its partitions wait,
+		// since a paused process keeps their locks (docs/architecture.md, fencing).
+		time.Sleep(8 * time.Second)
+		c.procs[paused].Resume()
+		progress("after the pause", 300)
+	}
+
+	stopProd()
+	prodWG.Wait()
+	// Every acknowledged record is consumed.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		l.mu.Lock()
+		var missing []string
+		for v := range l.acked {
+			if !l.consumed[v] {
+				missing = append(missing, v)
+			}
+		}
+		l.mu.Unlock()
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			inLog := readAll(t, c.seeds())
+			for p := 0; p < parts; p++ {
+				dir := filepath.Join(c.dir, "topics", topic, strconv.Itoa(p))
+				ents, _ := os.ReadDir(dir)
+				var files []string
+				for _, e := range ents {
+					info, _ := e.Info()
+					files = append(files, fmt.Sprintf("%s:%d", e.Name(), info.Size()))
+				}
+				t.Logf("partition %d files %v", p, files)
+			}
+			var where []string
+			for i, v := range missing {
+				if i == 10 {
+					break
+				}
+				where = append(where, fmt.Sprintf("%s@%s", v, inLog[v]))
+			}
+			if n, err := strconv.Atoi(missing[0]); err == nil {
+				for _, k := range []int{n - 12, n - 6, n + 6, n + 54, n + 60} {
+					t.Logf("neighbour %d at %s", k, inLog[strconv.Itoa(k)])
+				}
+			}
+			if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
+				n := 0
+				for _, line := range strings.Split(string(b), "\n") {
+					if (strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
+						strings.Contains(line, "partitions_released") || strings.Contains(line, "ownership_view_applied")) && n < 200 {
+						t.Log(line)
+						n++
+					}
+				}
+			}
+			t.Fatalf("%d acknowledged records never consumed (value@partition/offset in the log, if there): %v ...", len(missing), where)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopCons()
+	wg.Wait()
+	a, n := l.counts()
+	t.Logf("%d records acknowledged, %d distinct consumed", a, n)
+	if len(l.backwards) > 0 {
+		t.Fatalf("committed offsets went backwards: %v", l.backwards)
+	}
+}
+
+func d(adm *kadm.Client, ctx context.Context) kadm.DescribedGroup {
+	gs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return kadm.DescribedGroup{}
+	}
+	return gs[group]
+}
+
+// readAll reads every partition from the start without a group: value -> "p/offset".
+func readAll(t *testing.T, seeds []string) map[string]string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := map[string]int{}
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(tp string, p int32, err error) { errs[fmt.Sprintf("%s/%d: %v", tp, p, err)]++ })
+		fs.EachRecord(func(r *kgo.Record) { out[string(r.Value)] = fmt.Sprintf("%d/%d", r.Partition, r.Offset) })
+	}
+	t.Logf("read back %d records; fetch errors %v", len(out), errs)
+	if ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic); err == nil {
+		ends.Each(func(o kadm.ListedOffset) { t.Logf("partition %d end %d err %v", o.Partition, o.Offset, o.Err) })
+	}
+	return out
+}
