@@ -76,6 +76,9 @@ func (OSFS) ReadDirNames(dir string) ([]string, error) {
 func (OSFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
 
 func (OSFS) Create(path string) (File, error) {
+	if err := hooked(OpCreate, path); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, datamode.File())
 	if err != nil {
 		return nil, err
@@ -84,6 +87,9 @@ func (OSFS) Create(path string) (File, error) {
 }
 
 func (OSFS) OpenWrite(path string) (File, error) {
+	if err := hooked(OpOpen, path); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err
@@ -94,15 +100,61 @@ func (OSFS) OpenWrite(path string) (File, error) {
 // osFile is an *os.File with Datasync (datasync_linux.go, datasync_other.go).
 type osFile struct{ *os.File }
 
-func (f osFile) Datasync() error { return datasync(f.File) }
+func (f osFile) Datasync() error {
+	if err := hooked(OpSync, f.Name()); err != nil {
+		return err
+	}
+	return datasync(f.File)
+}
 
-func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+func (f osFile) Write(p []byte) (int, error) {
+	if err := hooked(OpWrite, f.Name()); err != nil {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, err
+	}
+	return f.File.Write(p)
+}
 
-func (OSFS) Remove(path string) error { return os.Remove(path) }
+func (f osFile) Sync() error {
+	if err := hooked(OpSync, f.Name()); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
 
-func (OSFS) RemoveAll(path string) error { return os.RemoveAll(path) }
+func (f osFile) Close() error {
+	if err := hooked(OpClose, f.Name()); err != nil {
+		f.File.Close()
+		return err
+	}
+	return f.File.Close()
+}
+
+func (OSFS) Rename(oldpath, newpath string) error {
+	if err := hooked(OpRename, newpath); err != nil {
+		return err
+	}
+	return os.Rename(oldpath, newpath)
+}
+
+func (OSFS) Remove(path string) error {
+	if err := hooked(OpRemove, path); err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
+func (OSFS) RemoveAll(path string) error {
+	if err := hooked(OpRemoveAll, path); err != nil {
+		return err
+	}
+	return os.RemoveAll(path)
+}
 
 func (OSFS) SyncDir(dir string) error {
+	if err := hooked(OpSyncDir, dir); err != nil {
+		return err
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -114,11 +166,24 @@ func (OSFS) SyncDir(dir string) error {
 	return err
 }
 
-func (OSFS) SyncFile(f *os.File) error { return f.Sync() }
+func (OSFS) SyncFile(f *os.File) error {
+	if err := hooked(OpSync, f.Name()); err != nil {
+		return err
+	}
+	return f.Sync()
+}
 
-func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, datamode.Dir()) }
+func (OSFS) MkdirAll(dir string) error {
+	if err := hooked(OpMkdir, dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, datamode.Dir())
+}
 
 func (OSFS) SyncFS(dir string) error {
+	if err := hooked(OpSyncFS, dir); err != nil {
+		return err
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

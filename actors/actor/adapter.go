@@ -20,6 +20,8 @@ type adapter struct {
 type actorContext struct {
 	pa.Context
 	msg any // when set, the message being delivered instead of the mailbox's own
+	// boom: the next Message panics (Faults).
+	boom bool
 
 	idle   time.Duration // 0: no receive timeout
 	last   time.Time     // the last message that counts as activity
@@ -34,6 +36,10 @@ type idleCheck struct {
 }
 
 func (c *actorContext) Message() any {
+	if c.boom {
+		c.boom = false
+		panic(injectedPanic(c.Context.Message()))
+	}
 	if c.msg != nil {
 		return c.msg
 	}
@@ -87,11 +93,19 @@ func (x *adapter) Receive(pc pa.Context) {
 	case *Restarting, *Stopped:
 		c.stopTimer()
 		c.idle = 0
+	case *Started, *Stopping:
 	case idleNeutral:
+		if f := faults.Load(); f != nil {
+			c.boom = f.f.Receive(x.a, m)
+		}
 	default:
 		if c.idle > 0 {
 			c.last = time.Now()
 		}
+		if f := faults.Load(); f != nil {
+			c.boom = f.f.Receive(x.a, m)
+		}
 	}
 	x.a.Receive(c)
+	c.boom = false // an actor that did not read its message
 }

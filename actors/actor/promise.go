@@ -111,6 +111,9 @@ type Cancel func()
 // the actor's to use in its own turn only.
 func After(ctx Context, d time.Duration, msg any) Cancel {
 	root, self := raw(ctx).ActorSystem().Root, ctx.Self()
+	if f := faults.Load(); f != nil {
+		return afterFaulty(f.f, root, self, d, msg)
+	}
 	t := time.AfterFunc(d, func() { root.Send(self, msg) })
 	return func() { t.Stop() }
 }
@@ -143,4 +146,18 @@ type repeat struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	stopped bool
+}
+
+// afterFaulty is After with an injector: the timer may fire late, or twice (both sends at
+// once, as a timer message already queued when its cancel came: the second is not
+// recalled by a cancel the first one caused).
+func afterFaulty(f Faults, root *pa.RootContext, self *PID, d time.Duration, msg any) Cancel {
+	late, twice := f.Timer(msg, d)
+	t := time.AfterFunc(late, func() {
+		root.Send(self, msg)
+		if twice {
+			root.Send(self, msg)
+		}
+	})
+	return func() { t.Stop() }
 }

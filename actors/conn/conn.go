@@ -272,6 +272,9 @@ func (a *connActor) onStarted(ctx actor.Context) {
 }
 
 func (a *connActor) onStopping() {
+	if i := intercept.Load(); i != nil {
+		i.i.Closed(a.remote.String())
+	}
 	a.stopped.Store(true)
 	a.stopGathers()
 	if a.draining {
@@ -737,6 +740,9 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	call.own = slot{call: call}
 	call.slot = &call.own
 	a.slots.push(call.slot)
+	if i := intercept.Load(); i != nil && a.intercepted(ctx, i.i, call) {
+		return
+	}
 	a.invoke(ctx, call, func() { entry.handle(call) })
 }
 
@@ -794,6 +800,9 @@ func (a *connActor) convertAndComplete(call *Call, convert func(any) kmsg.Respon
 // complete records the response of call and sends every response that is now at the
 // head of the queue, so responses leave in request order.
 func (a *connActor) complete(c *Call, resp kmsg.Response) {
+	if i := intercept.Load(); i != nil {
+		i.i.Response(a.remote.String(), c, resp)
+	}
 	if c.done {
 		a.log.Error().Int16("api_key", c.Key).Msg("request_completed_twice_second_response_ignored")
 		return
@@ -861,6 +870,11 @@ func (a *connActor) flush() {
 		}
 		if s.bytes != nil {
 			s.built = 0 // the writer's to give back now
+			if s.call != nil && s.call.tear {
+				a.tear(s)
+				a.out <- s.bytes
+				return
+			}
 			a.out <- s.bytes
 		} else {
 			<-a.tokens
