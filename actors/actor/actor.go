@@ -119,6 +119,9 @@ func PropsOf(produce func() Actor, opts ...Option) *Props {
 	if o.supervisor != nil {
 		popts = append(popts, pa.WithSupervisor(o.supervisor))
 	}
+	if o.noRestart {
+		popts = append(popts, pa.WithGuardian(stopGuardian))
+	}
 	return pa.PropsFromProducer(func() pa.Actor { return &adapter{a: produce()} }, popts...)
 }
 
@@ -127,10 +130,21 @@ type Option func(*options)
 
 type options struct {
 	supervisor pa.SupervisorStrategy
+	noRestart  bool
 }
 
 // WithSupervisor sets how the actor supervises its children.
 func WithSupervisor(s SupervisorStrategy) Option { return func(o *options) { o.supervisor = s } }
+
+// NoRestart makes an actor spawned under the root stop when it panics instead of being
+// restarted (protoactor's root default): for an actor whose state cannot be rebuilt in
+// a fresh incarnation, such as a connection, whose socket and goroutines belong to the
+// incarnation that started them. It gets *Stopping as on any stop.
+func NoRestart() Option { return func(o *options) { o.noRestart = true } }
+
+// stopGuardian is the one supervisor of the root's NoRestart actors (protoactor keeps a
+// guardian per strategy value, so there is one for the whole process).
+var stopGuardian = pa.NewOneForOneStrategy(0, 0, func(any) pa.Directive { return pa.StopDirective })
 
 // RestartChildren restarts a failed child up to max times within window, then stops it.
 // onFailure, if set, sees each panic value first (the child logs its own stack).

@@ -58,8 +58,12 @@ type Config struct {
 
 // Props makes one connection actor. It owns the socket: a reader goroutine feeds it
 // frames, a writer goroutine writes the responses it releases in request order.
+//
+// A connection actor that panics is stopped, never restarted: its socket and its reader
+// and writer goroutines belong to the incarnation that started them, and a fresh one
+// would start a second pair on the same socket. The client sees its connection close.
 func Props(cfg Config) *actor.Props {
-	return actor.PropsOf(func() actor.Actor { return &connActor{cfg: cfg} })
+	return actor.PropsOf(func() actor.Actor { return &connActor{cfg: cfg} }, actor.NoRestart())
 }
 
 // Messages the connection actor gets from its own goroutines and from the server.

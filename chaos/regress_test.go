@@ -1,0 +1,78 @@
+package chaos
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
+	"kaas/broker"
+	"kaas/broker/brokertest"
+)
+
+// panicOnce panics the first actor of kind that gets a message of type msgType.
+type panicOnce struct {
+	in      *Injector
+	kind    string
+	msgType string
+	fired   atomic.Bool
+}
+
+func (p *panicOnce) Receive(a actor.Actor, msg any) bool {
+	if p.in.actorKind(a) != p.kind || typeName(msg) != p.msgType {
+		return false
+	}
+	return p.fired.CompareAndSwap(false, true)
+}
+
+func (p *panicOnce) Timer(_ any, d time.Duration) (time.Duration, bool) { return d, false }
+
+// A connection actor that panics is not restarted on its socket: the connection closes
+// (the client sees it), and the incarnation's reader and writer goroutines end. Found by
+// seed 1: protoactor restarted it, the new incarnation started a second reader and writer
+// on the same socket, and the first writer waited for ever on a channel nobody closed.
+func TestConnectionPanicClosesConnection(t *testing.T) {
+	leakOpts := actortest.LeakOptions(goleak.IgnoreCurrent())
+	p := &panicOnce{in: New(0, nil), kind: "connection", msgType: "*conn.frame"}
+	defer actor.SetFaults(p)()
+	b, err := broker.Start(brokertest.Config(t), brokertest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	msg := kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)
+	if _, err := nc.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	// The connection closes: the read ends without a response.
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	if n, err := nc.Read(buf); err == nil {
+		t.Fatalf("read %d bytes after the connection actor panicked, want the connection closed", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("connection still open 10s after its actor panicked")
+	}
+	if !p.fired.Load() {
+		t.Fatal("no panic injected")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := goleak.Find(leakOpts...); err != nil {
+		t.Fatalf("goroutines of the panicked connection outlive the broker: %v", err)
+	}
+}
