@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
@@ -74,5 +76,52 @@ func TestConnectionPanicClosesConnection(t *testing.T) {
 	}
 	if err := goleak.Find(leakOpts...); err != nil {
 		t.Fatalf("goroutines of the panicked connection outlive the broker: %v", err)
+	}
+}
+
+// A panic in the offsets journal's Receive while it takes an Append answers that Append
+// with the failure (the commit gets NOT_COORDINATOR and is retried), as a panic while
+// writing a batch does. Found by seed 1: the Append was dropped unanswered, its group's
+// offsets actor waited for it for ever, and every later commit of the group queued
+// behind it until the broker stopped.
+func TestJournalPanicAnswersTheAppend(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*offsets.Append"}
+	defer actor.SetFaults(p)()
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(at int64) (kadm.OffsetResponses, error) {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: "t", Partition: 0, At: at, LeaderEpoch: -1})
+		cctx, ccancel := context.WithTimeout(ctx, 8*time.Second)
+		defer ccancel()
+		return adm.CommitOffsets(cctx, "g", os)
+	}
+	// The first commit meets the panic: it is answered (kadm retries the retriable
+	// error) instead of hanging.
+	if _, err := commit(5); err != nil {
+		t.Fatalf("commit through a journal panic: %v", err)
+	}
+	if !p.fired.Load() {
+		t.Fatal("no panic injected")
+	}
+	if _, err := commit(7); err != nil {
+		t.Fatalf("commit after the panic: %v", err)
+	}
+	offs, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("t", 0); o.At != 7 {
+		t.Fatalf("committed %d, want 7", o.At)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -248,7 +249,7 @@ type spareReady struct {
 const spareMarker = "spare-"
 
 func (j *journalActor) Receive(ctx actor.Context) {
-	defer j.survive()
+	defer j.survive(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		j.adopt(ctx)
@@ -327,17 +328,22 @@ func (j *journalActor) Receive(ctx actor.Context) {
 // survive turns a panic in Receive into a failed write instead of a restart: a restarted
 // journal would lose its sequence numbers and which groups pin which segment, which is
 // what keeps acknowledged records from being deleted or overwritten. The batch being
-// written gets the error and the journal goes on in a new segment.
-func (j *journalActor) survive() {
+// written gets the error and the journal goes on in a new segment. An Append that the
+// panic came before it was queued gets the error too: nothing else would answer it, and
+// its group's offsets actor waits for it.
+func (j *journalActor) survive(ctx actor.Context) {
 	r := recover()
 	if r == nil {
 		return
 	}
 	err := fmt.Errorf("offsets journal panic: %v", r)
-	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(j.writing)).Msg("offsets_journal_panic")
-	j.cfg.Metrics.journalWrote(err, 0, len(j.writing))
 	batch := j.writing
 	j.writing = nil
+	if a, ok := ctx.Message().(*Append); ok && !slices.Contains(j.queue, a) && !slices.Contains(batch, a) {
+		batch = append(batch, a)
+	}
+	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(batch)).Msg("offsets_journal_panic")
+	j.cfg.Metrics.journalWrote(err, 0, len(batch))
 	j.fail(batch, err)
 	func() {
 		defer func() {
