@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -123,5 +124,47 @@ func TestJournalPanicAnswersTheAppend(t *testing.T) {
 	}
 	if o, _ := offs.Lookup("t", 0); o.At != 7 {
 		t.Fatalf("committed %d, want 7", o.At)
+	}
+}
+
+// A partition actor that panics handling a read answers the read (NOT_LEADER_OR_FOLLOWER,
+// which the client retries after a metadata refresh) before it restarts. Found by seed
+// 1: the read was dropped, and its Fetch waited for the fetcher's abandon timer (max
+// wait + 10 s), past the client's request timeout; the client closed the connection.
+func TestPartitionPanicAnswersTheRead(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "partition", msgType: "*partition.readLog"}
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RequestTimeoutOverhead(3*time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	defer actor.SetFaults(p)()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 100, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = "t", created.ID // kgo sends the newest version both speak
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("fetch through a partition panic: %v (within the client's request timeout)", err)
+	}
+	if !p.fired.Load() {
+		t.Fatalf("no panic injected; fetch answered %+v", resp.Topics)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch answered %d, want NOT_LEADER_OR_FOLLOWER", code)
 	}
 }

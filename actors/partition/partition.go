@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -88,6 +89,7 @@ func PartitionProps(cfg PartitionConfig) *actor.Props {
 }
 
 func (p *partitionActor) Receive(ctx actor.Context) {
+	defer p.answerOnPanic(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.onStarted(ctx)
@@ -581,4 +583,29 @@ func (p *partitionActor) unlockLeader() {
 		p.leaderLock.Close()
 		p.leaderLock = nil
 	}
+}
+
+// answerOnPanic answers the request being handled when Receive panics, then lets the
+// panic go on to the manager, which restarts the actor: protoactor drops the message a
+// panic came from, and a read left unanswered holds its Fetch until the fetcher abandons
+// it (max wait + 10 s), past the client's timeout. Appends already waiting for their
+// fsync are answered by onRestarting.
+func (p *partitionActor) answerOnPanic(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *readLog:
+		m.reply.Resolve(&Fetched{ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1, LogStartOffset: -1})
+	case *appendBatch:
+		if !slices.ContainsFunc(p.pending, func(w pendingAck) bool { return w.reply.ID() == m.reply.ID() }) {
+			m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		}
+	case *listOffset:
+		m.reply.Resolve(&Listed{ErrorCode: kerr.NotLeaderForPartition.Code, Offset: -1, Timestamp: -1, LeaderEpoch: -1})
+	case *epochEndOf:
+		m.reply.Resolve(&EpochEnd{ErrorCode: kerr.NotLeaderForPartition.Code, LeaderEpoch: -1, EndOffset: -1})
+	}
+	panic(r)
 }
