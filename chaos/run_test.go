@@ -1,0 +1,601 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"kaas/actors/actor/actortest"
+	"kaas/broker"
+	"kaas/broker/brokertest"
+)
+
+var (
+	long      = flag.Bool("chaos.long", false, "run the long seed set (make chaos)")
+	seedFlag  = flag.Uint64("chaos.seed", 0, "run this one seed (replay)")
+	faultsFor = flag.Duration("chaos.faults", 0, "how long faults are injected per run (default: 3s short, 20s long)")
+	kindsFlag = flag.String("chaos.kinds", "", "comma-separated fault kinds to inject (default: all)")
+)
+
+// shortSeeds run in `go test` (make test); longSeeds in `make chaos`. A seed that found
+// a bug stays here as a regression seed.
+var (
+	shortSeeds = []uint64{1, 7}
+	longSeeds  = []uint64{1, 2, 3, 5, 7, 11, 13, 17}
+)
+
+// Client timeouts of the run: invariant 4's bound is rebalance + session.
+const (
+	sessionTimeout   = 3 * time.Second
+	rebalanceTimeout = 5 * time.Second
+)
+
+func TestChaos(t *testing.T) {
+	seeds, d := shortSeeds, 3*time.Second
+	if *long {
+		seeds, d = longSeeds, 20*time.Second
+	}
+	if *seedFlag != 0 {
+		seeds = []uint64{*seedFlag}
+	}
+	if *faultsFor > 0 {
+		d = *faultsFor
+	}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSingle(t, seed, d) })
+	}
+}
+
+// groupSpec is one consumer group of the run.
+type groupSpec struct {
+	name    string
+	members int
+	static  bool
+	eager   bool
+}
+
+var groups = []groupSpec{
+	{name: "dynamic", members: 2},
+	{name: "static", members: 2, static: true},
+	{name: "eager", members: 3, eager: true},
+}
+
+var topics = []string{"plain", "idem"}
+
+const partitions = 3
+
+// runSingle is one run against one in-process broker: producers and consumer groups
+// run while the injector fires for d, then faults stop and the five invariants are
+// checked. A failing run logs its seed and schedule.
+func runSingle(t *testing.T, seed uint64, d time.Duration) {
+	leakOpts := actortest.LeakOptions(goleak.IgnoreCurrent())
+	var kinds []Kind
+	if *kindsFlag != "" {
+		for _, k := range strings.Split(*kindsFlag, ",") {
+			kinds = append(kinds, Kind(k))
+		}
+	}
+	in := New(seed, nil, kinds...)
+	rec := NewRecorder()
+	uninstall := in.Install(rec)
+	defer uninstall()
+	defer func() {
+		if t.Failed() {
+			t.Log("\n" + in.Report())
+		}
+	}()
+
+	b, err := broker.Start(brokertest.Config(t), brokertest.Logger(t))
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := b.Stop(ctx); err != nil {
+			t.Errorf("broker stop: %v", err)
+		}
+	}
+	defer stop()
+	addr := b.Addr()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...); err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+
+	w := newWorkload(t, addr)
+	w.start()
+	defer w.close()
+	// Faults start once every group has been Stable once: a run measures recovery, not
+	// a first join under fire.
+	if err := waitStable(ctx, adm, 30*time.Second); err != nil {
+		t.Fatalf("groups before faults: %v", err)
+	}
+	in.On()
+	time.Sleep(d) // the fault phase: load runs while the injector fires
+	in.Off()
+	healStart := time.Now()
+
+	// Invariant 4: every group Stable within rebalance + session timeout.
+	bound := rebalanceTimeout + sessionTimeout
+	if err := waitStable(ctx, adm, bound); err != nil {
+		t.Errorf("invariant 4: groups not Stable %v after faults stopped: %v", bound, err)
+	}
+	t.Logf("stable %v after faults stopped", time.Since(healStart).Round(time.Millisecond))
+	acked := w.stopProducers()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatalf("end offsets: %v", err)
+	}
+	// Invariant 4: consumers resume from their commits and catch up with the log.
+	if err := waitCaughtUp(ctx, adm, ends, 60*time.Second); err != nil {
+		t.Errorf("invariant 4: consumers did not catch up: %v", err)
+	}
+	for _, v := range rec.CheckRequests(false) {
+		t.Error(v)
+	}
+	w.closeConsumers()
+
+	// Invariant 1: acknowledged commits are what the broker holds, never backwards.
+	committed := map[Partition]int64{}
+	for _, g := range groups {
+		offs, err := adm.FetchOffsets(ctx, g.name)
+		if err != nil {
+			t.Fatalf("fetch offsets %s: %v", g.name, err)
+		}
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Err == nil {
+				committed[Partition{g.name, o.Topic, o.Partition}] = o.At
+			}
+		})
+	}
+	vs, nCommits := rec.CheckCommits(committed)
+	for _, v := range vs {
+		t.Error(v)
+	}
+	// Invariant 2.
+	vs, nGens := rec.CheckAssignments()
+	for _, v := range vs {
+		t.Error(v)
+	}
+	// Invariant 4: the log holds every acknowledged record, the idempotent producer's
+	// once, and every group consumed every offset below its commit.
+	logged := readLog(t, addr, ends)
+	for _, v := range checkLog(acked, logged) {
+		t.Error(v)
+	}
+	for _, v := range w.checkConsumed(ends) {
+		t.Error(v)
+	}
+	// Invariant 5: what was injected and surfaced is counted.
+	for _, v := range checkMetrics(b.Env().Metrics.Registry, rec.Injected()) {
+		t.Error(v)
+	}
+	admCl.Close()
+	w.close()
+	stop()
+	for _, v := range rec.CheckRequests(true) {
+		t.Error(v)
+	}
+	for _, v := range rec.Violations() {
+		t.Error(v)
+	}
+	if err := goleak.Find(leakOpts...); err != nil {
+		t.Errorf("invariant 5: goroutines outlive the run: %v", err)
+	}
+	t.Logf("seed %d: faults %v; %d requests, %d acknowledged commits, %d generations, %d acknowledged records checked",
+		seed, in.Counts(), rec.Requests(), nCommits, nGens, len(acked))
+}
+
+// workload is the run's clients: two producers and the consumer groups.
+type workload struct {
+	t    *testing.T
+	addr string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // producer loops
+	cwg    sync.WaitGroup // consumer loops
+
+	producers map[string]*kgo.Client // topic -> producer
+	consumers []*consumer
+
+	mu    sync.Mutex
+	acked []ackedRecord
+}
+
+type ackedRecord struct {
+	topic     string
+	partition int32
+	offset    int64
+	value     string
+}
+
+type consumer struct {
+	group string
+	cl    *kgo.Client
+	ctx   context.Context
+	stop  context.CancelFunc
+}
+
+func newWorkload(t *testing.T, addr string) *workload {
+	w := &workload{t: t, addr: addr, producers: map[string]*kgo.Client{}}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	plain, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.DefaultProduceTopic("plain"), kgo.ProducerLinger(5*time.Millisecond), kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("idem"), kgo.ProducerLinger(5*time.Millisecond), kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.producers["plain"], w.producers["idem"] = plain, idem
+	for _, g := range groups {
+		for i := range g.members {
+			opts := []kgo.Opt{
+				kgo.SeedBrokers(addr), kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(topics...),
+				kgo.SessionTimeout(sessionTimeout), kgo.RebalanceTimeout(rebalanceTimeout),
+				kgo.HeartbeatInterval(300 * time.Millisecond), kgo.AutoCommitInterval(200 * time.Millisecond),
+				kgo.FetchMaxWait(200 * time.Millisecond), kgo.RetryBackoffFn(backoff),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			}
+			if g.static {
+				opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-%d", g.name, i)))
+			}
+			if g.eager {
+				opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &consumer{group: g.name, cl: cl}
+			c.ctx, c.stop = context.WithCancel(context.Background())
+			w.consumers = append(w.consumers, c)
+		}
+	}
+	return w
+}
+
+func backoff(int) time.Duration { return 50 * time.Millisecond }
+
+// consumed is what every group consumed: group -> topic/partition -> offsets.
+var consumedMu sync.Mutex
+
+func (w *workload) start() {
+	for topic, p := range w.producers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.produce(topic, p)
+		}()
+	}
+	for _, c := range w.consumers {
+		w.cwg.Add(1)
+		go func() {
+			defer w.cwg.Done()
+			c.loop()
+		}()
+	}
+}
+
+// produce keeps a few records in flight until the workload stops.
+func (w *workload) produce(topic string, p *kgo.Client) {
+	sem := make(chan struct{}, 16)
+	for i := 0; ; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-w.ctx.Done():
+			return
+		}
+		value := fmt.Sprintf("%s-%d", topic, i)
+		p.Produce(context.Background(), &kgo.Record{Value: []byte(value)}, func(r *kgo.Record, err error) {
+			<-sem
+			if err == nil {
+				w.mu.Lock()
+				w.acked = append(w.acked, ackedRecord{r.Topic, r.Partition, r.Offset, value})
+				w.mu.Unlock()
+			}
+		})
+	}
+}
+
+// consumerState is every offset each group consumed.
+var consumed = map[string]map[string]map[int32]map[int64]bool{}
+
+func (c *consumer) loop() {
+	for {
+		fs := c.cl.PollFetches(c.ctx)
+		if c.ctx.Err() != nil {
+			return
+		}
+		consumedMu.Lock()
+		g := consumed[c.group]
+		if g == nil {
+			g = map[string]map[int32]map[int64]bool{}
+			consumed[c.group] = g
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			tp := g[r.Topic]
+			if tp == nil {
+				tp = map[int32]map[int64]bool{}
+				g[r.Topic] = tp
+			}
+			if tp[r.Partition] == nil {
+				tp[r.Partition] = map[int64]bool{}
+			}
+			tp[r.Partition][r.Offset] = true
+		})
+		consumedMu.Unlock()
+	}
+}
+
+// stopProducers ends the producing loops and waits for every record in flight; it
+// returns the acknowledged records.
+func (w *workload) stopProducers() []ackedRecord {
+	w.cancel()
+	w.wg.Wait()
+	for _, p := range w.producers {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := p.Flush(ctx); err != nil {
+			w.t.Errorf("producer flush: %v", err)
+		}
+		cancel()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]ackedRecord(nil), w.acked...)
+}
+
+// closeConsumers stops the consumer loops and closes the clients (which commit what
+// they consumed and leave).
+func (w *workload) closeConsumers() {
+	for _, c := range w.consumers {
+		c.stop()
+	}
+	w.cwg.Wait()
+	for _, c := range w.consumers {
+		c.cl.Close()
+	}
+	w.consumers = nil
+}
+
+func (w *workload) close() {
+	w.cancel()
+	w.wg.Wait()
+	w.closeConsumers()
+	for _, p := range w.producers {
+		p.Close()
+	}
+	consumedMu.Lock()
+	consumed = map[string]map[string]map[int32]map[int64]bool{}
+	consumedMu.Unlock()
+}
+
+// checkConsumed: every group consumed every offset of the log (at least once).
+func (w *workload) checkConsumed(ends kadm.ListedOffsets) []string {
+	consumedMu.Lock()
+	defer consumedMu.Unlock()
+	var out []string
+	for _, g := range groups {
+		ends.Each(func(o kadm.ListedOffset) {
+			seen := consumed[g.name][o.Topic][o.Partition]
+			missing := 0
+			first := int64(-1)
+			for off := int64(0); off < o.Offset; off++ {
+				if !seen[off] {
+					missing++
+					if first < 0 {
+						first = off
+					}
+				}
+			}
+			if missing > 0 {
+				out = append(out, fmt.Sprintf("invariant 4: group %s skipped %d offsets of %s/%d (first %d, end %d)", g.name, missing, o.Topic, o.Partition, first, o.Offset))
+			}
+		})
+	}
+	return out
+}
+
+// waitStable waits until every group is Stable with all its members.
+func waitStable(ctx context.Context, adm *kadm.Client, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = g.name
+	}
+	var last string
+	for {
+		ds, err := adm.DescribeGroups(ctx, names...)
+		if err == nil {
+			last = ""
+			for _, g := range groups {
+				dg := ds[g.name]
+				if dg.Err != nil || dg.State != "Stable" || len(dg.Members) != g.members {
+					last += fmt.Sprintf(" %s=%s/%d members (err %v)", g.name, dg.State, len(dg.Members), dg.Err)
+				}
+			}
+			if last == "" {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return errors.New(strings.TrimSpace(last))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the broker's state: no event to wait on
+	}
+}
+
+// waitCaughtUp waits until every group has committed the log's end of every partition.
+func waitCaughtUp(ctx context.Context, adm *kadm.Client, ends kadm.ListedOffsets, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		var behind []string
+		for _, g := range groups {
+			offs, err := adm.FetchOffsets(ctx, g.name)
+			if err != nil {
+				behind = append(behind, fmt.Sprintf("%s: %v", g.name, err))
+				continue
+			}
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Offset == 0 {
+					return // an empty partition: nothing to commit
+				}
+				c, ok := offs.Lookup(o.Topic, o.Partition)
+				if !ok || c.At < o.Offset {
+					behind = append(behind, fmt.Sprintf("%s %s/%d at %d of %d", g.name, o.Topic, o.Partition, c.At, o.Offset))
+				}
+			})
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New(strings.Join(behind, "; "))
+		}
+		time.Sleep(100 * time.Millisecond) // polling committed offsets: no event to wait on
+	}
+}
+
+// loggedRecord is one record read back from the log.
+type loggedRecord struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// readLog reads every partition from its start to ends, outside any group.
+func readLog(t *testing.T, addr string, ends kadm.ListedOffsets) map[string][]loggedRecord {
+	parts := map[string]map[int32]kgo.Offset{}
+	want := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if parts[o.Topic] == nil {
+			parts[o.Topic] = map[int32]kgo.Offset{}
+		}
+		parts[o.Topic][o.Partition] = kgo.NewOffset().At(0)
+		want += int(o.Offset)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(parts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[string][]loggedRecord{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := 0
+	for got < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Errorf("read log: %d of %d records", got, want)
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, _ := ends.Lookup(r.Topic, r.Partition)
+			if r.Offset >= end.Offset {
+				return
+			}
+			got++
+			out[string(r.Value)] = append(out[string(r.Value)], loggedRecord{r.Topic, r.Partition, r.Offset})
+		})
+	}
+	return out
+}
+
+// checkLog: every acknowledged record is in the log where it was acknowledged; the
+// idempotent producer's records are there once. (The other producer retries what it was
+// not told was written, so its records may be there twice: Kafka's at-least-once.)
+func checkLog(acked []ackedRecord, logged map[string][]loggedRecord) []string {
+	var out []string
+	for _, a := range acked {
+		ls := logged[a.value]
+		found := false
+		for _, l := range ls {
+			if l.topic == a.topic && l.partition == a.partition && l.offset == a.offset {
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, fmt.Sprintf("invariant 4: acknowledged record %s at %s/%d@%d not in the log (found at %v)", a.value, a.topic, a.partition, a.offset, ls))
+		}
+		if a.topic == "idem" && len(ls) > 1 {
+			out = append(out, fmt.Sprintf("invariant 4: idempotent record %s in the log %d times: %v", a.value, len(ls), ls))
+		}
+	}
+	if len(out) > 20 {
+		out = append(out[:20], fmt.Sprintf("... and %d more", len(out)-20))
+	}
+	return out
+}
+
+// checkMetrics: every retriable error the injector answered is counted in
+// kaas_requests_total under its API and code (the APIs whose code is top-level).
+func checkMetrics(reg *prometheus.Registry, injected map[[2]int16]int) []string {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return []string{fmt.Sprintf("invariant 5: gather metrics: %v", err)}
+	}
+	counted := map[[2]string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kaas_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var api, code string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "api":
+					api = l.GetValue()
+				case "error":
+					code = l.GetValue()
+				}
+			}
+			counted[[2]string{api, code}] += m.GetCounter().GetValue()
+		}
+	}
+	var out []string
+	for k, n := range injected {
+		switch k[0] {
+		case 11, 12, 14: // JoinGroup, Heartbeat, SyncGroup: a top-level error code
+		default:
+			continue
+		}
+		api := kmsg.NameForKey(k[0])
+		if c := counted[[2]string{api, strconv.Itoa(int(k[1]))}]; c < float64(n) {
+			out = append(out, fmt.Sprintf("invariant 5: %s answered %d with code %d by the injector, kaas_requests_total counts %v", api, n, k[1], c))
+		}
+	}
+	return out
+}
