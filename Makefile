@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest k8sbin deploytest
+.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest k8sbin deploytest chaos
 
 all: build
 
@@ -56,6 +56,12 @@ deploytest:
 	cd deploy/test && $(GO) vet ./... && $(GO) test -race ./...
 
 test: deps vet k8sbin gotest imagetest deploytest e2e
+
+# chaos runs the long set of fault-injection seeds (chaos/run_test.go) against one
+# in-process broker, 20 s of faults each, a few minutes in all; the short set runs in
+# gotest. Replay one seed: go test ./chaos -run TestChaos -chaos.seed=N -v
+chaos:
+	$(GO) test -race -timeout 30m ./chaos -run 'TestChaos$$' -chaos.long -count=1 -v
 
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=1x ./...

@@ -78,20 +78,23 @@ func (f Fired) String() string {
 type Injector struct {
 	seed  uint64
 	rates Rates
-	// MaxPanics bounds panics per actor kind in a run: the supervisors stop an actor
-	// that fails more than ten times in ten seconds, by design.
+	// MaxPanics bounds panics per actor kind in a run, and PanicGap spaces them: the
+	// supervisors stop an actor that fails more than ten times in ten seconds, by
+	// design, and a run checks recovery, not that limit.
 	MaxPanics int
+	PanicGap  time.Duration
 	// Kinds enabled; nil: all.
 	only map[Kind]bool
 
 	start time.Time
 	on    atomic.Bool
 
-	mu     sync.Mutex
-	sites  map[string]*site
-	fired  []Fired
-	panics map[string]int
-	types  sync.Map // reflect.Type -> actor kind ("" when not a target)
+	mu        sync.Mutex
+	sites     map[string]*site
+	fired     []Fired
+	panics    map[string]int
+	lastPanic map[string]time.Time
+	types     sync.Map // reflect.Type -> actor kind ("" when not a target)
 }
 
 type site struct {
@@ -104,7 +107,8 @@ func New(seed uint64, rates Rates, kinds ...Kind) *Injector {
 	if rates == nil {
 		rates = DefaultRates()
 	}
-	in := &Injector{seed: seed, rates: rates, MaxPanics: 3, sites: map[string]*site{}, panics: map[string]int{}, start: time.Now()}
+	in := &Injector{seed: seed, rates: rates, MaxPanics: 3, PanicGap: time.Second,
+		sites: map[string]*site{}, panics: map[string]int{}, lastPanic: map[string]time.Time{}, start: time.Now()}
 	if len(kinds) > 0 {
 		in.only = map[Kind]bool{}
 		for _, k := range kinds {
@@ -239,9 +243,11 @@ func (f actorFaults) Receive(a actor.Actor, msg any) bool {
 	switch k {
 	case Panic:
 		in.mu.Lock()
-		over := in.panics[kind] >= in.MaxPanics
+		now := time.Now()
+		over := in.panics[kind] >= in.MaxPanics || now.Sub(in.lastPanic[kind]) < in.PanicGap
 		if !over {
 			in.panics[kind]++
+			in.lastPanic[kind] = now
 		}
 		in.mu.Unlock()
 		if over {

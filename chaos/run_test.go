@@ -91,6 +91,7 @@ func runSingle(t *testing.T, seed uint64, d time.Duration) {
 		}
 	}
 	in := New(seed, nil, kinds...)
+	in.MaxPanics = 3 + int(d/(2*time.Second))
 	rec := NewRecorder()
 	uninstall := in.Install(rec)
 	defer uninstall()
