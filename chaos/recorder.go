@@ -41,6 +41,7 @@ type genKey struct {
 
 type req struct {
 	key   int16
+	ver   int16
 	start time.Time
 	limit time.Duration
 }
@@ -63,6 +64,9 @@ const slack = 3 * time.Second
 const defaultLimit = 15 * time.Second
 
 func limitOf(r kmsg.Request) time.Duration {
+	if r == nil {
+		return defaultLimit
+	}
 	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 	switch r := r.(type) {
 	case *kmsg.FetchRequest:
@@ -94,7 +98,7 @@ func (r *Recorder) request(cn string, c *conn.Call) {
 	if _, dup := m[c.CorrelationID]; dup {
 		r.violate("invariant 3: %s correlation id %d in flight twice", cn, c.CorrelationID)
 	}
-	m[c.CorrelationID] = &req{key: c.Key, start: time.Now(), limit: limitOf(c.Req)}
+	m[c.CorrelationID] = &req{key: c.Key, ver: c.Version, start: time.Now(), limit: limitOf(c.Req)}
 	if s, ok := c.Req.(*kmsg.SyncGroupRequest); ok && len(s.GroupAssignment) > 0 {
 		k := genKey{s.Group, s.Generation}
 		sent := map[string][]byte{}
@@ -174,6 +178,14 @@ func (r *Recorder) response(cn string, c *conn.Call, resp kmsg.Response) {
 func (r *Recorder) closed(cn string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := time.Now()
+	for corr, q := range r.live[cn] {
+		// A client closes a connection whose request outlived its timeout: the hang
+		// ends with the close, and still counts.
+		if waited := now.Sub(q.start); waited > q.limit {
+			r.violate("invariant 3: %s %s v%d correlation id %d waited %v (from %s), past its %v, until its connection closed", cn, kmsg.NameForKey(q.key), q.ver, corr, waited.Round(time.Millisecond), q.start.Format("15:04:05.000"), q.limit)
+		}
+	}
 	delete(r.live, cn)
 }
 

@@ -727,6 +727,9 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 			call.own = slot{call: call}
 			call.slot = &call.own
 			a.slots.push(call.slot)
+			if i := intercept.Load(); i != nil {
+				i.i.Request(a.remote.String(), call) // seen, never faulted: no body to answer from
+			}
 			a.respondUnsupportedApiVersions(call)
 			return
 		}

@@ -17,6 +17,8 @@ import (
 // Its methods run in the connection actor's turn and must not block. conn names the
 // connection (its remote address).
 type Intercept interface {
+	// Request: c.Req is nil for an ApiVersions of a version the broker does not speak
+	// (answered with its table, whatever Request returns).
 	Request(conn string, c *Call) Action
 	// Response is called for every completion of c, a second one included (which the
 	// connection then ignores): resp may be nil (a Produce with acks=0).
