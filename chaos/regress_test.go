@@ -168,3 +168,39 @@ func TestPartitionPanicAnswersTheRead(t *testing.T) {
 		t.Fatalf("fetch answered %d, want NOT_LEADER_OR_FOLLOWER", code)
 	}
 }
+
+// A panic in the offsets journal's Receive while it takes its flush leaves the queued
+// Appends a flush of their own. Found by seed 3: the flush message was gone with the
+// panic and flushQueued stayed set, so no Append ever asked for another flush, every
+// commit of every group waited for ever and the groups stayed CompletingRebalance
+// (their generations could not be saved).
+func TestJournalPanicInFlushFlushesLater(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*offsets.journalFlush"}
+	defer actor.SetFaults(p)()
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "t", Partition: 0, At: 3, LeaderEpoch: -1})
+	cctx, ccancel := context.WithTimeout(ctx, 8*time.Second)
+	defer ccancel()
+	resp, err := adm.CommitOffsets(cctx, "g", os)
+	if err != nil {
+		t.Fatalf("commit through a panic in the journal's flush: %v", err)
+	}
+	if !p.fired.Load() {
+		t.Fatal("no panic injected")
+	}
+	if err := resp.Error(); err != nil {
+		t.Fatalf("commit answered %v", err)
+	}
+}

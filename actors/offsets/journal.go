@@ -330,7 +330,7 @@ func (j *journalActor) Receive(ctx actor.Context) {
 // what keeps acknowledged records from being deleted or overwritten. The batch being
 // written gets the error and the journal goes on in a new segment. An Append that the
 // panic came before it was queued gets the error too: nothing else would answer it, and
-// its group's offsets actor waits for it.
+// its group's offsets actor waits for it; Appends still queued get a flush of their own.
 func (j *journalActor) survive(ctx actor.Context) {
 	r := recover()
 	if r == nil {
@@ -345,6 +345,12 @@ func (j *journalActor) survive(ctx actor.Context) {
 	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(batch)).Msg("offsets_journal_panic")
 	j.cfg.Metrics.journalWrote(err, 0, len(batch))
 	j.fail(batch, err)
+	if len(j.queue) > 0 {
+		// The panic may have come from the flush the queue waited for (flushQueued
+		// still set, its message gone): ask for another, or the queue waits for ever.
+		j.flushQueued = true
+		ctx.Send(ctx.Self(), &journalFlush{})
+	}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
