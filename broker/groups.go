@@ -65,7 +65,8 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return offsets.ReadMeta(fsys, dir, g)
 		},
-		Log:  log,
-		Owns: b.owns(),
+		Log:      log,
+		Owns:     b.owns(),
+		Restarts: b.met.ActorRestarts.WithLabelValues("group"),
 	}
 }

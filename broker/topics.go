@@ -14,12 +14,13 @@ import (
 func (b *Broker) startTopics() error {
 	catalog := partition.NewCatalog()
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
-		Catalog: catalog,
-		Cluster: b.topicsCluster(),
-		Broker:  &b.cfg,
-		NodeID:  b.cfg.NodeID,
-		Log:     b.log,
-		Metrics: b.partitionMetrics(),
+		Catalog:  catalog,
+		Cluster:  b.topicsCluster(),
+		Broker:   &b.cfg,
+		NodeID:   b.cfg.NodeID,
+		Log:      b.log,
+		Metrics:  b.partitionMetrics(),
+		Restarts: b.met.ActorRestarts.WithLabelValues("partition"),
 		Brokers: func() []int32 {
 			var ids []int32
 			for _, br := range b.env.Registry.Brokers() {

@@ -185,6 +185,17 @@ func (in *Injector) Counts() map[Kind]int {
 	return out
 }
 
+// Panics are the panics fired by actor kind.
+func (in *Injector) Panics() map[string]int {
+	out := map[string]int{}
+	for _, f := range in.Schedule() {
+		if f.Kind == Panic {
+			out[strings.Split(f.Site, "/")[1]]++
+		}
+	}
+	return out
+}
+
 // Report is the seed, the counts and the schedule, for a failing run's log: the
 // schedule sorted by site and visit, the order a replay compares.
 func (in *Injector) Report() string {

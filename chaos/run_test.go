@@ -197,7 +197,7 @@ func runSingle(t *testing.T, seed uint64, d time.Duration) {
 		t.Error(v)
 	}
 	// Invariant 5: what was injected and surfaced is counted.
-	for _, v := range checkMetrics(b.Env().Metrics.Registry, rec.Injected()) {
+	for _, v := range checkMetrics(b.Env().Metrics.Registry, rec.Injected(), in.Panics()) {
 		t.Error(v)
 	}
 	admCl.Close()
@@ -562,15 +562,33 @@ func checkLog(acked []ackedRecord, logged map[string][]loggedRecord) []string {
 }
 
 // checkMetrics: every retriable error the injector answered is counted in
-// kaas_requests_total under its API and code (the APIs whose code is top-level).
-func checkMetrics(reg *prometheus.Registry, injected map[[2]int16]int) []string {
+// kaas_requests_total under its API and code (the APIs whose code is top-level); every
+// panic of a group or partition actor in kaas_actor_restarts_total; every panic of the
+// journal among its failed writes.
+func checkMetrics(reg *prometheus.Registry, injected map[[2]int16]int, panics map[string]int) []string {
 	mfs, err := reg.Gather()
 	if err != nil {
 		return []string{fmt.Sprintf("invariant 5: gather metrics: %v", err)}
 	}
 	counted := map[[2]string]float64{}
+	restarts := map[string]float64{}
+	journalErrors := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "kaas_requests_total" {
+		switch mf.GetName() {
+		case "kaas_actor_restarts_total":
+			for _, m := range mf.GetMetric() {
+				restarts[m.GetLabel()[0].GetValue()] += m.GetCounter().GetValue()
+			}
+			continue
+		case "kaas_offsets_journal_writes_total":
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "error" {
+					journalErrors += m.GetCounter().GetValue()
+				}
+			}
+			continue
+		case "kaas_requests_total":
+		default:
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -587,6 +605,14 @@ func checkMetrics(reg *prometheus.Registry, injected map[[2]int16]int) []string 
 		}
 	}
 	var out []string
+	for _, kind := range []string{"group", "partition"} {
+		if restarts[kind] != float64(panics[kind]) {
+			out = append(out, fmt.Sprintf("invariant 5: %d %s actor panics injected, kaas_actor_restarts_total{actor=%q} counts %v", panics[kind], kind, kind, restarts[kind]))
+		}
+	}
+	if journalErrors < float64(panics["journal"]) {
+		out = append(out, fmt.Sprintf("invariant 5: %d journal panics injected, kaas_offsets_journal_writes_total{result=\"error\"} counts %v", panics["journal"], journalErrors))
+	}
 	for k, n := range injected {
 		switch k[0] {
 		case 11, 12, 14: // JoinGroup, Heartbeat, SyncGroup: a top-level error code

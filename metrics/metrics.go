@@ -44,6 +44,9 @@ type Metrics struct {
 	RegistryBrokersAlive prometheus.Gauge
 	LeaseHeld            prometheus.Gauge
 	OwnershipMoves       *prometheus.CounterVec
+
+	// ActorRestarts counts actors restarted after a panic, by kind (group, partition).
+	ActorRestarts *prometheus.CounterVec
 }
 
 // New makes a fresh registry (one per broker, so tests can run several brokers).
@@ -95,6 +98,9 @@ func New() *Metrics {
 	m.LeaseHeld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kaas_lease_held", Help: "1 while this broker holds its lease and may write its groups and partitions, else 0.",
 	})
+	m.ActorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, partition).",
+	}, []string{"actor"})
 	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker gained or lost as the broker set changed, by kind (group, partition) and direction (gained, lost).",
 	}, []string{"kind", "direction"})
@@ -103,7 +109,7 @@ func New() *Metrics {
 			m.OwnershipMoves.WithLabelValues(kind, dir) // every series from the start, at 0
 		}
 	}
-	r.MustRegister(m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
+	r.MustRegister(m.ActorRestarts, m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		m.RegistryBrokersAlive, m.LeaseHeld, m.OwnershipMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -37,6 +38,8 @@ type ManagerConfig struct {
 	// controller's state). A request for any other group is answered NOT_COORDINATOR
 	// without an actor, and no actor is started for it. Nil: every group.
 	Owns func(g string) bool
+	// Restarts, when set, counts group actors restarted after a panic.
+	Restarts prometheus.Counter
 }
 
 // Release stops every live group for which Keep is false (their offsets actors write
@@ -61,6 +64,9 @@ func ManagerProps(cfg ManagerConfig) *actor.Props {
 	log := cfg.Log.With().Str("actor", "groups").Logger()
 	strategy := actor.RestartChildren(cfg.MaxRestarts, cfg.RestartWindow, func(reason any) {
 		log.Warn().Interface("reason", reason).Msg("group_actor_failed_restarting")
+		if cfg.Restarts != nil {
+			cfg.Restarts.Inc()
+		}
 	})
 	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -25,6 +26,8 @@ type Config struct {
 	Broker *config.Config
 	NodeID int32
 	Log    zerolog.Logger
+	// Restarts, when set, counts partition actors restarted after a panic.
+	Restarts prometheus.Counter
 	// Brokers lists the ids of the brokers replication factors and assignments are
 	// checked against; nil means this broker alone.
 	Brokers func() []int32
@@ -144,6 +147,9 @@ func ManagerProps(cfg Config) *actor.Props {
 	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg} },
 		actor.WithSupervisor(actor.RestartChildren(10, 10*time.Second, func(reason any) {
 			log.Error().Interface("reason", reason).Msg("partition_actor_failed")
+			if cfg.Restarts != nil {
+				cfg.Restarts.Inc()
+			}
 		})))
 }
 
