@@ -204,3 +204,37 @@ func TestJournalPanicInFlushFlushesLater(t *testing.T) {
 		t.Fatalf("commit answered %v", err)
 	}
 }
+
+// A group actor that panics in its Receive before its handler takes a request answers
+// that request (COORDINATOR_NOT_AVAILABLE, which the client retries) before it
+// restarts. Found by seed 3: a Heartbeat dropped with the panic went unanswered until
+// the client's request timeout; meanwhile the members' sessions expired and a static
+// member stayed out of its group past rebalance + session timeout.
+func TestGroupPanicAnswersTheRequest(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "group", msgType: "*group.JoinGroup"}
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RequestTimeoutOverhead(3*time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer actor.SetFaults(p)()
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Group, req.ProtocolType = "g", "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 3000, 3000
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name = "range"
+	req.Protocols = append(req.Protocols, proto)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("join through a group actor panic: %v (within the client's request timeout)", err)
+	}
+	if !p.fired.Load() {
+		t.Fatalf("no panic injected; join answered %d", resp.ErrorCode)
+	}
+	if resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("join answered %d, want COORDINATOR_NOT_AVAILABLE", resp.ErrorCode)
+	}
+}

@@ -159,6 +159,7 @@ type groupActor struct {
 
 	ops     actor.Pending[op]
 	current Request // the request being handled, until it is answered, parked or handed on
+	took    bool    // handle took this turn's request: from there on it answers a panic
 
 	// metrics: what this actor added to the gauges, and the rebalance being timed.
 	pub            published
@@ -173,6 +174,8 @@ func newGroupActor(cfg Config) *groupActor {
 
 // Receive: lifecycle, then requests, then events.
 func (g *groupActor) Receive(ctx actor.Context) {
+	g.took = false
+	defer g.answerUntaken(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.onStarted(ctx)
@@ -300,10 +303,29 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 	}
 }
 
+// answerUntaken answers the request of a Receive that panicked before handle took it
+// (protoactor drops the message a panic came from, and nothing else would answer it),
+// then lets the panic go on to the supervisor.
+func (g *groupActor) answerUntaken(ctx actor.Context) {
+	if g.took {
+		return
+	}
+	p := recover()
+	if p == nil {
+		return
+	}
+	if r, ok := ctx.Message().(Request); ok {
+		logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
+		r.fail(notAvailable)
+	}
+	panic(p)
+}
+
 // handle runs one request. A panic answers the request that caused it (if it was not
 // answered, parked or handed on yet), is logged with the stack, and goes on to the
 // supervisor, which restarts the actor; Restarting answers everything parked.
 func (g *groupActor) handle(ctx actor.Context, r Request) {
+	g.took = true
 	if g.loading {
 		g.queue = append(g.queue, r)
 		return
