@@ -258,6 +258,10 @@ type workload struct {
 
 	mu    sync.Mutex
 	acked []ackedRecord
+
+	// consumed is every offset each group consumed: group -> topic -> partition.
+	consumedMu sync.Mutex
+	consumed   map[string]map[string]map[int32]map[int64]bool
 }
 
 type ackedRecord struct {
@@ -268,6 +272,7 @@ type ackedRecord struct {
 }
 
 type consumer struct {
+	w     *workload
 	group string
 	cl    *kgo.Client
 	ctx   context.Context
@@ -275,7 +280,8 @@ type consumer struct {
 }
 
 func newWorkload(t *testing.T, addr []string) *workload {
-	w := &workload{t: t, addr: addr, producers: map[string]*kgo.Client{}}
+	w := &workload{t: t, addr: addr, producers: map[string]*kgo.Client{},
+		consumed: map[string]map[string]map[int32]map[int64]bool{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	plain, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DefaultProduceTopic("plain"), kgo.ProducerLinger(5*time.Millisecond), kgo.RetryBackoffFn(backoff))
@@ -306,7 +312,7 @@ func newWorkload(t *testing.T, addr []string) *workload {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &consumer{group: g.name, cl: cl}
+			c := &consumer{w: w, group: g.name, cl: cl}
 			c.ctx, c.stop = context.WithCancel(context.Background())
 			w.consumers = append(w.consumers, c)
 		}
@@ -315,9 +321,6 @@ func newWorkload(t *testing.T, addr []string) *workload {
 }
 
 func backoff(int) time.Duration { return 50 * time.Millisecond }
-
-// consumed is what every group consumed: group -> topic/partition -> offsets.
-var consumedMu sync.Mutex
 
 func (w *workload) start() {
 	for topic, p := range w.producers {
@@ -357,20 +360,17 @@ func (w *workload) produce(topic string, p *kgo.Client) {
 	}
 }
 
-// consumerState is every offset each group consumed.
-var consumed = map[string]map[string]map[int32]map[int64]bool{}
-
 func (c *consumer) loop() {
 	for {
 		fs := c.cl.PollFetches(c.ctx)
 		if c.ctx.Err() != nil {
 			return
 		}
-		consumedMu.Lock()
-		g := consumed[c.group]
+		c.w.consumedMu.Lock()
+		g := c.w.consumed[c.group]
 		if g == nil {
 			g = map[string]map[int32]map[int64]bool{}
-			consumed[c.group] = g
+			c.w.consumed[c.group] = g
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			tp := g[r.Topic]
@@ -383,7 +383,7 @@ func (c *consumer) loop() {
 			}
 			tp[r.Partition][r.Offset] = true
 		})
-		consumedMu.Unlock()
+		c.w.consumedMu.Unlock()
 	}
 }
 
@@ -424,19 +424,16 @@ func (w *workload) close() {
 	for _, p := range w.producers {
 		p.Close()
 	}
-	consumedMu.Lock()
-	consumed = map[string]map[string]map[int32]map[int64]bool{}
-	consumedMu.Unlock()
 }
 
 // checkConsumed: every group consumed every offset of the log (at least once).
 func (w *workload) checkConsumed(ends kadm.ListedOffsets) []string {
-	consumedMu.Lock()
-	defer consumedMu.Unlock()
+	w.consumedMu.Lock()
+	defer w.consumedMu.Unlock()
 	var out []string
 	for _, g := range groups {
 		ends.Each(func(o kadm.ListedOffset) {
-			seen := consumed[g.name][o.Topic][o.Partition]
+			seen := w.consumed[g.name][o.Topic][o.Partition]
 			missing := 0
 			first := int64(-1)
 			for off := int64(0); off < o.Offset; off++ {
