@@ -65,8 +65,9 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return offsets.ReadMeta(fsys, dir, g)
 		},
-		Log:      log,
-		Owns:     b.owns(),
-		Restarts: b.met.ActorRestarts.WithLabelValues("group"),
+		Log:             log,
+		Owns:            b.owns(),
+		Restarts:        b.met.ActorRestarts.WithLabelValues("group"),
+		OffsetsRestarts: b.met.ActorRestarts.WithLabelValues("offsets"),
 	}
 }

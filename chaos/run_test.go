@@ -587,7 +587,7 @@ func checkLog(acked []ackedRecord, logged map[string][]loggedRecord) []string {
 
 // checkMetrics: every retriable error the injector answered is counted in
 // kaas_requests_total under its API and code (the APIs whose code is top-level); every
-// panic of a group or partition actor in kaas_actor_restarts_total; every panic of the
+// panic of a group, offsets or partition actor in kaas_actor_restarts_total; of the
 // journal among its failed writes.
 func checkMetrics(reg prometheus.Gatherer, injected map[[2]int16]int, panics map[string]int) []string {
 	mfs, err := reg.Gather()
@@ -629,7 +629,7 @@ func checkMetrics(reg prometheus.Gatherer, injected map[[2]int16]int, panics map
 		}
 	}
 	var out []string
-	for _, kind := range []string{"group", "partition"} {
+	for _, kind := range []string{"group", "offsets", "partition"} {
 		if restarts[kind] != float64(panics[kind]) {
 			out = append(out, fmt.Sprintf("invariant 5: %d %s actor panics injected, kaas_actor_restarts_total{actor=%q} counts %v", panics[kind], kind, kind, restarts[kind]))
 		}

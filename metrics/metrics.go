@@ -45,7 +45,8 @@ type Metrics struct {
 	LeaseHeld            prometheus.Gauge
 	OwnershipMoves       *prometheus.CounterVec
 
-	// ActorRestarts counts actors restarted after a panic, by kind (group, partition).
+	// ActorRestarts counts actors restarted after a panic, by kind (group, offsets,
+	// partition).
 	ActorRestarts *prometheus.CounterVec
 }
 
@@ -99,7 +100,7 @@ func New() *Metrics {
 		Name: "kaas_lease_held", Help: "1 while this broker holds its lease and may write its groups and partitions, else 0.",
 	})
 	m.ActorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, partition).",
+		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, offsets, partition).",
 	}, []string{"actor"})
 	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker gained or lost as the broker set changed, by kind (group, partition) and direction (gained, lost).",

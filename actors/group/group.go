@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -56,14 +57,24 @@ type Config struct {
 	Log     zerolog.Logger
 	// NewID returns a fresh UUID for member ids (uuid.NewString when nil).
 	NewID func() string
+	// OffsetsRestarts, when set, counts offsets actors restarted after a panic.
+	OffsetsRestarts prometheus.Counter
 }
 
-// Props makes a group actor.
+// Props makes a group actor. It restarts its offsets actor after a panic (protoactor's
+// default bound: 10 in 10 s), counting it.
 func Props(cfg Config) *actor.Props {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(cfg) })
+	log, restarts := cfg.Log, cfg.OffsetsRestarts
+	strategy := actor.RestartChildren(10, 10*time.Second, func(reason any) {
+		log.Warn().Str("group", logs.ID(cfg.Group)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
+		if restarts != nil {
+			restarts.Inc()
+		}
+	})
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(cfg) }, actor.WithSupervisor(strategy))
 }
 
 // member is one member of the group.

@@ -38,8 +38,9 @@ type ManagerConfig struct {
 	// controller's state). A request for any other group is answered NOT_COORDINATOR
 	// without an actor, and no actor is started for it. Nil: every group.
 	Owns func(g string) bool
-	// Restarts, when set, counts group actors restarted after a panic.
-	Restarts prometheus.Counter
+	// Restarts and OffsetsRestarts, when set, count group and offsets actors restarted
+	// after a panic.
+	Restarts, OffsetsRestarts prometheus.Counter
 }
 
 // Release stops every live group for which Keep is false (their offsets actors write
@@ -255,6 +256,7 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	}
 	props := Props(Config{
 		Group: id, Settings: mg.cfg.Settings, Offsets: mg.cfg.Offsets(id), Log: mg.cfg.Log, NewID: mg.cfg.NewID,
+		OffsetsRestarts: mg.cfg.OffsetsRestarts,
 	})
 	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
 	// offsets actor of "a").
