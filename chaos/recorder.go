@@ -59,9 +59,10 @@ func NewRecorder() *Recorder {
 // broker's answer to a JoinGroup at its rebalance timeout still has to be written.
 const slack = 3 * time.Second
 
-// defaultLimit is the bound of requests with no timeout of their own: a client's
-// request timeout is about this.
-const defaultLimit = 15 * time.Second
+// defaultLimit is the bound of requests with no timeout of their own (Heartbeat,
+// OffsetCommit, Metadata, ...): none waits for anything but the broker's own work, and a
+// Heartbeat answered later than a session timeout has already cost its member.
+const defaultLimit = 5 * time.Second
 
 func limitOf(r kmsg.Request) time.Duration {
 	if r == nil {
@@ -76,8 +77,9 @@ func limitOf(r kmsg.Request) time.Duration {
 	case *kmsg.ProduceRequest:
 		return ms(r.TimeoutMillis) + slack
 	case *kmsg.SyncGroupRequest:
-		// It waits for the leader's SyncGroup, bounded by the rebalance timeout.
-		return defaultLimit + slack
+		// It waits for the leader's SyncGroup, bounded by the rebalance timeout (not in
+		// the request): the longest the run's clients use.
+		return 2*defaultLimit + slack
 	}
 	return defaultLimit
 }
