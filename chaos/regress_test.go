@@ -238,3 +238,42 @@ func TestGroupPanicAnswersTheRequest(t *testing.T) {
 		t.Fatalf("join answered %d, want COORDINATOR_NOT_AVAILABLE", resp.ErrorCode)
 	}
 }
+
+// An offsets actor that panics in its Receive before a request reaches its handler
+// answers the request (NOT_COORDINATOR for a commit, which the client retries) before it
+// restarts. Found by seed 23: the Commit was dropped, the group waited for its answer,
+// and the client's OffsetCommit went unanswered until the client gave up on it.
+func TestOffsetsPanicAnswersTheCommit(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "offsets", msgType: "*offsets.Commit"}
+	defer actor.SetFaults(p)()
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "t", Partition: 0, At: 4, LeaderEpoch: -1})
+	cctx, ccancel := context.WithTimeout(ctx, 8*time.Second)
+	defer ccancel()
+	if _, err := adm.CommitOffsets(cctx, "g", os); err != nil {
+		t.Fatalf("commit through an offsets actor panic: %v", err)
+	}
+	if !p.fired.Load() {
+		t.Fatal("no panic injected")
+	}
+	// The client retried the retriable answer; the commit is there.
+	offs, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("t", 0); o.At != 4 {
+		t.Fatalf("committed %d, want 4", o.At)
+	}
+}

@@ -164,6 +164,7 @@ type offsetsActor struct {
 
 	queue       []queued
 	flushQueued bool
+	took        bool // this turn's request was stashed or handed to its handler (answerUntaken)
 
 	// With a journal (journal.go): the batches appended and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
@@ -251,6 +252,8 @@ func newOffsetsActor(cfg Config) *offsetsActor {
 }
 
 func (a *offsetsActor) Receive(ctx actor.Context) {
+	a.took = false
+	defer a.answerUntaken(ctx)
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -283,12 +286,29 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.flushQueued = false
 		a.flush(ctx)
 	default:
+		a.took = true // from here the stash or the handler's guard answers a panic
 		if a.claiming {
 			a.stash = append(a.stash, msg)
 			return
 		}
 		a.handle(ctx, msg)
 	}
+}
+
+// answerUntaken answers the request of a Receive that panicked before it was stashed
+// or handled (protoactor drops the message a panic came from, and its group would wait
+// for the answer), then lets the panic go on to the supervisor.
+func (a *offsetsActor) answerUntaken(ctx actor.Context) {
+	if a.took {
+		return
+	}
+	r := recover()
+	if r == nil {
+		return
+	}
+	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
+	fail(queued{msg: ctx.Message()}, codeCrashed)
+	panic(r)
 }
 
 // handle serves one request.
