@@ -178,7 +178,7 @@ type Call struct {
 	// patches complete the response before it is encoded: the authorization step puts
 	// back the parts of the request it took out as denied (authz.go).
 	patches []func(kmsg.Response)
-	tear  bool // reset the connection mid-response (Intercept)
+	tear    bool // reset the connection mid-response (Intercept)
 }
 
 // Log is the connection's logger with the request's API, version and client id.
