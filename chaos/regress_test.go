@@ -80,11 +80,13 @@ func TestConnectionPanicClosesConnection(t *testing.T) {
 	}
 }
 
-// A panic in the offsets journal's Receive while it takes an Append answers that Append
-// with the failure (the commit gets NOT_COORDINATOR and is retried), as a panic while
-// writing a batch does. Found by seed 1: the Append was dropped unanswered, its group's
-// offsets actor waited for it for ever, and every later commit of the group queued
-// behind it until the broker stopped.
+// A panic in the offsets journal's Receive while it takes an Append still answers that
+// Append: it is queued and written after its group's earlier ones. Found by seed 1: the
+// Append was dropped unanswered, its group's offsets actor waited for it for ever, and
+// every later commit of the group queued behind it until the broker stopped. (Answering
+// it with the failure at once, the first fix, was caught by seed 7: the answer overtook
+// its group's Appends still queued, and the offsets actor, which takes answers in order,
+// dropped it and waited again.)
 func TestJournalPanicAnswersTheAppend(t *testing.T) {
 	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*offsets.Append"}
 	defer actor.SetFaults(p)()
@@ -107,8 +109,7 @@ func TestJournalPanicAnswersTheAppend(t *testing.T) {
 		defer ccancel()
 		return adm.CommitOffsets(cctx, "g", os)
 	}
-	// The first commit meets the panic: it is answered (kadm retries the retriable
-	// error) instead of hanging.
+	// The first commit meets the panic: it is answered instead of hanging.
 	if _, err := commit(5); err != nil {
 		t.Fatalf("commit through a journal panic: %v", err)
 	}

@@ -329,8 +329,8 @@ func (j *journalActor) Receive(ctx actor.Context) {
 // journal would lose its sequence numbers and which groups pin which segment, which is
 // what keeps acknowledged records from being deleted or overwritten. The batch being
 // written gets the error and the journal goes on in a new segment. An Append that the
-// panic came before it was queued gets the error too: nothing else would answer it, and
-// its group's offsets actor waits for it; Appends still queued get a flush of their own.
+// panic came before it was queued is queued (nothing else would answer it, and its
+// group's offsets actor waits for it), and what is queued gets a flush of its own.
 func (j *journalActor) survive(ctx actor.Context) {
 	r := recover()
 	if r == nil {
@@ -340,7 +340,9 @@ func (j *journalActor) survive(ctx actor.Context) {
 	batch := j.writing
 	j.writing = nil
 	if a, ok := ctx.Message().(*Append); ok && !slices.Contains(j.queue, a) && !slices.Contains(batch, a) {
-		batch = append(batch, a)
+		// It never reached the queue: it goes there now, behind the Appends its group
+		// sent before it (a group takes the journal's answers in the order it sent).
+		j.queue = append(j.queue, a)
 	}
 	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(batch)).Msg("offsets_journal_panic")
 	j.cfg.Metrics.journalWrote(err, 0, len(batch))
