@@ -148,6 +148,14 @@ func (b *Broker) startController() {
 	c.ctl = cluster.New(cluster.Config{
 		Registry: b.env.Registry, Fence: c.fence, Dir: filepath.Join(b.cfg.DataDir, "__cluster", "nodes"),
 		Log: b.log,
+		OnApplied: func(st *cluster.State) {
+			b.met.RegistryBrokersAlive.Set(float64(len(st.View.Alive)))
+			if fence.Valid(c.fence) {
+				b.met.LeaseHeld.Set(1)
+			} else {
+				b.met.LeaseHeld.Set(0)
+			}
+		},
 		Hooks: cluster.Hooks{
 			Release: func(ctx context.Context, keep *cluster.State) error {
 				if err := b.releaseGroups(ctx, keep); err != nil {

@@ -275,6 +275,9 @@ func (c *Controller) step(ctx context.Context) {
 			c.state.Store(empty)
 			log.Warn().Bool("lease_valid", fence.Valid(c.cfg.Fence)).Msg("ownership_suspended")
 			c.release(ctx, empty)
+			if c.cfg.OnApplied != nil {
+				c.cfg.OnApplied(empty)
+			}
 		}
 		return
 	}

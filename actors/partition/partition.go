@@ -152,7 +152,11 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	if p.cfg.IdleClose > 0 {
 		ctx.SetReceiveTimeout(p.cfg.IdleClose)
 	}
-	p.log.Debug().Int64("log_start_offset", l.StartOffset()).Int64("log_end_offset", l.EndOffset()).
+	ev := p.log.Debug()
+	if p.cfg.Gate != nil {
+		ev = p.log.Info() // in a cluster, a partition taken over is worth a line
+	}
+	ev.Int64("log_start_offset", l.StartOffset()).Int64("log_end_offset", l.EndOffset()).
 		Int("producers", len(p.producers)).Msg("partition_opened")
 }
 

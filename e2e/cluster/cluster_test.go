@@ -326,6 +326,9 @@ func TestClusterChaos(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			inLog := readAll(t, c.seeds())
+			if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
+				_ = os.WriteFile(filepath.Join(os.TempDir(), "kaas-cluster-chaos-broker.log"), b, 0o644)
+			}
 			for p := 0; p < parts; p++ {
 				dir := filepath.Join(c.dir, "topics", topic, strconv.Itoa(p))
 				ents, _ := os.ReadDir(dir)
@@ -394,7 +397,12 @@ func readAll(t *testing.T, seeds []string) map[string]string {
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachError(func(tp string, p int32, err error) { errs[fmt.Sprintf("%s/%d: %v", tp, p, err)]++ })
-		fs.EachRecord(func(r *kgo.Record) { out[string(r.Value)] = fmt.Sprintf("%d/%d", r.Partition, r.Offset) })
+		fs.EachRecord(func(r *kgo.Record) {
+			out[string(r.Value)] = fmt.Sprintf("%d/%d", r.Partition, r.Offset)
+			if r.Partition == 0 && r.Offset < 40 {
+				t.Logf("p0 offset %d value %s producer %d seq %d ts %s", r.Offset, r.Value, r.ProducerID, r.ProducerEpoch, r.Timestamp.Format("15:04:05.000"))
+			}
+		})
 	}
 	t.Logf("read back %d records; fetch errors %v", len(out), errs)
 	if ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic); err == nil {
