@@ -98,9 +98,9 @@ type Config struct {
 	// RegistryKubeconfig is the kubeconfig file of the kubernetes registry ("": in
 	// cluster, then the usual kubectl rules).
 	RegistryKubeconfig string
-	RegistryProbe     time.Duration
-	LeaseDuration     time.Duration
-	LeaseRenew        time.Duration
+	RegistryProbe      time.Duration
+	LeaseDuration      time.Duration
+	LeaseRenew         time.Duration
 }
 
 // Peer is one broker of a static registry: id@host:port (its first listener).

@@ -97,7 +97,7 @@ func TestStartCreatesTheLeaseAndRenews(t *testing.T) {
 	if !fence.Valid(f) || f.Lapsed(1) {
 		t.Fatal("started fence not valid")
 	}
-	if until := f.ValidUntil(); until.After(before.Add(2*time.Second)) {
+	if until := f.ValidUntil(); until.After(before.Add(2 * time.Second)) {
 		t.Fatalf("ValidUntil %v beyond a lease duration after Start began (%v)", until, before)
 	}
 	l := lease(t, client, 1)
