@@ -74,36 +74,7 @@ func producerIDFileOf(id int32) string { return "~producer-ids-" + strconv.Itoa(
 // readCatalog reads every topic under root and changes nothing (a broker that does not
 // write the catalogue): half-made and deleted topics are skipped.
 func readCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
-	entries, err := fsys.ReadDir(root)
-	if err != nil {
-		return nil, []error{fmt.Errorf("list %s: %w", root, err)}
-	}
-	var out []*topicMeta
-	var errs []error
-	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || strings.Contains(name, "~") {
-			continue
-		}
-		data, err := fsys.ReadFile(filepath.Join(root, name, metaFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read topic %s: %w", name, err))
-			continue
-		}
-		var m topicMeta
-		if err := json.Unmarshal(data, &m); err != nil || m.Name != name || m.Partitions < 1 {
-			errs = append(errs, fmt.Errorf("topic %s: corrupt %s: %v", name, metaFile, err))
-			continue
-		}
-		for int32(len(m.LeaderEpochs)) < m.Partitions {
-			m.LeaderEpochs = append(m.LeaderEpochs, 0)
-		}
-		out = append(out, &m)
-	}
-	return out, errs
+	return scanCatalog(fsys, root, false)
 }
 
 // loadCatalog reads every topic under root and removes what deletions left behind.
@@ -111,6 +82,12 @@ func loadCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
 	if err := fsys.MkdirAll(root); err != nil {
 		return nil, []error{fmt.Errorf("create %s: %w", root, err)}
 	}
+	return scanCatalog(fsys, root, true)
+}
+
+// scanCatalog reads every topic.json under root; clean removes deleted topics not yet
+// removed and creations that crashed before their catalogue entry was written.
+func scanCatalog(fsys storage.FS, root string, clean bool) ([]*topicMeta, []error) {
 	entries, err := fsys.ReadDir(root)
 	if err != nil {
 		return nil, []error{fmt.Errorf("list %s: %w", root, err)}
@@ -123,13 +100,18 @@ func loadCatalog(fsys storage.FS, root string) ([]*topicMeta, []error) {
 			continue
 		}
 		if strings.Contains(name, "~") { // a deleted topic not yet removed
-			_ = fsys.RemoveAll(filepath.Join(root, name))
+			if clean {
+				_ = fsys.RemoveAll(filepath.Join(root, name))
+			}
 			continue
 		}
 		data, err := fsys.ReadFile(filepath.Join(root, name, metaFile))
 		if errors.Is(err, fs.ErrNotExist) {
-			// A creation that crashed before its catalogue entry was written.
-			_ = fsys.RemoveAll(filepath.Join(root, name))
+			// A creation that crashed before its catalogue entry was written (or, read by
+			// a broker that does not write the catalogue, one being made now).
+			if clean {
+				_ = fsys.RemoveAll(filepath.Join(root, name))
+			}
 			continue
 		}
 		if err != nil {

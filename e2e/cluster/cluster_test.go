@@ -301,9 +301,17 @@ func TestClusterChaos(t *testing.T) {
 	if paused >= 0 {
 		t.Logf("pausing broker %d", paused)
 		c.procs[paused].Pause()
-		// The fault lasts past the lease (3 s): its groups move; its partitions wait,
-		// since a paused process keeps their locks (docs/architecture.md, fencing).
-		time.Sleep(8 * time.Second)
+		// The fault lasts until the others have seen its lease lapse (their published
+		// views leave it out): its groups move; its partitions wait, since a paused
+		// process keeps their locks (docs/architecture.md, fencing).
+		other := (paused + 1) % brokers
+		deadline := time.Now().Add(30 * time.Second)
+		for viewHas(t, c.dir, other, paused) {
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d still routes to paused broker %d", other, paused)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		c.procs[paused].Resume()
 		progress("after the pause", 300)
 	}
@@ -409,4 +417,24 @@ func readAll(t *testing.T, seeds []string) map[string]string {
 		ends.Each(func(o kadm.ListedOffset) { t.Logf("partition %d end %d err %v", o.Partition, o.Offset, o.Err) })
 	}
 	return out
+}
+
+// viewHas reports whether broker id's published view has broker other alive.
+func viewHas(t *testing.T, dir string, id, other int32) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "__cluster", "nodes", fmt.Sprintf("broker-%d.view", id)))
+	if err != nil {
+		return true
+	}
+	var v struct {
+		Alive []int32 `json:"alive"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return true
+	}
+	for _, a := range v.Alive {
+		if a == other {
+			return true
+		}
+	}
+	return false
 }
