@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -15,13 +16,14 @@ import (
 )
 
 // usersHelp is the usage of `kaas users`.
-const usersHelp = `Usage: kaas users set NAME [--data.dir DIR] [--mechanisms SCRAM-SHA-256,SCRAM-SHA-512] [--iterations 4096]
+const usersHelp = `Usage: kaas users set NAME [--data.dir DIR] [--mechanisms SCRAM-SHA-256,SCRAM-SHA-512] [--iterations 4096] [--password-file FILE]
        kaas users delete NAME [--data.dir DIR]
        kaas users list [--data.dir DIR]
 
 Changes <data.dir>/__cluster/users.json, the SASL users every broker of the cluster reads
 (running brokers take the change up). set reads the password from the first line of
-standard input, so it appears in no process list or shell history; the file keeps only
+standard input (or of --password-file, as a mounted Secret gives it to a container without
+a shell), so it appears in no process list or shell history; the file keeps only
 SCRAM salts, iterations and derived keys. --data.dir defaults to KAAS_DATA_DIR, then ./data.`
 
 // usersMain runs `kaas users ...`; exit 0 done, 1 failed, 2 usage.
@@ -40,6 +42,7 @@ func usersMain(args []string, getenv func(string) string, in io.Reader, out, err
 	fs.StringVar(&dataDir, "data.dir", dataDir, "the broker's data directory")
 	mechs := fs.String("mechanisms", auth.ScramSHA256+","+auth.ScramSHA512, "SCRAM mechanisms to set")
 	iters := fs.Int("iterations", auth.MinIterations, "SCRAM iterations (4096-16384)")
+	passFile := fs.String("password-file", "", "read the password from this file instead of standard input")
 	// The name comes first or after the flags.
 	rest := args[1:]
 	var name string
@@ -91,6 +94,15 @@ func usersMain(args []string, getenv func(string) string, in io.Reader, out, err
 		if *iters < auth.MinIterations || *iters > auth.MaxIterations {
 			fmt.Fprintln(errOut, "kaas users: --iterations must be between 4096 and 16384")
 			return 2
+		}
+		if *passFile != "" {
+			f, err := os.Open(*passFile)
+			if err != nil {
+				fmt.Fprintf(errOut, "kaas users: %v\n", err)
+				return 1
+			}
+			defer f.Close()
+			in = f
 		}
 		line, err := bufio.NewReader(in).ReadString('\n')
 		if err != nil && err != io.EOF {

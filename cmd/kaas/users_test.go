@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,5 +47,31 @@ func TestUsersCommand(t *testing.T) {
 	}
 	if code := usersMain([]string{"set", "bob", "--data.dir", dir}, env, strings.NewReader(""), &out, &errOut); code != 2 {
 		t.Fatalf("empty password: %d", code)
+	}
+}
+
+// --password-file reads the password from a file (a Secret mounted into a container
+// without a shell), with the same result as standard input.
+func TestUsersSetPasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	pf := filepath.Join(t.TempDir(), "carol")
+	if err := os.WriteFile(pf, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := usersMain([]string{"set", "carol", "--data.dir", dir, "--password-file", pf}, func(string) string { return "" },
+		strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("set: %d %s", code, errOut.String())
+	}
+	creds, err := auth.NewCredentials(auth.CredentialsConfig{Dir: filepath.Join(dir, "__cluster"), FS: storage.OSFS{}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !creds.VerifyPlain("carol", "s3cret") {
+		t.Fatal("the credential set from the file does not check its password")
+	}
+	if code := usersMain([]string{"set", "dave", "--data.dir", dir, "--password-file", filepath.Join(dir, "missing")},
+		func(string) string { return "" }, strings.NewReader("x\n"), &out, &errOut); code != 1 {
+		t.Fatalf("a missing password file: exit %d, want 1", code)
 	}
 }

@@ -541,6 +541,12 @@ func TestRenderFails(t *testing.T) {
 		{"unknown value", "replica: 3", "replica"},
 		{"bad pull policy", "image: {repository: kaas, pullPolicy: Sometimes}", "pullPolicy"},
 		{"bad assignment", "assignment: {version: 1, consumerGroups: [{group: g, node: 1}]}", "assignment"},
+		{"ssl without a secret", "security: {protocol: SSL}", "needs security.tls.secretName"},
+		{"tls secret on plaintext", "security: {tls: {secretName: t}}", "serves no TLS"},
+		{"sasl users without a secret", "security: {protocol: SASL_PLAINTEXT, sasl: {users: [alice]}}", "needs security.sasl.usersSecret"},
+		{"sasl users on plaintext", "security: {sasl: {users: [alice], usersSecret: u}}", "does not authenticate"},
+		{"reserved authorizer", "config: {authorizer: simple}", "the chart sets this setting itself"},
+		{"bad protocol", "security: {protocol: TLS}", "protocol"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(t, parse(t, c.values))
@@ -562,6 +568,59 @@ func TestRenderFails(t *testing.T) {
 		if _, err := render(t, parse(t, ok)); err != nil {
 			t.Errorf("render with %s: %v", ok, err)
 		}
+	}
+}
+
+// TestSecurity: the security values become the broker's settings, the TLS Secret is
+// mounted where they point, and each SASL user gets an init container that writes its
+// credentials from the users Secret without a shell.
+func TestSecurity(t *testing.T) {
+	r := renderChart(t, valuesFile(t, "secure"))
+	cfg := r.brokerConfig(t, 0)
+	if got := cfg.SecurityProtocolMap["PLAINTEXT"]; got != "SASL_SSL" {
+		t.Errorf("listener protocol %q, want SASL_SSL", got)
+	}
+	if cfg.SSLCertificateLocation != "/etc/kaas/tls/tls.crt" || cfg.SSLKeyLocation != "/etc/kaas/tls/tls.key" ||
+		cfg.SSLTruststoreLocation != "/etc/kaas/tls/ca.crt" || cfg.SSLClientAuth != "required" {
+		t.Errorf("ssl settings %q %q %q %q", cfg.SSLCertificateLocation, cfg.SSLKeyLocation, cfg.SSLTruststoreLocation, cfg.SSLClientAuth)
+	}
+	if cfg.Authorizer != "simple" || cfg.SuperUsers != "User:admin;User:CN=ops" {
+		t.Errorf("authorizer %q super users %q", cfg.Authorizer, cfg.SuperUsers)
+	}
+	mounted := map[string]string{}
+	for _, m := range r.broker.VolumeMounts {
+		mounted[m.Name] = m.MountPath
+	}
+	if mounted["tls"] != "/etc/kaas/tls" {
+		t.Errorf("tls mounted at %q", mounted["tls"])
+	}
+	secrets := map[string]string{}
+	for _, v := range r.sts.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	if secrets["tls"] != "kaas-tls" || secrets["users"] != "kaas-users" {
+		t.Errorf("secret volumes %v", secrets)
+	}
+	inits := r.sts.Spec.Template.Spec.InitContainers
+	if len(inits) != 2 {
+		t.Fatalf("%d init containers, want one per SASL user", len(inits))
+	}
+	for i, user := range []string{"alice", "bob"} {
+		args := strings.Join(inits[i].Args, " ")
+		want := "users set " + user + " --data.dir=/data --mechanisms=SCRAM-SHA-512 --password-file=/etc/kaas/users/" + user
+		if args != want || inits[i].Image != r.broker.Image || len(inits[i].Command) != 0 {
+			t.Errorf("init container %d: %q image %q command %v, want %q in the broker's image", i, args, inits[i].Image, inits[i].Command, want)
+		}
+	}
+	// By default: PLAINTEXT, no authorizer, no init container.
+	d := renderChart(t, valuesFile(t, ""))
+	if dc := d.brokerConfig(t, 0); dc.SecurityProtocolMap["PLAINTEXT"] != "PLAINTEXT" || dc.Authorizer != "" {
+		t.Errorf("defaults: protocol %q authorizer %q", dc.SecurityProtocolMap["PLAINTEXT"], dc.Authorizer)
+	}
+	if n := len(d.sts.Spec.Template.Spec.InitContainers); n != 0 {
+		t.Errorf("defaults: %d init containers", n)
 	}
 }
 

@@ -61,7 +61,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* configData is the settings ConfigMap's data (KAAS_<KEY> variables). */}}
 {{- define "kaas.configData" -}}
-{{- $reserved := list "node.id" "listeners" "advertised.listeners" "listener.security.protocol.map" "data.dir" "http.listen" "registry" "registry.peers" "registry.service" "registry.namespace" "cluster.size" "lease.duration.ms" "lease.renew.interval.ms" "shutdown.timeout.ms" -}}
+{{- $reserved := list "node.id" "listeners" "advertised.listeners" "listener.security.protocol.map" "data.dir" "http.listen" "registry" "registry.peers" "registry.service" "registry.namespace" "cluster.size" "lease.duration.ms" "lease.renew.interval.ms" "shutdown.timeout.ms" "ssl.certificate.location" "ssl.key.location" "ssl.truststore.location" "ssl.client.auth" "sasl.enabled.mechanisms" "authorizer" "super.users" -}}
 {{- range $k, $v := .Values.config }}
 {{- if has $k $reserved }}
 {{- fail (printf "config.%s: the chart sets this setting itself (see values.yaml)" $k) }}
@@ -95,6 +95,19 @@ assignment.json: {{ toJson .Values.assignment | quote }}
 {{- end -}}
 {{- if gt (mul 2 (int .Values.lease.renewIntervalMs)) (int .Values.lease.durationMs) -}}
 {{- fail "lease.renewIntervalMs must be at most half of lease.durationMs, so one failed renewal does not lose the lease" -}}
+{{- end -}}
+{{- $sec := .Values.security -}}
+{{- if and (has $sec.protocol (list "SSL" "SASL_SSL")) (not $sec.tls.secretName) -}}
+{{- fail (printf "security.protocol %s needs security.tls.secretName (a TLS Secret with tls.crt and tls.key)" $sec.protocol) -}}
+{{- end -}}
+{{- if and $sec.tls.secretName (not (has $sec.protocol (list "SSL" "SASL_SSL"))) -}}
+{{- fail (printf "security.tls.secretName is set but security.protocol %s serves no TLS: use SSL or SASL_SSL" $sec.protocol) -}}
+{{- end -}}
+{{- if and $sec.sasl.users (not $sec.sasl.usersSecret) -}}
+{{- fail "security.sasl.users needs security.sasl.usersSecret (a Secret with each user's password under the user's name)" -}}
+{{- end -}}
+{{- if and $sec.sasl.users (not (hasPrefix "SASL" $sec.protocol)) -}}
+{{- fail (printf "security.sasl.users is set but security.protocol %s does not authenticate: use SASL_PLAINTEXT or SASL_SSL" $sec.protocol) -}}
 {{- end -}}
 {{- if not .Values.persistence.existingClaim -}}
 {{- if not (has "ReadWriteMany" .Values.persistence.accessModes) -}}
