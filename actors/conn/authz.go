@@ -508,123 +508,96 @@ func checkOffsetDelete(c *Call) bool {
 
 // ---- data and topic APIs ----
 
-func checkProduce(c *Call) bool {
-	req := c.Req.(*kmsg.ProduceRequest)
-	orig := req.Topics
-	kept, isDenied, some := keep(orig, func(t kmsg.ProduceRequestTopic) bool {
-		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
-	})
+// withholdTopics takes out of a request's topics those allow refuses, and puts each back
+// into the response as denied makes it (a topic with every partition answered
+// topicDenied), in the request's order after the served ones, as Apache's KafkaApis
+// merges its unauthorized topics.
+func withholdTopics[T any](c *Call, topics *[]T, allow func(T) bool, denied func(kmsg.Response, T)) bool {
+	orig := *topics
+	kept, isDenied, some := keep(orig, allow)
 	if !some {
 		return true
 	}
-	req.Topics = kept
+	*topics = kept
 	c.patch(func(r kmsg.Response) {
-		resp := r.(*kmsg.ProduceResponse)
 		for i, d := range isDenied {
-			if !d {
-				continue
+			if d {
+				denied(r, orig[i])
 			}
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = orig[i].Topic, orig[i].TopicID
-			for _, p := range orig[i].Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
 		}
 	})
 	return true
+}
+
+func checkProduce(c *Call) bool {
+	req := c.Req.(*kmsg.ProduceRequest)
+	return withholdTopics(c, &req.Topics, func(t kmsg.ProduceRequestTopic) bool {
+		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
+	}, func(r kmsg.Response, t kmsg.ProduceRequestTopic) {
+		resp := r.(*kmsg.ProduceResponse)
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func checkFetch(c *Call) bool {
 	req := c.Req.(*kmsg.FetchRequest)
-	orig := req.Topics
-	kept, isDenied, some := keep(orig, func(t kmsg.FetchRequestTopic) bool {
+	return withholdTopics(c, &req.Topics, func(t kmsg.FetchRequestTopic) bool {
 		return c.topicAllowed(auth.Read, t.Topic, t.TopicID)
-	})
-	if !some {
-		return true
-	}
-	req.Topics = kept
-	c.patch(func(r kmsg.Response) {
+	}, func(r kmsg.Response, t kmsg.FetchRequestTopic) {
 		resp := r.(*kmsg.FetchResponse)
 		if resp.ErrorCode != 0 {
 			return
 		}
-		for i, d := range isDenied {
-			if !d {
-				continue
-			}
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = orig[i].Topic, orig[i].TopicID
-			for _, p := range orig[i].Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, topicDenied, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
+		resp.Topics = append(resp.Topics, rt)
 	})
-	return true
 }
 
 func checkListOffsets(c *Call) bool {
 	req := c.Req.(*kmsg.ListOffsetsRequest)
-	orig := req.Topics
-	kept, isDenied, some := keep(orig, func(t kmsg.ListOffsetsRequestTopic) bool {
+	return withholdTopics(c, &req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool {
 		return c.allowed(auth.Describe, auth.Topic, t.Topic)
-	})
-	if !some {
-		return true
-	}
-	req.Topics = kept
-	c.patch(func(r kmsg.Response) {
+	}, func(r kmsg.Response, t kmsg.ListOffsetsRequestTopic) {
 		resp := r.(*kmsg.ListOffsetsResponse)
-		for i, d := range isDenied {
-			if !d {
-				continue
-			}
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = orig[i].Topic
-			for _, p := range orig[i].Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, topicDenied, -1, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, topicDenied, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
+		resp.Topics = append(resp.Topics, rt)
 	})
-	return true
 }
 
 func checkOffsetForLeaderEpoch(c *Call) bool {
 	req := c.Req.(*kmsg.OffsetForLeaderEpochRequest)
-	orig := req.Topics
-	kept, isDenied, some := keep(orig, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
+	return withholdTopics(c, &req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool {
 		return c.allowed(auth.Describe, auth.Topic, t.Topic)
-	})
-	if !some {
-		return true
-	}
-	req.Topics = kept
-	c.patch(func(r kmsg.Response) {
+	}, func(r kmsg.Response, t kmsg.OffsetForLeaderEpochRequestTopic) {
 		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
-		for i, d := range isDenied {
-			if !d {
-				continue
-			}
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = orig[i].Topic
-			for _, p := range orig[i].Partitions {
-				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, topicDenied, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, topicDenied, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
 		}
+		resp.Topics = append(resp.Topics, rt)
 	})
-	return true
 }
 
 // topicOperations and clusterOperations are the operations Metadata's
