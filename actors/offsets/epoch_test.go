@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"kaas/actors/actor"
 	"kaas/actors/journal"
 	"kaas/storage"
 )
@@ -17,12 +18,7 @@ import (
 // newer epoch — must not write the file back, and stops serving the group.
 func TestStaleOwnerCheckpointRefused(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptNever)
-	var open atomic.Bool
-	open.Store(true)
-	cfg := j.cfg
-	cfg.Group = "stale"
-	cfg.Gate = func() bool { return open.Load() }
-	pid := j.sys.Spawn(Props(cfg))
+	pid, _ := gatedActor(j, "stale")
 	if got := j.commitTo(pid, entry("t", 0, 5)); got[0] != 0 {
 		t.Fatalf("commit: %v", got)
 	}
@@ -55,12 +51,7 @@ func TestStaleOwnerCheckpointRefused(t *testing.T) {
 // acknowledged.
 func TestClosedGateRefusesAcknowledgement(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptNever)
-	var open atomic.Bool
-	open.Store(true)
-	cfg := j.cfg
-	cfg.Group = "gated"
-	cfg.Gate = func() bool { return open.Load() }
-	pid := j.sys.Spawn(Props(cfg))
+	pid, open := gatedActor(j, "gated")
 	if got := j.commitTo(pid, entry("t", 0, 5)); got[0] != 0 {
 		t.Fatalf("commit: %v", got)
 	}
@@ -148,4 +139,15 @@ func writeJournal(t *testing.T, dir, group string, epoch uint64, offset int64) {
 	if err := os.WriteFile(filepath.Join(dir, journal.SegmentName(1)), frame, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gatedActor starts group's offsets actor on j's journal with a Gate the test opens and
+// closes (open at first).
+func gatedActor(j *journalHarness, group string) (*actor.PID, *atomic.Bool) {
+	open := &atomic.Bool{}
+	open.Store(true)
+	cfg := j.cfg
+	cfg.Group = group
+	cfg.Gate = open.Load
+	return j.sys.Spawn(Props(cfg)), open
 }
