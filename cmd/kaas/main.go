@@ -101,5 +101,10 @@ func newLogger(cfg config.Config) (zerolog.Logger, error) {
 	} else {
 		log = zerolog.New(os.Stderr)
 	}
-	return log.Level(lvl).With().Timestamp().Logger(), nil
+	ctx := log.Level(lvl).With().Timestamp()
+	if cfg.Registry != "dev" {
+		// Brokers of one cluster often share a log stream: every line says whose it is.
+		ctx = ctx.Int32("node_id", cfg.NodeID)
+	}
+	return ctx.Logger(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,15 +77,15 @@ func (c *cluster) seeds() []string {
 // committed offsets read back over time.
 type ledger struct {
 	mu        sync.Mutex
-	acked     map[string]bool
+	acked     map[string]string // value -> "partition/offset" the producer was told
 	consumed  map[string]bool
 	committed map[int32]int64
 	backwards []string
 }
 
-func (l *ledger) ack(v string) {
+func (l *ledger) ack(r *kgo.Record) {
 	l.mu.Lock()
-	l.acked[v] = true
+	l.acked[string(r.Value)] = fmt.Sprintf("%d/%d", r.Partition, r.Offset)
 	l.mu.Unlock()
 }
 
@@ -164,7 +165,7 @@ func TestClusterChaos(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l := &ledger{acked: map[string]bool{}, consumed: map[string]bool{}, committed: map[int32]int64{}}
+	l := &ledger{acked: map[string]string{}, consumed: map[string]bool{}, committed: map[int32]int64{}}
 
 	// The producer: acks=all, idempotent, values 0, 1, 2, ...
 	prodCtx, stopProd := context.WithCancel(ctx)
@@ -184,7 +185,7 @@ func TestClusterChaos(t *testing.T) {
 			v := strconv.Itoa(i)
 			prod.Produce(prodCtx, kgo.StringRecord(v), func(r *kgo.Record, err error) {
 				if err == nil {
-					l.ack(string(r.Value))
+					l.ack(r)
 				}
 			})
 			if i%50 == 49 {
@@ -334,6 +335,10 @@ func TestClusterChaos(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			inLog := readAll(t, c.seeds())
+			atOffset := map[string]string{}
+			for v, at := range inLog {
+				atOffset[at] = v
+			}
 			if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
 				_ = os.WriteFile(filepath.Join(os.TempDir(), "kaas-cluster-chaos-broker.log"), b, 0o644)
 			}
@@ -347,12 +352,31 @@ func TestClusterChaos(t *testing.T) {
 				}
 				t.Logf("partition %d files %v", p, files)
 			}
+			sort.Slice(missing, func(i, j int) bool {
+				a, _ := strconv.Atoi(missing[i])
+				b, _ := strconv.Atoi(missing[j])
+				return a < b
+			})
+			l.mu.Lock()
+			byOffset := map[string][]string{}
+			for v, at := range l.acked {
+				byOffset[at] = append(byOffset[at], v)
+			}
+			l.mu.Unlock()
+			for at, vs := range byOffset {
+				if len(vs) > 1 {
+					t.Logf("offset %s acknowledged to %d records: %v", at, len(vs), vs)
+				}
+			}
 			var where []string
 			for i, v := range missing {
-				if i == 10 {
+				if i == 20 {
 					break
 				}
-				where = append(where, fmt.Sprintf("%s@%s", v, inLog[v]))
+				l.mu.Lock()
+				at := l.acked[v]
+				l.mu.Unlock()
+				where = append(where, fmt.Sprintf("%s acked at %s (the log has %q there)", v, at, atOffset[at]))
 			}
 			if n, err := strconv.Atoi(missing[0]); err == nil {
 				for _, k := range []int{n - 12, n - 6, n + 6, n + 54, n + 60} {
