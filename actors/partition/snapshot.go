@@ -78,7 +78,8 @@ func (c *Catalog) Partitions(topic string) (int32, bool) {
 }
 
 // Route is where one partition of a data request goes: its actor, or the error code the
-// topics manager would answer (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION). Topic and
+// topics manager would answer (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+// NOT_LEADER_OR_FOLLOWER for a partition with no actor here). Topic and
 // ID name the topic when it is known.
 type Route struct {
 	PID   *actor.PID
@@ -109,6 +110,11 @@ func (r Routes) Find(name string, id TopicID, p int32) Route {
 	}
 	if p < 0 || p >= int32(len(t.pids)) {
 		return Route{Topic: t.name, ID: t.id, Code: kerr.UnknownTopicOrPartition.Code}
+	}
+	if t.pids[p] == nil {
+		// Led by another broker (a cluster starts actors only for what it leads), or
+		// between a move's release and adoption: never a success code with no write.
+		return Route{Topic: t.name, ID: t.id, Code: kerr.NotLeaderForPartition.Code}
 	}
 	return Route{PID: t.pids[p], Topic: t.name, ID: t.id}
 }

@@ -41,3 +41,28 @@ func TestCatalogRoutesWhatTheManagerAnswered(t *testing.T) {
 		t.Fatalf("unknown id: %+v", r)
 	}
 }
+
+// In a cluster the catalogue names partitions led elsewhere with no actor: a request
+// routed by it gets NOT_LEADER_OR_FOLLOWER there, never a success code with no write.
+func TestCatalogRoutesPartitionsLedElsewhereToNotLeader(t *testing.T) {
+	catalog := NewCatalog()
+	h := newHarness(t, t.TempDir(), func(c *Config) {
+		c.Catalog = catalog
+		c.Cluster = &ClusterConfig{
+			Owns:      func(_ string, p int32) bool { return p == 0 },
+			Leader:    func(_ string, p int32) int32 { return p },
+			Catalogue: func() bool { return true },
+			Size:      2,
+		}
+	})
+	defer h.stop()
+	<-catalog.Loaded()
+	h.create("t", 2)
+	routes := catalog.Routes()
+	if r := routes.Find("t", TopicID{}, 0); r.PID == nil || r.Code != 0 {
+		t.Fatalf("partition 0, led here: %+v", r)
+	}
+	if r := routes.Find("t", TopicID{}, 1); r.PID != nil || r.Code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("partition 1, led elsewhere: %+v, want no actor and NOT_LEADER_OR_FOLLOWER", r)
+	}
+}
