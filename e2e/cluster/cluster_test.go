@@ -45,6 +45,15 @@ func newCluster(t *testing.T) *cluster {
 		c.ports = append(c.ports, proc.FreePort(t))
 	}
 	c.procs = make([]*proc.Broker, brokers)
+	t.Cleanup(func() {
+		// The brokers' shared log outlives the test's directory when it failed.
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log")); err == nil && t.Failed() {
+			out := filepath.Join(os.TempDir(), "kaas-cluster-chaos-broker.log")
+			if os.WriteFile(out, b, 0o644) == nil {
+				t.Logf("the brokers' log: %s", out)
+			}
+		}
+	})
 	for i := range c.procs {
 		c.start(i)
 	}
@@ -264,10 +273,20 @@ func TestClusterChaos(t *testing.T) {
 		return f.Meta.Generation
 	}
 	progress("start", 300)
-	for generation() < 0 || d(adm, ctx).State != "Stable" {
-		time.Sleep(50 * time.Millisecond)
+	// All three members in one Stable generation that assigns every partition, written
+	// to the group's file, and unchanged over 100 records consumed (the cooperative
+	// assignor's revocation round may follow a Stable one).
+	var gen int32
+	for {
+		for generation() < 0 || !settled(d(adm, ctx)) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		gen = generation()
+		progress("settling", 100)
+		if generation() == gen && settled(d(adm, ctx)) {
+			break
+		}
 	}
-	gen := generation()
 
 	// 1. kill -9 the coordinator; members go on with the new one, same generation.
 	coord, err := coordinatorOf(ctx, admCl)
@@ -339,9 +358,6 @@ func TestClusterChaos(t *testing.T) {
 			for v, at := range inLog {
 				atOffset[at] = v
 			}
-			if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
-				_ = os.WriteFile(filepath.Join(os.TempDir(), "kaas-cluster-chaos-broker.log"), b, 0o644)
-			}
 			for p := 0; p < parts; p++ {
 				dir := filepath.Join(c.dir, "topics", topic, strconv.Itoa(p))
 				ents, _ := os.ReadDir(dir)
@@ -412,6 +428,22 @@ func d(adm *kadm.Client, ctx context.Context) kadm.DescribedGroup {
 		return kadm.DescribedGroup{}
 	}
 	return gs[group]
+}
+
+// settled: the group is Stable with three members and all partitions assigned.
+func settled(g kadm.DescribedGroup) bool {
+	if g.State != "Stable" || len(g.Members) != 3 {
+		return false
+	}
+	n := 0
+	for _, m := range g.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				n += len(t.Partitions)
+			}
+		}
+	}
+	return n == parts
 }
 
 // readAll reads every partition from the start without a group: value -> "p/offset".
