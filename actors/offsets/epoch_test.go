@@ -97,6 +97,43 @@ func TestReplaySkipsRecordsOfOlderEpoch(t *testing.T) {
 	}
 }
 
+// A replay whose records are all of an older epoch leaves the group's file alone: it
+// is the current owner's to write, and a rewrite (even of the same bytes) can land over
+// a checkpoint the owner writes in the meantime.
+func TestReplayOfOnlyOlderEpochsWritesNothing(t *testing.T) {
+	root := t.TempDir()
+	dir, jdir := Dir(root), JournalDir(root, 0)
+	st := newState()
+	st.offsets[TopicPartition{Topic: "t", Partition: 0}] = Committed{Offset: 100, LeaderEpoch: -1}
+	st.epoch = 3
+	data, _ := encodeFile("g", st)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName("g")), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeJournal(t, jdir, "g", 2, 10)
+	fsys := storage.NewFaultFS(nil)
+	var writes []string
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if (op == storage.OpCreate || op == storage.OpRename || op == storage.OpRemove) && filepath.Dir(path) == dir {
+			writes = append(writes, path)
+		}
+		return nil
+	})
+	if _, err := Replay(ReplayConfig{FS: fsys, OffsetsDir: dir, JournalDir: jdir, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) > 0 {
+		t.Fatalf("replay of older-epoch records wrote into the offsets dir: %v", writes)
+	}
+	got, _ := groupFile(t, dir, "g")
+	if o := got.offsets[TopicPartition{Topic: "t", Partition: 0}].Offset; o != 100 || got.epoch != 3 {
+		t.Fatalf("file holds offset %d epoch %d, want 100 at 3", o, got.epoch)
+	}
+}
+
 // Adopt applies a peer's records at or above the file's epoch and writes the group
 // under the next epoch; a group this broker does not own is left alone.
 func TestAdoptPeerJournal(t *testing.T) {

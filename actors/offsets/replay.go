@@ -450,6 +450,7 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 	}
 	had := exists
 	fileEpoch := st.epoch
+	applied := 0
 	for i, ops := range recs {
 		if i < len(epochs) && epochs[i] < fileEpoch {
 			continue
@@ -457,9 +458,12 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 		if err := replayOps(&st, &exists, ops); err != nil {
 			return replayed{}, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
 		}
+		applied++
 	}
 	res := replayed{applied: true, st: st, exists: exists}
-	if written == nil {
+	if written == nil || applied == 0 {
+		// Nothing of this journal's is newer than the file: the file is left to whoever
+		// owns the group now (a rewrite could land over that owner's next checkpoint).
 		return res, nil
 	}
 	if !exists {
