@@ -60,8 +60,10 @@ test: deps vet k8sbin gotest imagetest deploytest e2e
 # chaos runs the long set of fault-injection seeds (chaos/run_test.go) against one
 # in-process broker, 20 s of faults each, a few minutes in all; the short set runs in
 # gotest. Replay one seed: go test ./chaos -run TestChaos -chaos.seed=N -v
+# It then runs chaos-cluster (three processes).
 chaos:
 	$(GO) test -race -timeout 30m ./chaos -run 'TestChaos$$' -chaos.long -count=1 -v
+	$(MAKE) chaos-cluster
 
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=1x ./...
@@ -70,7 +72,7 @@ bench:
 cluster: build
 	e2e/cluster/run.sh
 
-# chaos-cluster runs the three-process kill -9 / pause run (e2e/cluster); see the README's
-# Limitations: it does not pass yet.
+# chaos-cluster runs the three-process kill -9 / pause run (e2e/cluster) over its long seed
+# set; seed 1 runs in gotest. Replay one: go test ./e2e/cluster -run TestClusterChaos -cluster.seed=N -v
 chaos-cluster:
-	KAAS_CLUSTER_CHAOS=1 $(GO) test -race -count=1 -v ./e2e/cluster
+	$(GO) test -race -timeout 30m -count=1 -v ./e2e/cluster -run 'TestClusterChaos$$' -cluster.long
