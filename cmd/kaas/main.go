@@ -54,6 +54,8 @@ func run() int {
 		return 2
 	}
 	broker.SpareProc()
+	stopChaos := startChaos(cfg, log)
+	defer stopChaos()
 	b, err := broker.Start(cfg, log)
 	if err != nil {
 		log.Error().Err(err).Msg("kaas_start_failed")

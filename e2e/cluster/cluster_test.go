@@ -47,8 +47,14 @@ type cluster struct {
 	procs []*proc.Broker
 }
 
-func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, bin: proc.Build(t), dir: filepath.Join(t.TempDir(), "data")}
+// newCluster starts three brokers; with inject, built with the chaos tag and the
+// injector on (KAAS_CHAOS_SEED, set by the caller).
+func newCluster(t *testing.T, inject bool) *cluster {
+	bin := proc.Build(t)
+	if inject {
+		bin = proc.BuildTagged(t, "chaos")
+	}
+	c := &cluster{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "data")}
 	for i := 0; i < brokers; i++ {
 		c.ports = append(c.ports, proc.FreePort(t))
 	}
@@ -66,6 +72,49 @@ func newCluster(t *testing.T) *cluster {
 		c.start(i)
 	}
 	return c
+}
+
+// injected sums, from the brokers' log, the faults their injectors fired, by kind (each
+// process logs its running counts every few seconds; a restarted one starts from zero).
+func (c *cluster) injected() map[string]int {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log"))
+	if err != nil {
+		return nil
+	}
+	banked, last := map[string]int{}, map[float64]map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "chaos_injector_") {
+			continue
+		}
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) != nil {
+			continue
+		}
+		node, _ := ev["node_id"].(float64)
+		now := map[string]int{}
+		total, prevTotal := 0, 0
+		for k, v := range ev {
+			if f, ok := v.(float64); ok && k != "seed" && k != "node_id" {
+				now[k] = int(f)
+				total += int(f)
+			}
+		}
+		for _, v := range last[node] {
+			prevTotal += v
+		}
+		if total < prevTotal { // a new process of this node
+			for k, v := range last[node] {
+				banked[k] += v
+			}
+		}
+		last[node] = now
+	}
+	for _, m := range last {
+		for k, v := range m {
+			banked[k] += v
+		}
+	}
+	return banked
 }
 
 func (c *cluster) peers() string {
@@ -178,15 +227,22 @@ func TestClusterChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: three broker processes and a consumer group")
 	}
-	seeds := []uint64{1}
+	seeds := []uint64{1, 101}
 	switch {
 	case *seedFlag != 0:
 		seeds = []uint64{*seedFlag}
 	case *longFlag:
-		seeds = []uint64{1, 2, 3, 4, 5, 6}
+		seeds = []uint64{1, 2, 3, 4, 5, 6, 101, 102, 103, 104}
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runClusterChaos(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			// Seeds from 100 up also run the fault injector inside every broker.
+			inject := seed >= 100
+			if inject {
+				t.Setenv("KAAS_CHAOS_SEED", strconv.FormatUint(seed, 10))
+			}
+			runClusterChaos(t, seed, inject)
+		})
 	}
 }
 
@@ -202,7 +258,7 @@ func (f fault) String() string {
 	return [...]string{"kill -9 the coordinator", "kill -9 a partition leader", "pause a broker past its lease"}[f]
 }
 
-func runClusterChaos(t *testing.T, seed uint64) {
+func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x6b616173))
 	order := []fault{killCoordinator, killLeader, pauseBroker}
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -210,7 +266,7 @@ func runClusterChaos(t *testing.T, seed uint64) {
 		order = slices.DeleteFunc(order, func(f fault) bool { return f == pauseBroker })
 	}
 	t.Logf("seed %d (replay: go test ./e2e/cluster -run TestClusterChaos -cluster.seed=%d -v): %v", seed, seed, order)
-	c := newCluster(t)
+	c := newCluster(t, inject)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
@@ -516,6 +572,9 @@ func runClusterChaos(t *testing.T, seed uint64) {
 	wg.Wait()
 	a, n := l.counts()
 	t.Logf("%d records acknowledged, %d distinct consumed", a, n)
+	if inject {
+		t.Logf("faults injected inside the brokers: %v", c.injected())
+	}
 	if len(l.backwards) > 0 {
 		t.Errorf("committed offsets went backwards: %v", l.backwards)
 	}

@@ -16,29 +16,41 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{} // build tags -> binary
 )
 
 // Build compiles cmd/kaas once per test binary and returns its path.
 func Build(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kaas-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "kaas")
-		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, "kaas/cmd/kaas")
-		cmd.Stderr = os.Stderr
-		buildErr = cmd.Run()
-	})
-	if buildErr != nil {
-		t.Fatalf("build kaas: %v", buildErr)
+	return BuildTagged(t, "")
+}
+
+// BuildTagged compiles cmd/kaas with the given build tags (comma-separated; "chaos"
+// puts the fault injector in, KAAS_CHAOS_SEED turns it on), once per tag set.
+func BuildTagged(t testing.TB, tags string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[tags]; ok {
+		return p
 	}
-	return binPath
+	dir, err := os.MkdirTemp("", "kaas-bin-")
+	if err != nil {
+		t.Fatalf("build kaas: %v", err)
+	}
+	p := filepath.Join(dir, "kaas")
+	args := []string{"build", "-buildvcs=auto", "-o", p}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "kaas/cmd/kaas")...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build kaas (tags %q): %v", tags, err)
+	}
+	built[tags] = p
+	return p
 }
 
 // FreePort returns a loopback port that was free a moment ago.
