@@ -71,6 +71,9 @@ type Controller struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	moves  atomic.Uint64
+	// dirMade: Dir exists (the loop's own; the file fence makes it, the kubernetes one
+	// does not).
+	dirMade bool
 }
 
 // State is one applied ownership state: immutable, shared by every connection.
@@ -344,6 +347,12 @@ func (c *Controller) publish(v registry.View, term uint64) error {
 	b, err := json.Marshal(published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest()})
 	if err != nil {
 		return err
+	}
+	if !c.dirMade {
+		if err := storage.MkdirDurably(storage.OSFS{}, c.cfg.Dir); err != nil {
+			return fmt.Errorf("publish view: %w", err)
+		}
+		c.dirMade = true
 	}
 	if err := storage.WriteFileAtomic(storage.OSFS{}, c.cfg.Dir, viewName(c.self), b); err != nil {
 		return fmt.Errorf("publish view: %w", err)
