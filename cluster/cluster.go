@@ -254,10 +254,10 @@ func (c *Controller) wanted() (registry.View, uint64, bool) {
 			alive = append(alive, id)
 		}
 	}
-	if v.Size != 0 && !slices.Contains(alive, c.self) {
-		alive = append(alive, c.self)
-		slices.Sort(alive)
-	}
+	// This broker is in the set only where the registry has it alive, as its peers see
+	// it: a broker whose endpoint stops serving routes its keys to the same peers the
+	// others do and releases them; counting itself in would keep its claim published and
+	// leave the peer that now owns them waiting for a release that never comes.
 	v.Alive = alive
 	return v, term, true
 }
