@@ -147,7 +147,9 @@ func (b *Broker) startController() {
 	}
 	c.ctl = cluster.New(cluster.Config{
 		Registry: b.env.Registry, Fence: c.fence, Dir: filepath.Join(b.cfg.DataDir, "__cluster", "nodes"),
-		Log: b.log,
+		Log:   b.log,
+		Keys:  b.ownershipKeys,
+		Moves: b.met.OwnershipMoves,
 		OnApplied: func(st *cluster.State) {
 			b.met.RegistryBrokersAlive.Set(float64(len(st.View.Alive)))
 			if fence.Valid(c.fence) {
@@ -182,6 +184,26 @@ func (b *Broker) startController() {
 	})
 	b.env.Ownership = c.ctl.State
 	c.ctl.Start()
+}
+
+// ownershipKeys are the keys ownership moves are counted over: the groups with an
+// offsets file and the partitions of the catalogue's topics.
+func (b *Broker) ownershipKeys() cluster.Keys {
+	var k cluster.Keys
+	k.Groups, _ = offsets.ListGroupIDs(storage.OSFS{}, offsets.Dir(b.cfg.DataDir))
+	if b.env.Catalog == nil {
+		return k
+	}
+	// <data.dir>/topics/<topic>/ (actors/partition); a name the catalogue does not know
+	// (a deleted topic not yet removed) has no partitions.
+	names, _ := storage.OSFS{}.ReadDirNames(filepath.Join(b.cfg.DataDir, "topics"))
+	for _, name := range names {
+		n, ok := b.env.Catalog.Partitions(name)
+		for p := int32(0); ok && p < n; p++ {
+			k.Partitions = append(k.Partitions, cluster.Partition{Topic: name, Partition: p})
+		}
+	}
+	return k
 }
 
 // releaseGroups stops the group actors keep does not serve and waits for them.

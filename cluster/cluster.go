@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"kaas/fence"
@@ -59,6 +60,25 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// OnApplied is told every state the controller publishes (metrics, tests).
 	OnApplied func(*State)
+	// Keys lists the groups and partitions the broker knows of; each applied state is
+	// compared with the one before it over them, and Moves counts what this broker
+	// started and stopped serving (nil: nothing is counted).
+	Keys func() Keys
+	// Moves is kaas_ownership_moves_total, by kind (group, partition) and direction
+	// (adopted, released).
+	Moves *prometheus.CounterVec
+}
+
+// Keys are the groups and partitions ownership moves are counted over.
+type Keys struct {
+	Groups     []string
+	Partitions []Partition
+}
+
+// Partition is one topic-partition.
+type Partition struct {
+	Topic     string
+	Partition int32
 }
 
 // Controller is the ownership controller of one broker.
@@ -71,6 +91,9 @@ type Controller struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	moves  atomic.Uint64
+	// served is the last state counted for Moves (the loop's own; nil before the first,
+	// which is no move).
+	served *State
 	// dirMade: Dir exists (the loop's own; the file fence makes it, the kubernetes one
 	// does not).
 	dirMade bool
@@ -278,6 +301,7 @@ func (c *Controller) step(ctx context.Context) {
 			c.state.Store(empty)
 			log.Warn().Bool("lease_valid", fence.Valid(c.cfg.Fence)).Msg("ownership_suspended")
 			c.release(ctx, empty)
+			c.countMoves(empty)
 			if c.cfg.OnApplied != nil {
 				c.cfg.OnApplied(empty)
 			}
@@ -314,10 +338,47 @@ func (c *Controller) step(ctx context.Context) {
 			return
 		}
 	}
+	c.countMoves(next) // before the store, so a reader of the state sees it counted
 	c.state.Store(next)
 	if c.cfg.OnApplied != nil {
 		c.cfg.OnApplied(next)
 	}
+}
+
+// countMoves counts the known keys this broker serves under next and did not under the
+// state counted before it (adopted), and the other way round (released). The first
+// state is where the broker starts, not a move.
+func (c *Controller) countMoves(next *State) {
+	prev := c.served
+	c.served = next
+	if prev == nil || c.cfg.Keys == nil || c.cfg.Moves == nil {
+		return
+	}
+	keys := c.cfg.Keys()
+	var gIn, gOut, pIn, pOut int
+	for _, g := range keys.Groups {
+		was, is := prev.OwnsGroup(g), next.OwnsGroup(g)
+		gIn, gOut = gIn+b2i(is && !was), gOut+b2i(was && !is)
+	}
+	for _, p := range keys.Partitions {
+		was, is := prev.OwnsPartition(p.Topic, p.Partition), next.OwnsPartition(p.Topic, p.Partition)
+		pIn, pOut = pIn+b2i(is && !was), pOut+b2i(was && !is)
+	}
+	for _, m := range []struct {
+		kind, direction string
+		n               int
+	}{{"group", "adopted", gIn}, {"group", "released", gOut}, {"partition", "adopted", pIn}, {"partition", "released", pOut}} {
+		if m.n > 0 {
+			c.cfg.Moves.WithLabelValues(m.kind, m.direction).Add(float64(m.n))
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func samePeers(a, b map[int32]registry.View) bool {

@@ -39,8 +39,9 @@ type Metrics struct {
 	// The cluster's (registry/, fence/): defined here, set by the registry and the lease
 	// holder. RegistryBrokersAlive is how many brokers of the set the registry sees alive;
 	// LeaseHeld is 1 while this broker holds its lease (it may write), else 0;
-	// OwnershipMoves counts groups and partitions this broker gained or lost, by kind
-	// (group, partition) and direction (gained, lost).
+	// OwnershipMoves counts groups and partitions this broker adopted or released, by
+	// kind (group, partition) and direction (adopted, released); the ownership controller
+	// (cluster/) counts them.
 	RegistryBrokersAlive prometheus.Gauge
 	LeaseHeld            prometheus.Gauge
 	OwnershipMoves       *prometheus.CounterVec
@@ -103,10 +104,10 @@ func New() *Metrics {
 		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, offsets, partition).",
 	}, []string{"actor"})
 	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker gained or lost as the broker set changed, by kind (group, partition) and direction (gained, lost).",
+		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker adopted or released as the broker set changed, by kind (group, partition) and direction (adopted, released).",
 	}, []string{"kind", "direction"})
 	for _, kind := range []string{"group", "partition"} {
-		for _, dir := range []string{"gained", "lost"} {
+		for _, dir := range []string{"adopted", "released"} {
 			m.OwnershipMoves.WithLabelValues(kind, dir) // every series from the start, at 0
 		}
 	}

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"kaas/registry"
+)
+
+// heldFence is a lease this broker holds for good, with peers that never lapse.
+type heldFence struct{ ch chan struct{} }
+
+func (*heldFence) Start(context.Context) error { return nil }
+func (*heldFence) ValidUntil() time.Time       { return time.Now().Add(time.Hour) }
+func (*heldFence) Term() uint64                { return 1 }
+func (*heldFence) Lapsed(int32) bool           { return false }
+func (f *heldFence) Changes() <-chan struct{}  { return f.ch }
+func (*heldFence) Stop()                       {}
+
+func brokers(alive ...int32) []registry.Broker {
+	bs := []registry.Broker{{ID: 0}, {ID: 1}, {ID: 2}}
+	for _, id := range alive {
+		bs[id].Alive = true
+	}
+	return bs
+}
+
+// owned counts the keys broker 0 owns by the hash over alive.
+func owned(keys Keys, alive ...int32) (groups, partitions map[string]bool) {
+	v := registry.View{Self: 0, Size: 3, Alive: alive}
+	groups, partitions = map[string]bool{}, map[string]bool{}
+	for _, g := range keys.Groups {
+		if o, ok := v.GroupOwner(g); ok && o == 0 {
+			groups[g] = true
+		}
+	}
+	for _, p := range keys.Partitions {
+		if o, ok := v.PartitionOwner(p.Topic, p.Partition); ok && o == 0 {
+			partitions[fmt.Sprint(p)] = true
+		}
+	}
+	return groups, partitions
+}
+
+func diff(a, b map[string]bool) (n int) {
+	for k := range a {
+		if !b[k] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOwnershipMovesCounted: broker 0 of three counts the groups and partitions it
+// adopts when broker 2 stops serving and releases when it is back, and everything it
+// served as released when its own endpoint stops serving; its first view is no move.
+func TestOwnershipMovesCounted(t *testing.T) {
+	var keys Keys
+	for i := range 40 {
+		keys.Groups = append(keys.Groups, fmt.Sprintf("group-%d", i))
+	}
+	for p := range int32(12) {
+		keys.Partitions = append(keys.Partitions, Partition{Topic: "orders", Partition: p})
+	}
+	reg := registry.New(0, 3)
+	reg.Set(brokers(0, 1, 2))
+	reg.MarkSynced()
+	moves := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kaas_ownership_moves_total"}, []string{"kind", "direction"})
+	applied := make(chan struct{}, 1)
+	c := New(Config{
+		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: filepath.Join(t.TempDir(), "__cluster", "nodes"),
+		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
+		Keys:  func() Keys { return keys },
+		Moves: moves,
+		OnApplied: func(*State) {
+			select {
+			case applied <- struct{}{}:
+			default:
+			}
+		},
+	})
+	c.Start()
+	t.Cleanup(c.Stop)
+	waitAlive := func(alive ...int32) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			if st := c.State(); st != nil && st.Ready && fmt.Sprint(st.View.Alive) == fmt.Sprint(alive) {
+				return
+			}
+			select {
+			case <-applied:
+			case <-deadline:
+				t.Fatalf("no state with alive %v applied", alive)
+			}
+		}
+	}
+	count := func(kind, dir string) int {
+		return int(testutil.ToFloat64(moves.WithLabelValues(kind, dir)))
+	}
+	check := func(when string, gIn, gOut, pIn, pOut int) {
+		t.Helper()
+		got := [4]int{count("group", "adopted"), count("group", "released"), count("partition", "adopted"), count("partition", "released")}
+		if want := [4]int{gIn, gOut, pIn, pOut}; got != want {
+			t.Fatalf("%s: moves (group adopted, released, partition adopted, released) %v, want %v", when, got, want)
+		}
+	}
+
+	waitAlive(0, 1, 2)
+	check("first view", 0, 0, 0, 0)
+	g3, p3 := owned(keys, 0, 1, 2)
+	g2, p2 := owned(keys, 0, 1)
+	gIn, pIn := diff(g2, g3), diff(p2, p3)
+	if gIn == 0 || pIn == 0 {
+		t.Fatalf("the keys chosen move nothing to broker 0 (%d groups, %d partitions)", gIn, pIn)
+	}
+
+	reg.Set(brokers(0, 1))
+	waitAlive(0, 1)
+	check("broker 2 gone", gIn, 0, pIn, 0)
+
+	reg.Set(brokers(0, 1, 2))
+	waitAlive(0, 1, 2)
+	check("broker 2 back", gIn, gIn, pIn, pIn)
+
+	// Its own endpoint stops serving: it routes as its peers do and serves nothing.
+	reg.Set(brokers(1, 2))
+	waitAlive(1, 2)
+	check("broker 0 not serving", gIn, gIn+len(g3), pIn, pIn+len(p3))
+	if st := c.State(); st.OwnsGroup(keys.Groups[0]) || st.OwnsPartition("orders", 0) {
+		t.Fatal("broker 0 serves keys while not serving")
+	}
+}
