@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +33,7 @@ type procCluster struct {
 	bin   string
 	data  string
 	ports []int
+	http  []int // /metrics
 	kc    string
 	procs []*proc.Broker
 }
@@ -47,6 +49,7 @@ func (c *procCluster) peers() string {
 func (c *procCluster) start(i int) {
 	c.procs[i] = proc.Start(c.t, c.bin, c.data, c.ports[i],
 		"--node.id="+strconv.Itoa(i), "--cluster.size="+strconv.Itoa(len(c.ports)),
+		"--http.listen=127.0.0.1:"+strconv.Itoa(c.http[i]),
 		"--registry=kubernetes", "--registry.service="+svc, "--registry.namespace="+ns,
 		"--registry.kubeconfig="+c.kc, "--registry.peers="+c.peers(),
 		"--lease.duration.ms=2000", "--lease.renew.interval.ms=400",
@@ -112,7 +115,7 @@ func TestThreeProcessesOnKubernetesRegistry(t *testing.T) {
 	dir := t.TempDir()
 	c := &procCluster{t: t, bin: proc.Build(t), data: filepath.Join(dir, "data"), kc: kc.Kubeconfig}
 	for range 3 {
-		c.ports = append(c.ports, proc.FreePort(t))
+		c.ports, c.http = append(c.ports, proc.FreePort(t)), append(c.http, proc.FreePort(t))
 	}
 	c.procs = make([]*proc.Broker, 3)
 	for i := range c.procs {
@@ -190,6 +193,8 @@ func TestThreeProcessesOnKubernetesRegistry(t *testing.T) {
 		waitCoordinator(t, cl, asked, g1, func(id int32) bool { return id == want1 })
 	}
 	waitFetched(t, cl, want1, g1, topic, 43)
+	c.waitMoves(1, "group", "released")
+	c.waitMoves(want1, "group", "adopted")
 	for _, owner := range []int32{0, 2} { // the others' groups stay where they were
 		waitCoordinator(t, cl, 0, groups[owner], func(id int32) bool { return id == owner })
 		waitFetched(t, cl, owner, groups[owner], topic, 42+int64(owner))
@@ -224,6 +229,28 @@ func TestThreeProcessesOnKubernetesRegistry(t *testing.T) {
 	for _, owner := range []int32{0, 1} {
 		waitFetched(t, cl, owner, groups[owner], topic, 42+int64(owner))
 	}
+}
+
+// waitMoves waits until broker id's kaas_ownership_moves_total{kind, direction} is at
+// least 1.
+func (c *procCluster) waitMoves(id int32, kind, direction string) {
+	c.t.Helper()
+	series := fmt.Sprintf(`kaas_ownership_moves_total{direction=%q,kind=%q} `, direction, kind)
+	waitFor(c.t, fmt.Sprintf("broker %d counts a %s %s", id, kind, direction), func() (bool, string) {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(c.http[id]) + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), series); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				return err == nil && n >= 1, sc.Text()
+			}
+		}
+		return false, "no series " + series
+	})
 }
 
 // waitFor polls cond until it holds, for 30 s at most.
