@@ -840,3 +840,14 @@ func TestCommitRefusesOffsetsBelowMinusOne(t *testing.T) {
 		t.Fatalf("reloaded %+v (error %d)", f.Offsets, f.ErrorCode)
 	}
 }
+
+// An offsets actor has no way to make a change durable but the journal: a Config
+// without one is refused when the actor is made, not at its first commit.
+func TestPropsWithoutJournalPanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Journal") {
+			t.Fatalf("Props without a journal: recovered %v, want a panic naming Config.Journal", r)
+		}
+	}()
+	Props(Config{Group: "g", Dir: t.TempDir()})
+}
