@@ -14,16 +14,18 @@ import (
 	"kaas/storage"
 )
 
-// harness drives a groups manager with real offsets actors in a temp dir, without
-// sockets. Inside a synctest bubble its timers run on the fake clock.
+// harness drives a groups manager with real offsets actors on the broker's offsets
+// journal, wired as the broker wires them over a data dir, without sockets. Inside a
+// synctest bubble its timers run on the fake clock.
 type harness struct {
-	t    *testing.T
-	sys  *actor.System
-	mgr  *actor.PID
-	cfg  ManagerConfig
-	dir  string
-	seq  atomic.Int64
-	logs *logtest.Sink
+	t       *testing.T
+	sys     *actor.System
+	mgr     *actor.PID
+	journal *actor.PID
+	cfg     ManagerConfig
+	dir     string
+	seq     atomic.Int64
+	logs    *logtest.Sink
 }
 
 func testSettings() Settings {
@@ -42,8 +44,9 @@ func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
 	return newHarnessFS(t, dir, storage.OSFS{}, mutate)
 }
 
-// newHarnessFS is newHarness with the offsets actors' files on fsys (a FaultFS to fail
-// or hold writes).
+// newHarnessFS is newHarness with the offsets actors' and the journal's files on fsys (a
+// FaultFS to fail or hold writes). dir is the data dir: as at a broker's start, the
+// journal left there by an earlier harness is replayed before anything serves.
 func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settings)) *harness {
 	s := testSettings()
 	if mutate != nil {
@@ -52,19 +55,32 @@ func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settin
 	sink := &logtest.Sink{}
 	log := zerolog.New(sink).Level(zerolog.InfoLevel)
 	h := &harness{t: t, dir: dir, logs: sink}
+	odir, jdir := offsets.Dir(dir), offsets.JournalDir(dir, 0)
+	replayed, err := offsets.Replay(offsets.ReplayConfig{FS: fsys, OffsetsDir: odir, JournalDir: jdir, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sys = actor.NewSystem(zerolog.Nop())
+	// Segments small enough to zero-fill quickly.
+	h.journal, err = h.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
+		Dir: jdir, FS: fsys, Log: log, Replayed: replayed, SegmentBytes: 64 << 10,
+		Save: offsets.GroupFileSaver(fsys, odir),
+	}), "offsets-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.cfg = ManagerConfig{
 		Settings: s,
 		Offsets: func(group string) *actor.Props {
-			return offsets.Props(offsets.Config{Group: group, Dir: dir, FS: fsys, Log: log})
+			return offsets.Props(offsets.Config{Group: group, Dir: odir, FS: fsys, Log: log, Journal: h.journal})
 		},
-		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
+		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, odir) },
 		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {
-			return offsets.ReadMeta(fsys, dir, group)
+			return offsets.ReadMeta(fsys, odir, group)
 		},
 		Log:   log,
 		NewID: func() string { return "id" + itoa(int(h.seq.Add(1))) },
 	}
-	h.sys = actor.NewSystem(zerolog.Nop())
 	pid, err := h.sys.SpawnNamed(ManagerProps(h.cfg), "groups")
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +89,14 @@ func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settin
 	return h
 }
 
-// stop stops the manager (and every group) and the system.
+// stop stops the manager (and every group), then the journal, as the broker does, and
+// the system.
 func (h *harness) stop() {
 	if err := h.sys.Poison(h.mgr, time.Minute); err != nil {
 		h.t.Errorf("stop: %v", err)
+	}
+	if err := h.sys.Poison(h.journal, time.Minute); err != nil {
+		h.t.Errorf("stop the journal: %v", err)
 	}
 	h.sys.Shutdown()
 }
@@ -84,12 +104,27 @@ func (h *harness) stop() {
 // bubble runs f in a synctest bubble with a fresh harness.
 func bubble(t *testing.T, mutate func(*Settings), f func(t *testing.T, h *harness)) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h := newHarness(t, dir, mutate)
 		f(t, h)
 		h.stop()
 	})
 }
+
+// inBubble is synctest.Test for harness tests. After f (and what it defers) it lets the
+// fake clock run past protoactor's dead-letter throttle interval: the first dead letter
+// of an interval (a late reply, such as the journal's answer to an offsets actor that
+// took it from its channel while stopping) starts a goroutine that waits out the
+// interval, and no goroutine may outlive its bubble.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		f(t)
+		time.Sleep(deadLetterThrottleInterval)
+	})
+}
+
+// deadLetterThrottleInterval is protoactor's default (actor.Config).
+const deadLetterThrottleInterval = time.Second
 
 // send sends r to the manager with a waiter as its reply.
 func (h *harness) send(r Request) *actor.Waiter {

@@ -2,6 +2,8 @@ package group
 
 import (
 	"bytes"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/storage"
 )
@@ -63,7 +66,7 @@ func heartbeatCode(h *harness, g string, j *JoinResult) int16 {
 // session timeout after the load, and the group rebalances.
 func TestRestartLoadsStableMembers(t *testing.T) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		const session = 10 * time.Second
 		h := newHarness(t, dir, nil)
 		js := stableGroup(t, h, "g", 3, session)
@@ -123,7 +126,7 @@ func TestRestartLoadsStableMembers(t *testing.T) {
 // A group whose last member left is saved Empty, without members, and loads Empty.
 func TestRestartLoadsEmptyGroup(t *testing.T) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h := newHarness(t, dir, nil)
 		js := stableGroup(t, h, "g", 1, 10*time.Second)
 		l := call[*LeaveResult](h, &LeaveGroup{Group: "g", Members: []LeaveMember{{MemberID: js[0].MemberID}}})
@@ -149,12 +152,12 @@ func TestRestartLoadsEmptyGroup(t *testing.T) {
 // assignment and the group is Stable.
 func TestSyncAnsweredAfterSave(t *testing.T) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		hold := make(chan struct{})
 		held := make(chan struct{}, 1)
 		fsys.Before = func(op storage.Op, path string) error {
-			if op == storage.OpSync {
+			if op == storage.OpSync && strings.HasSuffix(path, journal.SegmentSuffix) {
 				select {
 				case held <- struct{}{}:
 					<-hold
@@ -200,7 +203,7 @@ func TestSyncAnsweredAfterSave(t *testing.T) {
 // (NOT_COORDINATOR, the mapped storage error) and the group rebalances (§4.4).
 func TestSyncSaveFailureRebalances(t *testing.T) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		defer h.stop()
@@ -211,7 +214,7 @@ func TestSyncSaveFailureRebalances(t *testing.T) {
 			leader, follower = jb, ja
 		}
 		fs := h.send(&SyncGroup{Group: "g", MemberID: follower.MemberID, Generation: follower.Generation})
-		fsys.FailNext(storage.OpSync, nil)
+		failNextSegmentSync(fsys)
 		ls := h.send(&SyncGroup{Group: "g", MemberID: leader.MemberID, Generation: leader.Generation,
 			Assignments: map[string][]byte{leader.MemberID: {1}, follower.MemberID: {2}}})
 		for _, w := range []*actor.Waiter{ls, fs} {
@@ -234,7 +237,7 @@ func TestSyncSaveFailureRebalances(t *testing.T) {
 // error with no member id. After a restart the saved id is the member, the old one fenced.
 func TestStaticReplacementSaved(t *testing.T) {
 	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		static := func(member string) *JoinGroup {
@@ -251,7 +254,7 @@ func TestStaticReplacementSaved(t *testing.T) {
 			return call[*Result](h, &Heartbeat{Group: "g", MemberID: id, InstanceID: "i", Generation: first.Generation}).ErrorCode
 		}
 
-		fsys.FailNext(storage.OpSync, nil)
+		failNextSegmentSync(fsys)
 		failed := call[*JoinResult](h, static(""))
 		if failed.ErrorCode != kerr.NotCoordinator.Code || failed.MemberID != "" {
 			t.Fatalf("replacement with a failed save: %s %q", codeName(failed.ErrorCode), failed.MemberID)
@@ -280,6 +283,23 @@ func TestStaticReplacementSaved(t *testing.T) {
 		if d.State != "Stable" || len(d.Members) != 1 || !bytes.Equal(d.Members[0].Assignment, []byte{9}) {
 			t.Fatalf("after restart: %+v", d)
 		}
+	})
+}
+
+// failNextSegmentSync fails the next fsync of a journal segment: the write that makes
+// the group's next change durable. FaultFS.FailNext would fail the next fsync of any
+// file, and the journal zero-fills its next segment on a goroutine of its own.
+func failNextSegmentSync(fsys *storage.FaultFS) {
+	var once sync.Once
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		fail := false
+		if op == storage.OpSync && strings.HasSuffix(path, journal.SegmentSuffix) {
+			once.Do(func() { fail = true })
+		}
+		if fail {
+			return storage.ErrInjected
+		}
+		return nil
 	})
 }
 

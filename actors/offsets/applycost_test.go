@@ -31,7 +31,7 @@ func bytesPerBatch(a *offsetsActor, runs int) uint64 {
 	runtime.ReadMemStats(&before)
 	for range runs {
 		a.queue = []queued{{msg: commit, codes: []int16{0}}}
-		b := a.applyQueue(true)
+		b := a.applyQueue()
 		if !b.dirty || len(b.rec.ops) != 1 {
 			panic("commit made no op")
 		}
@@ -61,10 +61,10 @@ func TestBatchAfterCommitsInFlightSeesThem(t *testing.T) {
 	for i := range 2 {
 		a.queue = []queued{{msg: &Commit{Entries: []Entry{{TopicPartition: tp,
 			Committed: Committed{Offset: int64(i), LeaderEpoch: -1}}}}, codes: []int16{0}}}
-		a.inflight = append(a.inflight, a.applyQueue(true))
+		a.inflight = append(a.inflight, a.applyQueue())
 	}
 	a.queue = []queued{{msg: &Delete{Partitions: []TopicPartition{tp, {Topic: "absent"}}}}}
-	b := a.applyQueue(true)
+	b := a.applyQueue()
 	if !b.dirty || len(b.rec.ops) != 1 || len(b.rec.ops[0].Del) != 1 || string(b.rec.ops[0].Del[0].Topic) != "new" {
 		t.Fatalf("the delete after two commits in flight recorded %+v, want the delete of new/3 alone", b.rec.ops)
 	}

@@ -21,7 +21,7 @@ import (
 //	KAAS_BENCH_DIR=/data go test -run XXX -bench . -benchtime 3s ./actors/offsets/
 //
 // BenchmarkDurableCommits reports commits/s and p50/p99 latency of acknowledged (fsynced)
-// commits; BenchmarkDiskCycle reports the disk's own rate of the same write cycle (tmp
+// commits; BenchmarkDiskCycle reports the disk's own rate of a checkpoint's write cycle (tmp
 // write, fsync, rename, directory fsync) without the actor, to compare them with.
 
 func benchDir(b *testing.B) string {
@@ -45,31 +45,25 @@ func (c *collector) Receive(ctx actor.Context) {
 	}
 }
 
-// BenchmarkDurableCommits runs each cell with the broker's journal (a batch is durable
-// with one fdatasync shared by every group, files rewritten behind it) and without it
-// (every batch rewrites its group file).
+// BenchmarkDurableCommits runs each cell on the broker's journal: a batch is durable with
+// one fdatasync shared by every group, files rewritten behind it.
 func BenchmarkDurableCommits(b *testing.B) {
-	for _, journal := range []bool{true, false} {
-		for _, committers := range []int{1, 16, 256} {
-			for _, groups := range []int{1, 64} {
-				b.Run(fmt.Sprintf("journal=%v/committers=%d/groups=%d", journal, committers, groups), func(b *testing.B) {
-					benchCommits(b, committers, groups, journal)
-				})
-			}
+	for _, committers := range []int{1, 16, 256} {
+		for _, groups := range []int{1, 64} {
+			b.Run(fmt.Sprintf("committers=%d/groups=%d", committers, groups), func(b *testing.B) {
+				benchCommits(b, committers, groups)
+			})
 		}
 	}
 }
 
-func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
+func benchCommits(b *testing.B, committers, groups int) {
 	root := benchDir(b)
 	dir := filepath.Join(root, "offsets")
 	sys := actor.NewSystem(zerolog.Nop())
 	defer sys.Shutdown()
 	fsys := storage.NewFaultFS(nil) // no faults: it counts the syncs
-	var journal *actor.PID
-	if withJournal {
-		journal = sys.Spawn(JournalProps(JournalConfig{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
-	}
+	journal := sys.Spawn(JournalProps(JournalConfig{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
 	pids := make([]*actor.PID, groups)
 	for g := range pids {
 		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop(), Journal: journal}))
@@ -78,9 +72,7 @@ func benchCommits(b *testing.B, committers, groups int, withJournal bool) {
 		for _, pid := range pids {
 			_ = sys.Poison(pid, 10*time.Second)
 		}
-		if journal != nil {
-			_ = sys.Poison(journal, 10*time.Second)
-		}
+		_ = sys.Poison(journal, 10*time.Second)
 	}()
 	// Every group's file exists before timing starts (the directory, first loads).
 	for g, pid := range pids {

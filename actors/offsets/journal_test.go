@@ -30,8 +30,9 @@ const (
 	ckptNever = time.Hour
 )
 
-// journalHarness is a harness whose offsets actors share one journal actor on the same
-// FaultFS and actor system. h.pid is the group's actor; spawn adds more groups.
+// journalHarness is the harness of the actor tests: offsets actors on the broker's
+// journal actor, wired as the broker wires them, on one FaultFS and actor system over a
+// temp data dir. h.pid is the group's actor; spawn adds more groups.
 type journalHarness struct {
 	*harness
 	root string // data.dir
@@ -43,7 +44,16 @@ type journalHarness struct {
 	groups []*actor.PID // actors spawned by spawn, stopped before the journal
 }
 
+// newJournalHarness starts a harness whose group files are checkpointed every interval
+// (ckptSoon, ckptNever).
 func newJournalHarness(t *testing.T, group string, interval time.Duration, tune ...func(*JournalConfig)) *journalHarness {
+	t.Helper()
+	return startHarness(t, group, interval, tune, nil)
+}
+
+// startHarness starts the journal actor, tuned by jtune, and group's offsets actor on it,
+// tuned by tune.
+func startHarness(t *testing.T, group string, interval time.Duration, jtune []func(*JournalConfig), tune []func(*Config)) *journalHarness {
 	t.Helper()
 	root := t.TempDir()
 	h := &harness{t: t, dir: Dir(root), logs: &syncBuffer{}}
@@ -58,7 +68,7 @@ func newJournalHarness(t *testing.T, group string, interval time.Duration, tune 
 	// one fills one.
 	j.jcfg = JournalConfig{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics, SegmentBytes: 64 << 10,
 		Save: GroupFileSaver(h.fs, h.dir)}
-	for _, f := range tune {
+	for _, f := range jtune {
 		f(&j.jcfg)
 	}
 	j.jpid = h.sys.Spawn(JournalProps(j.jcfg))
@@ -66,6 +76,9 @@ func newJournalHarness(t *testing.T, group string, interval time.Duration, tune 
 		Group: group, Dir: h.dir, FS: h.fs, Log: log, Metrics: h.metrics,
 		Now:     func() time.Time { return time.UnixMilli(h.nowMs.Load()) },
 		Journal: j.jpid, CheckpointInterval: interval,
+	}
+	for _, f := range tune {
+		f(&h.cfg)
 	}
 	h.pid = h.sys.Spawn(Props(h.cfg))
 	t.Cleanup(func() {
@@ -909,10 +922,17 @@ func TestJournalFailedStopCheckpoint(t *testing.T) {
 // failFirstFileWrite makes the next write of the group file name fail (its tmp file
 // cannot be created).
 func (j *journalHarness) failFirstFileWrite(name string) {
+	j.failOn(storage.OpCreate, func(path string) bool { return filepath.Base(path) == name+tmpSuffix })
+}
+
+// failOn makes the next op on a path that match accepts fail with storage.ErrInjected.
+// FaultFS.FailNext would fail the next op on any path, and the journal zero-fills its
+// next segment on a goroutine of its own meanwhile.
+func (j *journalHarness) failOn(op storage.Op, match func(path string) bool) {
 	var once sync.Once
-	j.hookSegments(func(op storage.Op, path string) error {
+	j.hookSegments(func(o storage.Op, path string) error {
 		fail := false
-		if op == storage.OpCreate && filepath.Base(path) == name+tmpSuffix {
+		if o == op && match(path) {
 			once.Do(func() { fail = true })
 		}
 		if fail {

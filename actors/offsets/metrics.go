@@ -13,7 +13,6 @@ import (
 type Metrics struct {
 	writes        *prometheus.CounterVec // by result
 	writeSeconds  prometheus.Histogram
-	batchRequests prometheus.Histogram
 	loadFailures  *prometheus.CounterVec // by reason
 	expired       prometheus.Counter
 	journalWrites *prometheus.CounterVec // by result
@@ -41,11 +40,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:    "kaas_offsets_write_duration_seconds",
 			Help:    "Time of one durable rewrite of a group offsets file, encoding included.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1},
-		}),
-		batchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "kaas_offsets_write_batch_requests",
-			Help:    "Requests (commits, deletes, ...) made durable by one rewrite: the group-commit factor.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 		}),
 		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_offsets_load_failures_total",
@@ -86,13 +80,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.journalWrites.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.writeSeconds, m.batchRequests, m.loadFailures, m.expired,
+		reg.MustRegister(m.writes, m.writeSeconds, m.loadFailures, m.expired,
 			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames, m.quarantined)
 	}
 	return m
 }
 
-func (m *Metrics) wrote(err error, d time.Duration, requests int) {
+// wrote counts a group file rewrite (a checkpoint).
+func (m *Metrics) wrote(err error, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -102,9 +97,6 @@ func (m *Metrics) wrote(err error, d time.Duration, requests int) {
 	}
 	m.writes.WithLabelValues("ok").Inc()
 	m.writeSeconds.Observe(d.Seconds())
-	if requests > 0 { // 0: a checkpoint behind the journal
-		m.batchRequests.Observe(float64(requests))
-	}
 }
 
 func (m *Metrics) loadFailed(reason string) {

@@ -70,9 +70,9 @@ type Config struct {
 	// RetryLoadAfter is how long a group whose file failed to load waits before it reads
 	// the file again (so an operator's repair is picked up without a restart); 0 is 5 s.
 	RetryLoadAfter time.Duration
-	// Journal is the broker's journal actor (JournalProps). With it, a batch is durable
-	// once appended there and the group file is rewritten behind it, CheckpointInterval
-	// after a change; without it (nil), every batch rewrites the group file.
+	// Journal is the broker's journal actor (JournalProps), required: a batch is durable
+	// once appended there, and the group file is rewritten behind it, CheckpointInterval
+	// after a change.
 	Journal *actor.PID
 	// CheckpointInterval: how long journaled changes wait before the group file is
 	// rewritten with them; 0 is DefaultCheckpointInterval.
@@ -131,23 +131,26 @@ func (c Config) withDefaults() Config {
 // Props makes the offsets actor of cfg.Group. Its parent (the group actor) should stop it
 // with Poison, not Stop: protoactor drops the user messages still in a stopped actor's
 // mailbox, and with them their promises; after Poison everything sent before is answered.
+// A Config without a Journal is a wiring bug, and Props panics on it: the actor has no
+// other way to make a change durable.
 func Props(cfg Config) *actor.Props {
+	if cfg.Journal == nil {
+		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, JournalProps)")
+	}
 	cfg = cfg.withDefaults()
 	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(cfg) })
 }
 
 // offsetsActor owns one group's file. It loads the file on its first request and keeps
 // the durable state in memory; requests that change it queue, and a flushNow message
-// the actor sends itself writes them all at once.
+// the actor sends itself appends them all to the journal as one record.
 //
 // Group commit: the first request to queue sends flushNow to self. Everything already in
-// the mailbox is ahead of it, so it joins the same write; while that write blocks Receive
-// (tmp + fsync + rename + directory fsync), new requests pile up in the mailbox and all go
-// into the next write. One write is in flight per group, every waiter is answered right
-// after the write that holds its request, and the state is touched only in Receive. The
-// alternative, writing in a goroutine, would let Fetch run during a write but would need
-// a second copy of the state and a join on stop; a write is about a millisecond, so the
-// actor blocks instead (the one place in kaas a Receive blocks).
+// the mailbox is ahead of it, so it joins the same batch; while up to maxInflight batches
+// wait for the journal's fsync, new requests queue and all go into the next batch. Every
+// waiter is answered right after the fsync that holds its request, and the state is
+// touched only in Receive. The group file is rewritten behind the journal (a checkpoint,
+// on a goroutine of its own); only a stopping or restarting actor writes it in Receive.
 type offsetsActor struct {
 	cfg  Config
 	name string // file name in cfg.Dir
@@ -166,7 +169,7 @@ type offsetsActor struct {
 	flushQueued bool
 	took        bool // this turn's request was stashed or handed to its handler (answerUntaken)
 
-	// With a journal (journal.go): the batches appended and not yet answered, the
+	// The batches appended to the journal (journal.go) and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
 	// holds, and the checkpoint being written or scheduled.
 	inflight      []*batch // appended, oldest first; answered in this order
@@ -337,9 +340,6 @@ func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 // of this group left state it could not write to the file (Unsaved). Requests wait in
 // the stash until the journal answers.
 func (a *offsetsActor) claim(ctx actor.Context) {
-	if a.cfg.Journal == nil {
-		return
-	}
 	p := actor.NewPromise(ctx, ctx.Self())
 	a.claiming, a.claimID = true, p.ID()
 	ctx.Send(a.cfg.Journal, &Claim{Group: a.cfg.Group, Reply: p})
@@ -479,7 +479,7 @@ func (a *offsetsActor) takeOver() {
 	if !a.mayWriteFile() {
 		return
 	}
-	if err := a.persist(a.st, a.exists); err != nil {
+	if err := a.writeFile(a.st, a.exists); err != nil {
 		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.path, err), a.cfg.Now()
 		a.log.Error().Err(err).Msg("offsets_takeover_write_failed")
 		return
@@ -591,14 +591,8 @@ func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
 		fail(queued{msg: m}, codeBroken)
 		return
 	}
-	// A SaveMeta without a reply waits for no write: it takes effect at once, unless
-	// changes queued before it (a DeleteAll) must be applied first.
-	// With a journal it is journaled like any change: the file must never hold what the
-	// journal does not (replay would set older records over it).
-	if sm, ok := m.(*SaveMeta); ok && !sm.Reply.Valid() && len(a.queue) == 0 && a.cfg.Journal == nil {
-		a.st.meta = sm.Meta
-		return
-	}
+	// A SaveMeta without a reply is journaled like any change: the file must never hold
+	// what the journal does not (replay would set older records over it).
 	a.enqueue(ctx, queued{msg: m})
 }
 
@@ -610,18 +604,14 @@ func (a *offsetsActor) enqueue(ctx actor.Context, q queued) {
 	}
 }
 
-// flush makes the queue durable: with a journal, by appending it there (answered in
-// onAppended); without, by rewriting the file.
+// flush makes the queue durable by appending it to the journal (answered in
+// onAppended).
 func (a *offsetsActor) flush(ctx actor.Context) {
-	if a.cfg.Journal == nil {
-		a.flushDirect()
-		return
-	}
 	if len(a.inflight) >= maxInflight || len(a.queue) == 0 {
 		// What queues meanwhile goes with the next batch.
 		return
 	}
-	b := a.applyQueue(true)
+	b := a.applyQueue()
 	if !b.dirty {
 		if len(a.inflight) > 0 {
 			// Its outcome is built on batches not yet durable: it waits for them.
@@ -647,35 +637,12 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
 }
 
-// flushDirect applies the queue to a copy of the state, makes the copy durable with one
-// file write, then answers every request of the batch. On a failed write the state stays
-// as it was and every request gets codeWriteFailed: never a false success.
-func (a *offsetsActor) flushDirect() {
-	if len(a.queue) == 0 {
-		return
-	}
-	b := a.applyQueue(false)
-	var err error
-	if b.dirty {
-		start := time.Now()
-		err = a.persist(b.next, b.exists)
-		a.cfg.Metrics.wrote(err, time.Since(start), len(b.reqs))
-	}
-	a.queue = nil
-	if err != nil {
-		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
-		a.failBatch(b, codeWriteFailed)
-		return
-	}
-	a.commitBatch(b)
-}
-
 // applyQueue applies the queue to what the state will be once the batches in flight
 // are durable. A journaled batch of commits only is applied to an overlay holding just
 // what it sets (a commit's outcome does not depend on the state), so a commit costs
 // what it commits, not a copy of the group's offsets; any other batch is applied to a
 // copy.
-func (a *offsetsActor) applyQueue(journaled bool) *batch {
+func (a *offsetsActor) applyQueue() *batch {
 	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
 	// it to onRestarting.
 	base, exists, overlays := a.st, a.exists, a.inflight
@@ -686,7 +653,7 @@ func (a *offsetsActor) applyQueue(journaled bool) *batch {
 		}
 	}
 	var next state
-	if journaled && commitsOnly(a.queue) {
+	if commitsOnly(a.queue) {
 		next = base.overlay()
 	} else {
 		next = base.clone()
@@ -695,10 +662,8 @@ func (a *offsetsActor) applyQueue(journaled bool) *batch {
 			exists = exists || o.exists
 		}
 	}
-	b := &batch{reqs: a.queue, next: next, exists: exists, results: make([]any, len(a.queue))}
-	if journaled {
-		b.rec = &recorder{cache: &a.metaJSON}
-	}
+	b := &batch{reqs: a.queue, next: next, exists: exists, results: make([]any, len(a.queue)),
+		rec: &recorder{cache: &a.metaJSON}}
 	now := a.cfg.Now()
 	for i, q := range b.reqs {
 		var changed bool
@@ -710,8 +675,8 @@ func (a *offsetsActor) applyQueue(journaled bool) *batch {
 	return b
 }
 
-// commitBatch makes a durable batch, built on the actor's state as it is, the actor's
-// state and answers its waiters.
+// commitBatch makes a batch with nothing to journal, built on the actor's state as it
+// is, the actor's state and answers its waiters.
 func (a *offsetsActor) commitBatch(b *batch) {
 	a.st, a.exists = b.next, b.exists
 	a.publishAll()
@@ -733,14 +698,10 @@ func (a *offsetsActor) answerBatch(b *batch) {
 // state stays as it was.
 func (a *offsetsActor) failBatch(b *batch, code int16) {
 	for _, q := range b.reqs {
+		// A SaveMeta without a reply has no one to tell, and its meta is dropped: a
+		// checkpoint must never write what the journal does not hold, or replay would
+		// set older records over it.
 		fail(q, code)
-		// A SaveMeta without a reply has no one to tell. Without a journal its meta
-		// stays in memory for the next write, as if it had arrived after this batch.
-		// With one it is dropped: a checkpoint must never write what the journal does
-		// not hold, or replay would set older records over it.
-		if sm, ok := q.msg.(*SaveMeta); ok && !sm.Reply.Valid() && a.cfg.Journal == nil {
-			a.st.meta = sm.Meta
-		}
 	}
 }
 
@@ -851,11 +812,7 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 			defer func() { <-slots }()
 		}
 		start := time.Now()
-		if exists {
-			job.err = storage.WriteFileAtomic(fsys, dir, name, data)
-		} else {
-			job.err = storage.RemoveDurably(fsys, dir, name)
-		}
+		job.err = putFile(fsys, dir, name, data, exists)
 		job.took = time.Since(start)
 		close(job.done)
 		return job
@@ -875,7 +832,7 @@ func (a *offsetsActor) onCheckpointDone(ctx actor.Context, job *ckptJob) {
 
 // checkpointDone records a finished checkpoint and tells the journal.
 func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
-	a.cfg.Metrics.wrote(job.err, job.took, 0)
+	a.cfg.Metrics.wrote(job.err, job.took)
 	if job.err != nil {
 		// Memory and the journal still hold everything; the next checkpoint retries.
 		a.ckptFailLog.Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
@@ -913,7 +870,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 			defer func() { <-a.cfg.WriteSlots }()
 		}
 		start := time.Now()
-		job.err = a.persist(a.st, a.exists)
+		job.err = a.writeFile(a.st, a.exists)
 		job.took = time.Since(start)
 	}()
 	a.checkpointDone(ctx, job)
@@ -935,10 +892,6 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 // stops: the queue goes to the journal (waited for), then the file is rewritten. The
 // file is never written with a change the journal does not hold before it.
 func (a *offsetsActor) flushSync(ctx actor.Context) {
-	if a.cfg.Journal == nil {
-		a.flushDirect()
-		return
-	}
 	a.waitInflight(ctx)
 	if len(a.queue) > 0 {
 		a.flush(ctx)
@@ -947,16 +900,23 @@ func (a *offsetsActor) flushSync(ctx actor.Context) {
 	a.checkpointNow(ctx)
 }
 
-// persist writes the state, or removes the file of a group that no longer has one.
-func (a *offsetsActor) persist(s state, exists bool) error {
-	if !exists {
-		return storage.RemoveDurably(a.cfg.FS, a.cfg.Dir, a.name)
-	}
+// writeFile writes the group file with s in Receive (a stopping or restarting actor, a
+// take-over), or removes the file of a group that no longer has one.
+func (a *offsetsActor) writeFile(s state, exists bool) error {
 	data, err := a.fileData(s, exists)
 	if err != nil {
 		return err
 	}
-	return storage.WriteFileAtomic(a.cfg.FS, a.cfg.Dir, a.name, data)
+	return putFile(a.cfg.FS, a.cfg.Dir, a.name, data, exists)
+}
+
+// putFile writes data as the group file name in dir, or removes the file when the group
+// no longer has one (exists false).
+func putFile(fsys storage.FS, dir, name string, data []byte, exists bool) error {
+	if !exists {
+		return storage.RemoveDurably(fsys, dir, name)
+	}
+	return storage.WriteFileAtomic(fsys, dir, name, data)
 }
 
 // fileData is the file content of s; it also makes sure the directory exists, once.
@@ -983,7 +943,7 @@ func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 
 // apply makes one queued request's change to s and returns what its waiter gets if the
 // write succeeds, whether it changed anything on disk, and how many offsets it expired.
-// rec, when not nil, records the change for the journal.
+// rec records the change for the journal.
 func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (result any, changed bool, expired int) {
 	switch m := q.msg.(type) {
 	case *Commit:
@@ -1034,8 +994,8 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 		s.meta = m.Meta
 		rec.meta(m.Meta, m.Reply.Valid())
 		if !m.Reply.Valid() {
-			// Written with the next write, if any (journaled at once: see handleChange).
-			return nil, rec != nil, 0
+			// No one to answer, but journaled like any change (see handleChange).
+			return nil, true, 0
 		}
 		*exists = true
 		return &Result{}, true, 0
@@ -1140,9 +1100,7 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 // answered and the file is brought up to it, since the next incarnation reloads the file.
 func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	a.pub.Remove()
-	if a.cfg.Journal != nil {
-		a.waitInflight(ctx)
-	}
+	a.waitInflight(ctx)
 	for _, q := range a.queue {
 		fail(q, codeCrashed)
 	}
@@ -1151,7 +1109,7 @@ func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	if a.claimCancel != nil {
 		a.claimCancel()
 	}
-	if a.cfg.Journal != nil && !a.claiming {
+	if !a.claiming {
 		a.checkpointNow(ctx)
 	}
 	if a.ckptCancel != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
@@ -42,7 +43,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// harness is one actor system with one group's offsets actor on a FaultFS over a temp dir.
+// harness is one actor system with one group's offsets actor on a FaultFS over a temp
+// dir; journalHarness (journal_test.go) adds the journal actor it runs on.
 type harness struct {
 	t       *testing.T
 	sys     *actor.System
@@ -56,29 +58,12 @@ type harness struct {
 	pid     *actor.PID
 }
 
-func newHarness(t *testing.T, group string, tune ...func(*Config)) *harness {
+// newHarness starts group's offsets actor on the broker's journal, with a checkpoint
+// interval of an hour: the group file is written only when the actor stops or restarts,
+// or is sent Flush.
+func newHarness(t *testing.T, group string, tune ...func(*Config)) *journalHarness {
 	t.Helper()
-	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "__cluster", "__consumer_offsets"), logs: &syncBuffer{}}
-	h.fs = storage.NewFaultFS(nil)
-	h.reg = prometheus.NewRegistry()
-	h.metrics = NewMetrics(h.reg)
-	h.nowMs.Store(1_700_000_000_000)
-	log := zerolog.New(h.logs)
-	h.sys = actor.NewSystem(log)
-	h.cfg = Config{
-		Group: group, Dir: h.dir, FS: h.fs, Log: log, Metrics: h.metrics,
-		Now: func() time.Time { return time.UnixMilli(h.nowMs.Load()) },
-	}
-	for _, f := range tune {
-		f(&h.cfg)
-	}
-	h.pid = h.sys.Spawn(Props(h.cfg))
-	t.Cleanup(func() {
-		h.fs.Before = nil
-		_ = h.sys.Poison(h.pid, waitFor)
-		h.sys.Shutdown()
-	})
-	return h
+	return startHarness(t, group, ckptNever, nil, tune)
 }
 
 // restart replaces the actor with a fresh one (a new incarnation reading the file).
@@ -245,90 +230,135 @@ func TestMetadataTooLarge(t *testing.T) {
 	}
 }
 
-// TestWriteFaults fails each step of the durable write in turn: the commit must get a
-// retriable error (never a false success), memory must stay as it was, no partial file
-// may be visible, and the next commit must succeed.
+// TestWriteFaults fails each step of a journal append in turn (the segment's directory,
+// its file, the directory entry, the write, the fdatasync): the commit must get a
+// retriable error (never a false success), memory must stay as it was, a restart must
+// not bring the failed commit back, and the next commit must succeed.
 func TestWriteFaults(t *testing.T) {
-	for _, op := range []storage.Op{storage.OpMkdir, storage.OpCreate, storage.OpWrite, storage.OpSync, storage.OpClose, storage.OpRename, storage.OpSyncDir} {
+	for _, op := range []storage.Op{storage.OpMkdir, storage.OpCreate, storage.OpSyncDir, storage.OpWrite, storage.OpSync} {
 		t.Run(string(op), func(t *testing.T) {
 			h := newHarness(t, "g")
-			if op != storage.OpMkdir {
+			// The steps that make a segment fail the group's first commit; the write and
+			// the fdatasync fail its second.
+			opening := op == storage.OpMkdir || op == storage.OpCreate || op == storage.OpSyncDir
+			before := map[TopicPartition]int64{}
+			if !opening {
 				if got := h.commit(entry("t", 0, 1)); !slices.Equal(got, []int16{0}) {
 					t.Fatalf("first commit %v", got)
 				}
+				before[TopicPartition{"t", 0}] = 1
 			}
-			h.fs.FailNext(op, nil)
+			h.failOn(op, func(path string) bool {
+				return strings.HasPrefix(path, filepath.Join(h.root, "__cluster")) && !strings.Contains(filepath.Base(path), spareMarker)
+			})
 			if got := h.commit(entry("t", 0, 2), entry("u", 0, 2)); !slices.Equal(got, codes(2, kerr.NotCoordinator.Code)) {
 				t.Fatalf("commit with a failing %s answered %v, want NOT_COORDINATOR", op, got)
 			}
-			f := h.fetch()
-			if op == storage.OpMkdir {
-				if len(f.Offsets) != 0 {
-					t.Fatalf("memory changed by a failed write: %+v", f.Offsets)
+			same := func(what string, got map[TopicPartition]Committed, want map[TopicPartition]int64) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %+v, want %v", what, got, want)
 				}
-			} else if len(f.Offsets) != 1 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
-				t.Fatalf("memory changed by a failed write: %+v", f.Offsets)
+				for tp, o := range want {
+					if got[tp].Offset != o {
+						t.Fatalf("%s: %v = %+v, want %d", what, tp, got[tp], o)
+					}
+				}
 			}
-			// The file is the old one, whole; or, when only the directory sync failed,
-			// the whole new one. Never a mix, never a tmp file left behind.
+			same("memory after the failed write", h.fetch().Offsets, before)
+			if got := counterValue(h.metrics.journalWrites.WithLabelValues("error")); got != 1 {
+				t.Errorf("journal writes error = %v, want 1", got)
+			}
+			if !strings.Contains(h.logs.String(), `"level":"error"`) || !strings.Contains(h.logs.String(), "offsets_journal_write_failed") {
+				t.Errorf("no error logged: %s", h.logs)
+			}
+			h.restart()
+			same("after a restart", h.fetch().Offsets, before)
+			if s, ok := h.onDisk(); ok != !opening {
+				t.Fatalf("group file exists %v after a restart (%+v)", ok, s.offsets)
+			}
+			// The next commit succeeds, and is what a crash would replay.
+			if got := h.commit(entry("t", 0, 3)); !slices.Equal(got, []int16{0}) {
+				t.Fatalf("commit after the fault %v", got)
+			}
+			img := h.crashImage()
+			_, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop())
+			must(t, err)
+			s, _ := groupFile(t, Dir(img), "g")
+			same("replayed after the recovery", s.offsets, map[TopicPartition]int64{{"t", 0}: 3})
+		})
+	}
+}
+
+// TestCheckpointFaults fails each step of the group file's rewrite (a checkpoint, here
+// made by Flush) in turn: the commits it holds stay acknowledged and served, the file is
+// the old one whole (or, when only the directory sync failed, the whole new one), no
+// tmp file is left, the journal keeps the group's records, and the next checkpoint
+// writes everything.
+func TestCheckpointFaults(t *testing.T) {
+	for _, op := range []storage.Op{storage.OpMkdir, storage.OpCreate, storage.OpWrite, storage.OpSync, storage.OpClose, storage.OpRename, storage.OpSyncDir} {
+		t.Run(string(op), func(t *testing.T) {
+			h := newHarness(t, "g")
+			first := op == storage.OpMkdir // made once, by the first checkpoint
+			if !first {
+				h.commit(entry("t", 0, 1))
+				h.flushTo(h.pid)
+			}
+			if got := h.commit(entry("t", 0, 2), entry("u", 0, 2)); !codesOK(got) {
+				t.Fatalf("commit %v", got)
+			}
+			h.failOn(op, func(path string) bool { return strings.HasPrefix(path, h.dir) })
+			h.flushTo(h.pid)
+			if !strings.Contains(h.logs.String(), "offsets_checkpoint_failed") {
+				t.Fatalf("failed checkpoint not logged:\n%s", h.logs)
+			}
+			if got := counterValue(h.metrics.writes.WithLabelValues("error")); got != 1 {
+				t.Errorf("file writes error = %v, want 1", got)
+			}
+			if f := h.fetch(); len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 2 {
+				t.Fatalf("served after the failed checkpoint: %+v", f.Offsets)
+			}
 			s, ok := h.onDisk()
 			switch {
-			case op == storage.OpMkdir:
+			case first:
 				if ok {
-					t.Fatal("file exists after a failed first write")
+					t.Fatal("file exists after a failed first checkpoint")
 				}
 			case op == storage.OpSyncDir:
-				if s.offsets[TopicPartition{"t", 0}].Offset != 2 || len(s.offsets) != 2 {
+				if len(s.offsets) != 2 || s.offsets[TopicPartition{"t", 0}].Offset != 2 {
 					t.Fatalf("after a failed directory sync the file is %+v", s.offsets)
 				}
 			default:
-				if s.offsets[TopicPartition{"t", 0}].Offset != 1 || len(s.offsets) != 1 {
+				if len(s.offsets) != 1 || s.offsets[TopicPartition{"t", 0}].Offset != 1 {
 					t.Fatalf("after a failed %s the file is %+v", op, s.offsets)
 				}
 			}
-			if op != storage.OpMkdir {
+			if !first {
 				if names := h.dirNames(); !slices.Equal(names, []string{"g.json"}) {
 					t.Fatalf("directory holds %q", names)
 				}
 			}
-			if got := counterValue(h.metrics.writes.WithLabelValues("error")); got != 1 {
-				t.Errorf("writes error = %v, want 1", got)
+			if st := h.jstat(); !pinned(st) {
+				t.Fatalf("the journal let the group's records go after a failed checkpoint: %+v", st)
 			}
-			if !strings.Contains(h.logs.String(), `"level":"error"`) || !strings.Contains(h.logs.String(), "offsets_write_failed") {
-				t.Errorf("no error logged: %s", h.logs)
+			h.flushTo(h.pid)
+			if s, _ := h.onDisk(); len(s.offsets) != 2 || s.offsets[TopicPartition{"u", 0}].Offset != 2 {
+				t.Fatalf("file after the next checkpoint %+v", s.offsets)
 			}
-			// The next write succeeds and carries everything memory holds.
-			if got := h.commit(entry("t", 0, 3)); !slices.Equal(got, []int16{0}) {
-				t.Fatalf("commit after the fault %v", got)
-			}
-			s, _ = h.onDisk()
-			if s.offsets[TopicPartition{"t", 0}].Offset != 3 {
-				t.Fatalf("file after recovery %+v", s.offsets)
-			}
-			if op == storage.OpSyncDir {
-				// Memory never had u-0 (its commit failed), and the rewrite follows memory.
-				if _, ok := s.offsets[TopicPartition{"u", 0}]; ok {
-					t.Fatal("a failed commit's partition came back")
-				}
+			if st := h.jstat(); pinned(st) {
+				t.Fatalf("the journal still pins the group after its checkpoint: %+v", st)
 			}
 		})
 	}
 }
 
-// TestLeftoverTmpCleanedAtLoad: a write that failed and could not remove its tmp file
-// (or a crash mid-write) leaves name.json.tmp; the next load removes it and reads the
-// intact file.
+// TestLeftoverTmpCleanedAtLoad: a crash in the middle of a checkpoint leaves
+// name.json.tmp beside the intact file; the next load removes it and reads the file.
 func TestLeftoverTmpCleanedAtLoad(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
-	h.fs.FailNext(storage.OpSync, nil)
-	h.fs.FailNext(storage.OpRemove, nil)
-	if got := h.commit(entry("t", 0, 2)); got[0] != kerr.NotCoordinator.Code {
-		t.Fatalf("codes %v", got)
-	}
-	if names := h.dirNames(); !slices.Equal(names, []string{"g.json", "g.json.tmp"}) {
-		t.Fatalf("directory holds %q, want the leftover tmp", names)
-	}
+	h.restart()
+	must(t, os.WriteFile(filepath.Join(h.dir, "g.json"+tmpSuffix), []byte(`{"version":1,"gro`), 0o600))
 	h.restart()
 	if f := h.fetch(); f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
 		t.Fatalf("after reload %+v", f)
@@ -338,43 +368,26 @@ func TestLeftoverTmpCleanedAtLoad(t *testing.T) {
 	}
 }
 
-// blockFirst makes the first call of op block until release is closed; entered is
-// closed when it has started.
-func blockFirst(f *storage.FaultFS, op storage.Op) (entered chan struct{}, release chan struct{}) {
-	entered, release = make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f.Before = func(o storage.Op, _ string) error {
-		if o == op {
-			once.Do(func() {
-				close(entered)
-				<-release
-			})
-		}
-		return nil
-	}
-	return entered, release
-}
-
-// TestGroupCommit: commits that queue while a write is in flight are made durable by
-// the next single write, and each is answered only after that write.
+// TestGroupCommit: commits that queue while the group's batch is in the journal's
+// fsync are made durable by the next batches (at most two: one more may be in the
+// journal's mailbox already), and each is answered only after the fsync that holds it.
 func TestGroupCommit(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, storage.OpSync)
+	hk, gates := h.hookSegments(nil, 1)
 	first := h.commitW(entry("t", 0, 0))
-	<-entered
+	<-gates[0].entered
 	const n = 50
 	waiters := make([]*actor.Waiter, n)
 	for i := range waiters {
 		waiters[i] = h.commitW(entry("t", int32(i+1), int64(i+1)))
 	}
+	h.fetch() // the commits are in the journal's mailbox or queued in the actor
 	for i, w := range append([]*actor.Waiter{first}, waiters...) {
-		select {
-		case v := <-w.C:
-			t.Fatalf("commit %d answered %+v before its write", i, v)
-		default:
+		if v, done := answered(w); done {
+			t.Fatalf("commit %d answered %+v before its fsync", i, v)
 		}
 	}
-	close(release)
+	gates[0].open()
 	if got := wait[*CommitResult](t, first).Codes; got[0] != 0 {
 		t.Fatalf("first %v", got)
 	}
@@ -382,49 +395,64 @@ func TestGroupCommit(t *testing.T) {
 		if got := wait[*CommitResult](t, w).Codes; got[0] != 0 {
 			t.Fatalf("commit %d: %v", i, got)
 		}
-		// Answered means on disk.
-		s, _ := h.onDisk()
-		if s.offsets[TopicPartition{"t", int32(i + 1)}].Offset != int64(i+1) {
-			t.Fatalf("commit %d answered before it was on disk", i)
+	}
+	if got := hk.syncs.Load(); got > 3 {
+		t.Fatalf("%d segment fsyncs for 51 commits, want at most 3 (one in flight, two for the rest)", got)
+	}
+	if got := counterValue(h.metrics.journalWrites.WithLabelValues("ok")); got != float64(hk.syncs.Load()) {
+		t.Fatalf("journal writes ok = %v, %d fsyncs", got, hk.syncs.Load())
+	}
+	// Answered means durable: a crash now replays every commit.
+	img := h.crashImage()
+	_, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop())
+	must(t, err)
+	s, _ := groupFile(t, Dir(img), "g")
+	for i := range n + 1 {
+		if s.offsets[TopicPartition{"t", int32(i)}].Offset != int64(i) {
+			t.Fatalf("commit %d answered but not replayed after a crash: %+v", i, s.offsets)
 		}
-	}
-	if got := h.fs.Count(storage.OpSync); got != 2 {
-		t.Fatalf("%d file syncs for 51 commits, want 2 (one write in flight, one for the rest)", got)
-	}
-	if got := counterValue(h.metrics.writes.WithLabelValues("ok")); got != 2 {
-		t.Fatalf("writes ok = %v, want 2", got)
 	}
 }
 
-// TestGroupCommitFailure: a failed batch answers every waiter with the error and keeps
-// memory as before the batch.
+// TestGroupCommitFailure: a failed journal write answers every waiter of its batches
+// with the error and keeps memory as before them; a restart does not bring them back.
 func TestGroupCommitFailure(t *testing.T) {
 	h := newHarness(t, "g")
-	// The first write blocks after its fault check for the rename, so the fault armed
-	// below hits the batch's rename, not this one's.
-	entered, release := blockFirst(h.fs, storage.OpRename)
+	var failing atomic.Bool
+	_, gates := h.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpWrite && strings.HasSuffix(path, journal.SegmentSuffix) && failing.Load() {
+			return storage.ErrInjected
+		}
+		return nil
+	}, 1)
 	first := h.commitW(entry("t", 0, 1))
-	<-entered
+	<-gates[0].entered
 	var waiters []*actor.Waiter
 	for i := range 10 {
 		waiters = append(waiters, h.commitW(entry("t", int32(i), 100)))
 	}
-	h.fs.FailNext(storage.OpRename, nil)
-	close(release)
+	h.fetch() // the commits are in the journal's mailbox or queued in the actor
+	failing.Store(true)
+	gates[0].open()
 	if got := wait[*CommitResult](t, first).Codes; got[0] != 0 {
 		t.Fatalf("first write %v", got)
 	}
 	for i, w := range waiters {
 		if got := wait[*CommitResult](t, w).Codes; got[0] != kerr.NotCoordinator.Code {
-			t.Fatalf("commit %d of the failed batch answered %v", i, got)
+			t.Fatalf("commit %d of the failed batches answered %v", i, got)
 		}
 	}
+	failing.Store(false)
 	f := h.fetch()
 	if len(f.Offsets) != 1 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
-		t.Fatalf("memory after the failed batch %+v", f.Offsets)
+		t.Fatalf("memory after the failed batches %+v", f.Offsets)
 	}
+	h.restart()
 	if s, _ := h.onDisk(); len(s.offsets) != 1 || s.offsets[TopicPartition{"t", 0}].Offset != 1 {
-		t.Fatalf("disk after the failed batch %+v", s.offsets)
+		t.Fatalf("disk after the failed batches %+v", s.offsets)
+	}
+	if f := h.fetch(); len(f.Offsets) != 1 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
+		t.Fatalf("served after a restart %+v", f.Offsets)
 	}
 }
 
@@ -533,20 +561,20 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	if s := h.stat(); !s.Exists || !reflect.DeepEqual(s.Meta, meta) || s.Count != 2 {
 		t.Fatalf("stat %+v", s)
 	}
-	// A SaveMeta without a reply rides on the next write.
+	// A SaveMeta without a reply is journaled like any change: served once durable,
+	// in the file at the next checkpoint.
 	meta2 := GroupMeta{ProtocolType: "consumer", Generation: 6}
 	h.sys.Send(h.pid, &SaveMeta{Meta: meta2})
-	syncs := h.fs.Count(storage.OpSync)
-	if s := h.stat(); !reflect.DeepEqual(s.Meta, meta2) || h.fs.Count(storage.OpSync) != syncs {
-		t.Fatalf("SaveMeta without reply: %+v, wrote %d", s, h.fs.Count(storage.OpSync)-syncs)
-	}
+	eventually(t, "the reply-less SaveMeta served", func() bool { return reflect.DeepEqual(h.stat().Meta, meta2) })
 	h.commit(entry("a", 1, 2))
+	h.flushTo(h.pid)
 	if s, _ := h.onDisk(); !reflect.DeepEqual(s.meta, meta2) {
 		t.Fatalf("meta on disk %+v", s.meta)
 	}
 	if c := h.result(func(p actor.Promise) any { return &DeleteAll{Reply: p} }); c != 0 {
 		t.Fatal(c)
 	}
+	h.flushTo(h.pid)
 	if _, ok := h.onDisk(); ok {
 		t.Fatal("file kept after DeleteAll")
 	}
@@ -557,14 +585,18 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	if s := h.stat(); s.Exists {
 		t.Fatalf("stat after DeleteAll and reload %+v", s)
 	}
-	// A failed removal keeps the group.
+	// A DeleteAll the journal failed to write keeps the group, also across a restart.
 	h.commit(entry("a", 0, 1))
-	h.fs.FailNext(storage.OpRemove, nil)
+	h.failOn(storage.OpWrite, func(path string) bool { return strings.HasSuffix(path, journal.SegmentSuffix) })
 	if c := h.result(func(p actor.Promise) any { return &DeleteAll{Reply: p} }); c != kerr.NotCoordinator.Code {
-		t.Fatalf("DeleteAll with a failing remove: %d", c)
+		t.Fatalf("DeleteAll with a failing journal write: %d", c)
 	}
 	if s := h.stat(); !s.Exists || s.Count != 1 {
 		t.Fatalf("stat after a failed DeleteAll %+v", s)
+	}
+	h.restart()
+	if s := h.stat(); !s.Exists || s.Count != 1 {
+		t.Fatalf("stat after a failed DeleteAll and a restart %+v", s)
 	}
 }
 
@@ -590,6 +622,7 @@ func TestExpiry(t *testing.T) {
 	if s := expire(); s.Count != 1 {
 		t.Fatalf("after the first offset's retention %+v", s)
 	}
+	h.flushTo(h.pid)
 	if s, _ := h.onDisk(); len(s.offsets) != 1 {
 		t.Fatalf("on disk %+v", s.offsets)
 	}
@@ -597,6 +630,7 @@ func TestExpiry(t *testing.T) {
 	if s := expire(); s.Count != 0 || s.Exists {
 		t.Fatalf("after the last offset's retention %+v", s)
 	}
+	h.flushTo(h.pid)
 	if _, ok := h.onDisk(); ok {
 		t.Fatal("an empty group's file outlived its last offset")
 	}
@@ -620,22 +654,49 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
-// TestPanicAnswersWaiters: a panic during a write restarts the actor; every queued
-// request is answered with a retriable code, and the next incarnation reloads the file.
+// TestPanicAnswersWaiters: a panic in the actor's Receive (here: a checkpoint creating
+// the offsets directory) restarts it with one batch in the journal's fsync, one in the
+// journal's mailbox and a commit queued behind them. The batches the journal makes
+// durable are answered success, the queued commit a retriable code, and the next
+// incarnation serves what the journal holds.
 func TestPanicAnswersWaiters(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
+	panicked := make(chan struct{})
 	var once sync.Once
-	h.fs.Before = func(op storage.Op, _ string) error {
-		if op == storage.OpWrite {
-			once.Do(func() { panic("disk driver bug") })
+	_, gates := h.hookSegments(func(op storage.Op, path string) error {
+		if op == storage.OpMkdir && path == h.dir {
+			once.Do(func() {
+				close(panicked)
+				panic("mkdir bug")
+			})
 		}
 		return nil
+	}, 1)
+	inSync := h.commitW(entry("t", 0, 2))
+	<-gates[0].entered
+	inMailbox := h.commitW(entry("t", 1, 2))
+	// Two Fetches: by the second answer the second batch has gone to the journal.
+	h.fetch()
+	h.fetch()
+	queued := h.commitW(entry("t", 2, 2))
+	h.sys.Send(h.pid, &checkpointTick{})
+	select {
+	case <-panicked:
+	case <-time.After(waitFor):
+		t.Fatal("the checkpoint did not run")
 	}
-	if got := h.commit(entry("t", 0, 2)); got[0] != kerr.CoordinatorNotAvailable.Code {
-		t.Fatalf("commit during a panicking write %v", got)
+	gates[0].open()
+	for _, w := range []*actor.Waiter{inSync, inMailbox} {
+		if got := wait[*CommitResult](t, w).Codes; got[0] != 0 {
+			t.Fatalf("commit the journal holds answered %v after the panic", got)
+		}
 	}
-	if f := h.fetch(); f.Offsets[TopicPartition{"t", 0}].Offset != 1 {
+	if got := wait[*CommitResult](t, queued).Codes; got[0] != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("commit queued during the panic answered %v", got)
+	}
+	f := h.fetch()
+	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 2 || f.Offsets[TopicPartition{"t", 1}].Offset != 2 {
 		t.Fatalf("after restart %+v", f)
 	}
 	if got := h.commit(entry("t", 0, 3)); got[0] != 0 {
@@ -645,12 +706,12 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	// A panic in a request's own handler (here: the load) answers that request.
 	h2 := newHarness(t, "g2")
 	var once2 sync.Once
-	h2.fs.Before = func(op storage.Op, _ string) error {
+	h2.fs.SetBefore(func(op storage.Op, _ string) error {
 		if op == storage.OpRead {
 			once2.Do(func() { panic("read bug") })
 		}
 		return nil
-	}
+	})
 	if f := h2.fetch(); f.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("fetch during a panicking load %+v", f)
 	}
@@ -659,19 +720,19 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	}
 }
 
-// TestStopFlushesQueue: requests queued when the actor is stopped are written and
-// answered by Stopping, not dropped.
+// TestStopFlushesQueue: requests queued when the actor is stopped are journaled and
+// answered by Stopping, not dropped, and the file holds them after the stop.
 func TestStopFlushesQueue(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, storage.OpSync)
+	hk, gates := h.hookSegments(nil, 1)
 	first := h.commitW(entry("t", 0, 1))
-	<-entered
+	<-gates[0].entered
 	second := h.commitW(entry("t", 1, 1))
-	// Poison is behind the second commit, and the second commit's flushNow will be
-	// behind the poison: the second commit is queued when Stopping runs.
+	// Poison is behind the second commit, and the second commit's flushNow may be
+	// behind the poison: the second commit is in flight or queued when Stopping runs.
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.sys.Poison(h.pid, waitFor) }()
-	close(release)
+	gates[0].open()
 	for _, w := range []*actor.Waiter{first, second} {
 		if got := wait[*CommitResult](t, w).Codes; got[0] != 0 {
 			t.Fatalf("codes %v", got)
@@ -681,22 +742,23 @@ func TestStopFlushesQueue(t *testing.T) {
 	if s, _ := h.onDisk(); len(s.offsets) != 2 {
 		t.Fatalf("on disk %+v", s.offsets)
 	}
-	if got := h.fs.Count(storage.OpSync); got != 2 {
-		t.Fatalf("%d syncs, want 2", got)
+	if got := hk.syncs.Load(); got != 2 {
+		t.Fatalf("%d segment fsyncs, want 2", got)
 	}
 }
 
-// TestFlushWritesQueue: a Flush sent behind changes is answered only once they are on
-// disk; a change queued behind a write in flight is written by the Flush itself.
+// TestFlushWritesQueue: a Flush sent behind changes is answered only once they are in
+// the journal and the file; a change queued behind a batch in flight is journaled by the
+// Flush itself.
 func TestFlushWritesQueue(t *testing.T) {
 	h := newHarness(t, "g")
-	entered, release := blockFirst(h.fs, storage.OpSync)
+	_, gates := h.hookSegments(nil, 1)
 	first := h.commitW(entry("t", 0, 1))
-	<-entered
+	<-gates[0].entered
 	second := h.commitW(entry("t", 1, 1))
 	meta := h.send(func(p actor.Promise) any { return &SaveMeta{Meta: GroupMeta{ProtocolType: "consumer"}, Reply: p} })
 	flushed := h.send(func(p actor.Promise) any { return &Flush{Reply: p} })
-	close(release)
+	gates[0].open()
 	if r := wait[*Result](t, flushed); r.ErrorCode != 0 {
 		t.Fatalf("flush %d", r.ErrorCode)
 	}
@@ -716,12 +778,13 @@ func TestFlushWritesQueue(t *testing.T) {
 // TestEveryNameCaseThroughTheActor: each hard group id gets its own file, reloads, and is
 // listed back by ListGroupIDs.
 func TestEveryNameCaseThroughTheActor(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "offsets")
-	sys := actor.NewSystem(zerolog.Nop())
-	defer sys.Shutdown()
+	h := newHarness(t, "g")
+	sys, dir := h.sys, h.dir
 	for round := range 2 {
 		for i, id := range nameCases {
-			pid := sys.Spawn(Props(Config{Group: id, Dir: dir, Log: zerolog.Nop()}))
+			cfg := h.cfg
+			cfg.Group = id
+			pid := sys.Spawn(Props(cfg))
 			w := sys.NewWaiter()
 			if round == 0 {
 				sys.Send(pid, &Commit{Entries: []Entry{entry("t", 0, int64(i))}, Reply: w.Promise})
@@ -776,4 +839,15 @@ func TestCommitRefusesOffsetsBelowMinusOne(t *testing.T) {
 	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 5 || f.Offsets[TopicPartition{"t", 3}].Offset != -1 {
 		t.Fatalf("reloaded %+v (error %d)", f.Offsets, f.ErrorCode)
 	}
+}
+
+// An offsets actor has no way to make a change durable but the journal: a Config
+// without one is refused when the actor is made, not at its first commit.
+func TestPropsWithoutJournalPanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Journal") {
+			t.Fatalf("Props without a journal: recovered %v, want a panic naming Config.Journal", r)
+		}
+	}()
+	Props(Config{Group: "g", Dir: t.TempDir()})
 }

@@ -47,8 +47,7 @@ type fileTP struct {
 	Partition int32      `json:"partition"`
 }
 
-// recorder collects the ops of one batch while apply makes them; a nil *recorder (the
-// direct-write path, no journal) records nothing.
+// recorder collects the ops of one batch while apply makes them.
 type recorder struct {
 	ops []op
 	// metas are the meta ops' GroupMetas, in order: applyOps uses them instead of
@@ -59,9 +58,6 @@ type recorder struct {
 }
 
 func (r *recorder) set(tp TopicPartition, c Committed) {
-	if r == nil {
-		return
-	}
 	o := fileOffset{
 		Topic: jsonString(tp.Topic), Partition: tp.Partition, Offset: c.Offset,
 		LeaderEpoch: c.LeaderEpoch, Metadata: jsonString(c.Metadata),
@@ -75,9 +71,6 @@ func (r *recorder) set(tp TopicPartition, c Committed) {
 }
 
 func (r *recorder) del(tp TopicPartition) {
-	if r == nil {
-		return
-	}
 	d := fileTP{Topic: jsonString(tp.Topic), Partition: tp.Partition}
 	if n := len(r.ops); n > 0 && r.ops[n-1].Del != nil {
 		r.ops[n-1].Del = append(r.ops[n-1].Del, d)
@@ -87,9 +80,6 @@ func (r *recorder) del(tp TopicPartition) {
 }
 
 func (r *recorder) meta(m GroupMeta, create bool) {
-	if r == nil {
-		return
-	}
 	b, err := r.cache.encode(m)
 	if err != nil {
 		r.err = errors.Join(r.err, err)
@@ -100,9 +90,6 @@ func (r *recorder) meta(m GroupMeta, create bool) {
 }
 
 func (r *recorder) clear() {
-	if r == nil {
-		return
-	}
 	r.ops = append(r.ops, op{Clear: true})
 }
 

@@ -9,34 +9,38 @@ import (
 // FuzzDecodeRecord: a journal record is what a crash or a bad disk may have corrupted
 // (the frame's checksum passes on a flipped bit with odds of one in four billion, and a
 // frame written by another version passes it every time). The decoder never panics,
-// whatever it accepts encodes back to something it decodes the same, and applying it to
-// a state does not panic either.
+// whatever it accepts (group, ownership epoch, ops) encodes back to something it decodes
+// the same, and applying it to a state does not panic either.
 func FuzzDecodeRecord(f *testing.F) {
-	for _, ops := range [][]op{
+	for i, ops := range [][]op{
 		{{Set: []fileOffset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}}},
 		{{Del: []fileTP{{Topic: "t", Partition: 1}}}, {Clear: true}},
 		{{Meta: []byte(`{"protocol_type":"consumer","generation":3}`), NoCreate: true}},
 	} {
-		b, err := encodeRecord("g", 0, ops)
-		if err != nil {
-			f.Fatal(err)
+		for _, epoch := range []uint64{0, uint64(i) + 1, 1 << 63} {
+			b, err := encodeRecord("g", epoch, ops)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
 		}
-		f.Add(b)
 	}
 	f.Add([]byte(`{"group":"\ud800","ops":[{"set":[],"del":[]}]}`))
 	f.Add([]byte(`{"group":null,"ops":[]}`))
+	f.Add([]byte(`{"group":"g","epoch":-1,"ops":[]}`))
+	f.Add([]byte(`{"group":"g","epoch":18446744073709551616,"ops":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		group, ops, err := decodeRecord(b)
+		group, epoch, ops, err := decodeRecordEpoch(b)
 		if err != nil {
 			return
 		}
-		again, err := encodeRecord(group, 0, ops)
+		again, err := encodeRecord(group, epoch, ops)
 		if err != nil {
 			t.Fatalf("encode of a decoded record: %v", err)
 		}
-		group2, ops2, err := decodeRecord(again)
-		if err != nil || group2 != group || !sameOps(ops2, ops) {
-			t.Fatalf("round trip of %q: %q %+v %v", b, group2, ops2, err)
+		group2, epoch2, ops2, err := decodeRecordEpoch(again)
+		if err != nil || group2 != group || epoch2 != epoch || !sameOps(ops2, ops) {
+			t.Fatalf("round trip of %q: %q epoch %d %+v %v", b, group2, epoch2, ops2, err)
 		}
 		s, exists := newState(), false
 		_ = replayOps(&s, &exists, ops)
