@@ -97,6 +97,9 @@ type Controller struct {
 	// dirMade: Dir exists (the loop's own; the file fence makes it, the kubernetes one
 	// does not).
 	dirMade bool
+	// pub is what this broker's view file holds (the loop's own; nil before the first
+	// publish that succeeded).
+	pub *publishedView
 }
 
 // State is one applied ownership state: immutable, shared by every connection.
@@ -319,11 +322,17 @@ func (c *Controller) step(ctx context.Context) {
 			c.release(ctx, both)
 			c.moves.Add(1)
 		}
-		// 2. publish.
+	}
+	// 2. publish, until it succeeds: the file is this broker's claim, and peers wait on
+	// it to let go of what it released. A failed publish is tried again at the next poll,
+	// and nothing is adopted before it lands.
+	if changed || c.pub == nil || c.pub.term != term || !sameView(c.pub.view, v) {
 		if err := c.publish(v, term); err != nil {
 			log.Error().Err(err).Msg("ownership_view_publish_failed")
 			return
 		}
+		c.pub = &publishedView{view: v, term: term}
+		changed = true
 		log.Info().Ints32("alive", v.Alive).Uint64("term", term).Msg("ownership_view_applied")
 	}
 	// 3. read the peers (after the publish) and adopt what they have let go.
@@ -392,6 +401,12 @@ func samePeers(a, b map[int32]registry.View) bool {
 		}
 	}
 	return true
+}
+
+// publishedView is what this broker's view file says (the last publish that succeeded).
+type publishedView struct {
+	view registry.View
+	term uint64
 }
 
 // published is a broker's view file.

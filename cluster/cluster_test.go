@@ -2,8 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/registry"
+	"kaas/storage"
 )
 
 // heldFence is a lease this broker holds for good, with peers that never lapse.
@@ -92,7 +98,8 @@ func TestOwnershipMovesCounted(t *testing.T) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
 		for {
-			if st := c.State(); st != nil && st.Ready && fmt.Sprint(st.View.Alive) == fmt.Sprint(alive) {
+			// also == nil: the applied state, not the one serving during the release.
+			if st := c.State(); st != nil && st.Ready && st.also == nil && fmt.Sprint(st.View.Alive) == fmt.Sprint(alive) {
 				return
 			}
 			select {
@@ -136,5 +143,82 @@ func TestOwnershipMovesCounted(t *testing.T) {
 	check("broker 0 not serving", gIn, gIn+len(g3), pIn, pIn+len(p3))
 	if st := c.State(); st.OwnsGroup(keys.Groups[0]) || st.OwnsPartition("orders", 0) {
 		t.Fatal("broker 0 serves keys while not serving")
+	}
+}
+
+// TestFailedPublishRetried: a view whose publish fails (EIO on the file's fsync) is
+// published again on a later step, and the broker serves the new view fully only after
+// it is. The publish that failed was the one releasing keys to a returning peer: a
+// broker that never republished kept claiming them in its file, and the peer that now
+// owns them waited for a release that never came.
+func TestFailedPublishRetried(t *testing.T) {
+	keys := Keys{Groups: []string{"a", "b", "c", "d", "e", "f", "g", "h"}}
+	reg := registry.New(0, 3)
+	reg.Set(brokers(0, 1))
+	reg.MarkSynced()
+	dir := filepath.Join(t.TempDir(), "__cluster", "nodes")
+	var armed, failed atomic.Bool
+	restore := storage.SetHook(func(op storage.Op, path string) error {
+		if op == storage.OpSync && strings.HasPrefix(filepath.Base(path), viewName(0)) && armed.Load() && failed.CompareAndSwap(false, true) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	t.Cleanup(restore)
+	applied := make(chan struct{}, 1)
+	c := New(Config{
+		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: dir,
+		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
+		Keys: func() Keys { return keys },
+		OnApplied: func(*State) {
+			select {
+			case applied <- struct{}{}:
+			default:
+			}
+		},
+	})
+	c.Start()
+	t.Cleanup(c.Stop)
+	publishedAlive := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, viewName(0)))
+		if err != nil {
+			return err.Error()
+		}
+		var p published
+		if err := json.Unmarshal(b, &p); err != nil {
+			return err.Error()
+		}
+		return fmt.Sprint(p.Alive)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !ok() {
+			select {
+			case <-applied:
+			case <-time.After(10 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%s: published %s, state %+v", what, publishedAlive(), c.State())
+			}
+		}
+	}
+	waitFor("first view", func() bool {
+		st := c.State()
+		return st != nil && st.Ready && publishedAlive() == "[0 1]"
+	})
+
+	// Broker 2 returns; the first publish of the view that gives it its keys fails.
+	armed.Store(true)
+	reg.Set(brokers(0, 1, 2))
+	waitFor("the failed publish retried", func() bool { return failed.Load() && publishedAlive() == "[0 1 2]" })
+	waitFor("the new view served", func() bool {
+		st := c.State()
+		return st != nil && st.Ready && st.also == nil && fmt.Sprint(st.View.Alive) == "[0 1 2]"
+	})
+	g3, _ := owned(keys, 0, 1, 2)
+	for _, g := range keys.Groups {
+		if got := c.State().OwnsGroup(g); got != g3[g] {
+			t.Errorf("group %s: owned %v, want %v by the hash over [0 1 2]", g, got, g3[g])
+		}
 	}
 }
