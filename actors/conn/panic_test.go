@@ -27,17 +27,29 @@ func serve(t *testing.T) (string, *Env) {
 		Config: &cfg, ClusterID: "test", System: actor.NewSystem(zerolog.Nop()),
 		Registry: registry.NewDev(registry.Broker{}), Metrics: metrics.New(), Log: zerolog.Nop(),
 	}
+	var pids []*actor.PID
+	accepted := make(chan struct{})
 	go func() {
+		defer close(accepted)
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			env.System.Spawn(Props(Config{Env: env, Conn: nc, Listener: "PLAINTEXT",
-				MaxFrame: 1 << 20, Idle: time.Minute, MaxInflight: 8}))
+			pids = append(pids, env.System.Spawn(Props(Config{Env: env, Conn: nc, Listener: "PLAINTEXT",
+				MaxFrame: 1 << 20, Idle: time.Minute, MaxInflight: 8})))
 		}
 	}()
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		for _, pid := range pids {
+			_ = env.System.Stop(pid, 5*time.Second)
+		}
+		if !env.System.Shutdown() {
+			t.Error("the actor system's goroutines did not end")
+		}
+	})
 	return ln.Addr().String(), env
 }
 
