@@ -67,14 +67,14 @@ func Props(cfg Config) *actor.Props {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	log, restarts := cfg.Log, cfg.OffsetsRestarts
+	c := &cfg // one copy, shared by every incarnation and the strategy
 	strategy := actor.RestartChildren(10, 10*time.Second, func(reason any) {
-		log.Warn().Str("group", logs.ID(cfg.Group)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
-		if restarts != nil {
-			restarts.Inc()
+		c.Log.Warn().Str("group", logs.ID(c.Group)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
+		if c.OffsetsRestarts != nil {
+			c.OffsetsRestarts.Inc()
 		}
 	})
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(cfg) }, actor.WithSupervisor(strategy))
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(c) }, actor.WithSupervisor(strategy))
 }
 
 // member is one member of the group.
@@ -120,8 +120,8 @@ type op struct {
 
 type groupActor struct {
 	// config
-	cfg Config
-	log zerolog.Logger
+	cfg *Config // shared by the incarnations; never written
+	log logs.Tagged
 
 	// collaborators
 	offsets *actor.PID
@@ -166,7 +166,6 @@ type groupActor struct {
 	syncCancel   actor.Cancel
 	pendingSeq   uint64
 	pendingTimer map[string]actor.Cancel
-	tick         actor.Cancel
 
 	ops     actor.Pending[op]
 	current Request // the request being handled, until it is answered, parked or handed on
@@ -179,8 +178,10 @@ type groupActor struct {
 	rebalanceCause string
 }
 
-func newGroupActor(cfg Config) *groupActor {
-	return &groupActor{cfg: cfg, log: cfg.Log.With().Str("group", logs.ID(cfg.Group)).Logger()}
+func newGroupActor(cfg *Config) *groupActor {
+	g := &groupActor{cfg: cfg}
+	g.log = logs.Tag(&g.cfg.Log, "group", logs.ID(cfg.Group))
+	return g
 }
 
 // Receive: lifecycle, then requests, then events.
@@ -266,9 +267,6 @@ func (g *groupActor) onStarted(ctx actor.Context) {
 	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
 	if g.cfg.Settings.IdlePassivation > 0 {
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
-	}
-	if g.cfg.Settings.RetentionCheck > 0 {
-		g.tick = actor.Every(ctx, g.cfg.Settings.RetentionCheck, &retentionTick{})
 	}
 }
 
@@ -473,7 +471,7 @@ func (g *groupActor) shutdown(code int16) {
 	}
 	g.cfg.Settings.Pending.release(len(g.pending))
 	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
-	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.tick} {
+	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel} {
 		if c != nil {
 			c()
 		}

@@ -494,9 +494,16 @@ func (mg *manager) listed(r *ListGroups, v any) {
 	r.Reply.Resolve(out)
 }
 
-// onSweepTick lists the offsets directory; groups with no live actor are then woken in
-// batches to run their offset expiry (live groups run their own).
+// onSweepTick tells each live group to run its offset expiry, and lists the offsets
+// directory; groups with no live actor are then woken in batches to run theirs.
 func (mg *manager) onSweepTick(ctx actor.Context) {
+	// The live groups expire their offsets on this one tick: a timer in each would keep a
+	// runtime timer and its closure for each of 100,000 groups.
+	for _, e := range mg.groups {
+		if !e.stopping {
+			ctx.Send(e.pid, &retentionTick{})
+		}
+	}
 	if len(mg.sweep) > 0 || mg.cfg.ListGroupIDs == nil {
 		return // the previous sweep is still going
 	}
