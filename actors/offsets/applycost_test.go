@@ -12,7 +12,7 @@ import (
 // groupWith is an offsets actor's state for a group with n committed partitions and a
 // journal, as after a load.
 func groupWith(n int) *offsetsActor {
-	a := &offsetsActor{cfg: Config{Group: "g", Journal: &actor.PID{}, Now: time.Now}, loaded: true, exists: true,
+	a := &offsetsActor{cfg: &Config{Group: "g", Journal: &actor.PID{}, Now: time.Now}, loaded: true, exists: true,
 		st: newState()}
 	for i := range n {
 		a.st.offsets[TopicPartition{Topic: "t" + strconv.Itoa(i%100), Partition: int32(i / 100)}] =

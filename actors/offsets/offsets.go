@@ -137,8 +137,8 @@ func Props(cfg Config) *actor.Props {
 	if cfg.Journal == nil {
 		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, JournalProps)")
 	}
-	cfg = cfg.withDefaults()
-	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(cfg) })
+	c := cfg.withDefaults() // one copy, shared by every incarnation
+	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&c) })
 }
 
 // offsetsActor owns one group's file. It loads the file on its first request and keeps
@@ -152,10 +152,10 @@ func Props(cfg Config) *actor.Props {
 // touched only in Receive. The group file is rewritten behind the journal (a checkpoint,
 // on a goroutine of its own); only a stopping or restarting actor writes it in Receive.
 type offsetsActor struct {
-	cfg  Config
-	name string // file name in cfg.Dir
+	cfg  *Config // shared by the incarnations; never written
+	name string  // file name in cfg.Dir
 	path string
-	log  zerolog.Logger
+	log  logs.Tagged
 
 	loaded   bool
 	broken   error // the load failed; every request answers codeBroken
@@ -193,7 +193,7 @@ type offsetsActor struct {
 	// pub publishes the committed offsets served (kaas_group_committed_offset, lag).
 	pub *metrics.GroupOffsets
 	// failLog and ckptFailLog keep a failure that repeats with every batch or
-	// checkpoint (a full disk) to one line per interval.
+	// checkpoint (a full disk) to one line per interval; made when first needed.
 	failLog, ckptFailLog *logs.Limiter
 }
 
@@ -240,18 +240,24 @@ type queued struct {
 // flushNow tells the actor to write what has queued.
 type flushNow struct{}
 
-func newOffsetsActor(cfg Config) *offsetsActor {
+func newOffsetsActor(cfg *Config) *offsetsActor {
 	name := FileName(cfg.Group)
-	return &offsetsActor{
+	a := &offsetsActor{
 		cfg:  cfg,
 		name: name,
 		path: filepath.Join(cfg.Dir, name),
-		log:  cfg.Log.With().Str("group", logs.ID(cfg.Group)).Str("file", name).Logger(),
 		st:   newState(),
-
-		failLog:     logs.NewLimiter(errorLogInterval),
-		ckptFailLog: logs.NewLimiter(errorLogInterval),
 	}
+	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(cfg.Group)).And("file", name)
+	return a
+}
+
+// limited is the limiter *l, made at its first use: most groups never fail a write.
+func limited(l **logs.Limiter) *logs.Limiter {
+	if *l == nil {
+		*l = logs.NewLimiter(errorLogInterval)
+	}
+	return *l
 }
 
 func (a *offsetsActor) Receive(ctx actor.Context) {
@@ -384,9 +390,11 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 	}
 	for len(a.stash) > 0 {
 		msg := a.stash[0]
+		a.stash[0] = nil
 		a.stash = a.stash[1:]
 		a.handle(ctx, msg)
 	}
+	a.stash = nil // the array would keep the requests that waited for the load
 }
 
 // failStash answers every stashed request with code. A SaveMeta without a reply has no
@@ -720,9 +728,14 @@ func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
 // batches after it carry only their own ops).
 func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule bool) {
 	b := a.inflight[0]
-	a.inflight = a.inflight[1:]
+	// The slot is cleared, and the slice dropped when empty: a resliced array would keep
+	// the last batch (its requests, results and a copy of the state) for the actor's life.
+	a.inflight[0] = nil
+	if a.inflight = a.inflight[1:]; len(a.inflight) == 0 {
+		a.inflight = nil
+	}
 	if res.Err != nil {
-		a.failLog.Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		limited(&a.failLog).Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
@@ -835,7 +848,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	a.cfg.Metrics.wrote(job.err, job.took)
 	if job.err != nil {
 		// Memory and the journal still hold everything; the next checkpoint retries.
-		a.ckptFailLog.Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
+		limited(&a.ckptFailLog).Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
 		return
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)

@@ -63,6 +63,7 @@ func (m *manager) onCatalogWritten(ctx actor.Context, w *catalogWritten) {
 	if len(m.jobs) == 0 || m.jobs[0] != w.job {
 		return // answered while stopping, or a previous incarnation's
 	}
+	m.jobs[0] = nil
 	m.jobs = m.jobs[1:]
 	m.writing = false
 	w.job.done(ctx, w.err)
