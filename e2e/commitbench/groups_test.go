@@ -21,7 +21,7 @@ import (
 // BenchmarkLiveGroups creates live groups, each by a first OffsetCommit of 4 partitions
 // (8 connections, 64 requests in flight on each), and reports how fast they were made
 // and the heap and stacks they hold, for kaas and for kfake with SyncWrites in the same
-// run. KAAS_BENCH_GROUPS sets how many (default 100,000); KAAS_BENCH_HEAPPROFILE=path writes
+// run, and for kfake keeping them in memory. KAAS_BENCH_GROUPS sets how many (default 100,000); KAAS_BENCH_HEAPPROFILE=path writes
 // the heap profile of kaas holding them.
 //
 //	go test -run NONE -bench LiveGroups -benchtime 1x ./e2e/commitbench/
@@ -56,12 +56,20 @@ func BenchmarkLiveGroups(b *testing.B) {
 		fRate := createGroups(b, fake, n)
 		fPer := float64(inUse()-before-base) / float64(n)
 
+		before = inUse()
+		mem := fakeCluster(b, false)
+		base = inUse() - before
+		mRate := createGroups(b, mem, n)
+		mPer := float64(inUse()-before-base) / float64(n)
+
 		b.ReportMetric(kPer, "kaas_bytes/group")
 		b.ReportMetric(fPer, "kfake_sync_bytes/group")
 		b.ReportMetric(kRate, "kaas_groups/s")
 		b.ReportMetric(fRate, "kfake_sync_groups/s")
-		b.Logf("%d groups of 4 partitions: kaas %.0f B/group, %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s; ratios %.2fx memory, %.2fx rate",
-			n, kPer, kRate, fPer, fRate, kPer/fPer, kRate/fRate)
+		b.ReportMetric(mPer, "kfake_mem_bytes/group")
+		b.ReportMetric(mRate, "kfake_mem_groups/s")
+		b.Logf("%d groups of 4 partitions: kaas %.0f B/group, %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
+			n, kPer, kRate, fPer, fRate, kPer/fPer, kRate/fRate, mPer, mRate, kRate/mRate)
 	}
 }
 
