@@ -415,12 +415,16 @@ type published struct {
 	Alive  []int32 `json:"alive"`
 	Term   uint64  `json:"term"`
 	Assign string  `json:"assignment,omitempty"` // a digest of the assignment in force
+	// Size is the cluster size the broker hashes over. During a helm upgrade that grows
+	// the cluster, brokers still on the old size run beside new ones: a peer's claims are
+	// what its own size gives it, not what this broker's would.
+	Size int `json:"size,omitempty"`
 }
 
 func viewName(id int32) string { return "broker-" + strconv.Itoa(int(id)) + ".view" }
 
 func (c *Controller) publish(v registry.View, term uint64) error {
-	b, err := json.Marshal(published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest()})
+	b, err := json.Marshal(published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest(), Size: v.Size})
 	if err != nil {
 		return err
 	}
@@ -438,8 +442,9 @@ func (c *Controller) publish(v registry.View, term uint64) error {
 
 // readPeers reads every live peer's published view. A peer whose lease has lapsed
 // claims nothing; one that has published nothing yet claims nothing (it publishes before
-// it serves, and will then see this broker's claim). A peer routing by another
-// assignment is taken to claim everything.
+// it serves, and will then see this broker's claim). A peer claims what its own cluster
+// size gives it (a file that names none is read with this broker's). A peer routing by
+// another assignment is taken to claim everything.
 func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 	out := map[int32]registry.View{}
 	size := v.Size
@@ -456,6 +461,9 @@ func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 			continue
 		}
 		pv := registry.View{Self: id, Size: size, Alive: p.Alive, Assign: v.Assign}
+		if p.Size > 0 {
+			pv.Size = p.Size
+		}
 		if p.Assign != v.Assign.Digest() {
 			pv = registry.View{Self: id, Size: 0} // claims every key
 		}

@@ -222,3 +222,80 @@ func TestFailedPublishRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerOnOldSizeKeepsItsClaims: a helm upgrade from 3 to 4 brokers rolls the pods
+// from the highest ordinal down, so broker 2, restarted hashing over 4, runs beside
+// brokers 0 and 1 still hashing over 3. A group the old size gives broker 1 and the new
+// size gives broker 2 waits on broker 2 until broker 1 publishes a view over 4. Read with
+// broker 2's own size, broker 1's view seemed to claim nothing of it, and both served it.
+func TestPeerOnOldSizeKeepsItsClaims(t *testing.T) {
+	old := registry.View{Self: 1, Size: 3, Alive: []int32{0, 1, 2}}
+	grown := registry.View{Size: 4, Alive: []int32{0, 1, 2, 3}}
+	misread := registry.View{Self: 1, Size: 4, Alive: []int32{0, 1, 2}}
+	var g string
+	for i := 0; g == "" && i < 10_000; i++ {
+		c := fmt.Sprintf("group-%d", i)
+		o, _ := old.GroupOwner(c)
+		n, _ := grown.GroupOwner(c)
+		m, _ := misread.GroupOwner(c)
+		if o == 1 && n == 2 && m != 1 {
+			g = c
+		}
+	}
+	if g == "" {
+		t.Fatal("no group moves from broker 1 to broker 2")
+	}
+	dir := filepath.Join(t.TempDir(), "__cluster", "nodes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	peer := func(size int, alive ...int32) {
+		t.Helper()
+		b, err := json.Marshal(published{Broker: 1, Alive: alive, Term: 1, Size: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := storage.WriteFileAtomic(storage.OSFS{}, dir, viewName(1), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peer(3, 0, 1, 2)
+	reg := registry.New(2, 4)
+	reg.Set([]registry.Broker{{ID: 0, Alive: true}, {ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}})
+	reg.MarkSynced()
+	applied := make(chan struct{}, 1)
+	c := New(Config{
+		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: dir,
+		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
+		OnApplied: func(*State) {
+			select {
+			case applied <- struct{}{}:
+			default:
+			}
+		},
+	})
+	c.Start()
+	t.Cleanup(c.Stop)
+	waitStatus := func(want Status) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			st := c.State()
+			if st != nil && st.Ready {
+				if _, got := st.Group(g); got == want {
+					return
+				}
+			}
+			select {
+			case <-applied:
+			case <-time.After(10 * time.Millisecond):
+			case <-deadline:
+				_, got := st.Group(g)
+				t.Fatalf("group %s on broker 2: status %v, want %v", g, got, want)
+			}
+		}
+	}
+	waitStatus(Waiting)
+	peer(4, 0, 1, 2, 3) // broker 1 restarted on the new size
+	waitStatus(Mine)
+}
