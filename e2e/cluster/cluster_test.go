@@ -62,7 +62,9 @@ func newCluster(t *testing.T, inject bool) *cluster {
 	t.Cleanup(func() {
 		// The brokers' shared log outlives the test's directory when it failed.
 		if b, err := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log")); err == nil && t.Failed() {
-			out := filepath.Join(os.TempDir(), "kaas-cluster-chaos-broker.log")
+			// one file a run, named by the test (seed), so a later failing seed keeps it
+			name := strings.NewReplacer("/", "-", "=", "-").Replace(t.Name())
+			out := filepath.Join(os.TempDir(), "kaas-cluster-chaos-"+name+".log")
 			if os.WriteFile(out, b, 0o644) == nil {
 				t.Logf("the brokers' log: %s", out)
 			}
@@ -441,8 +443,14 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			t.Logf("killing coordinator %d (generation %d)", coord, gen)
 			c.procs[coord].Kill()
 			progress("after the coordinator's kill", 300)
-			if g := generation(); g != gen {
+			// Membership survives the move (the cluster's promise) when the move is the
+			// only fault. With the injector inside the brokers, a delayed or doubled
+			// session timer or a panicking group may legitimately expire a member, and
+			// the members rejoin by the protocol: invariants 2 and 4 check that run.
+			if g := generation(); g != gen && !inject {
 				t.Errorf("generation %d after the coordinator moved, want %d (no rebalance)", g, gen)
+			} else if g != gen {
+				t.Logf("generation %d after the coordinator moved with in-broker faults (was %d)", g, gen)
 			}
 			c.start(int(coord))
 			deadline := time.Now().Add(30 * time.Second)
