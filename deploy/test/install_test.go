@@ -37,15 +37,17 @@ func helmConfig(t *testing.T, cp *controlPlane) *action.Configuration {
 // controller-manager, scheduler, kwok as the kubelet): the StatefulSet's pods appear with
 // the ordinal label the node id is read from, the real EndpointSlice controller publishes
 // them under the headless Service the registry watches, a SubjectAccessReview confirms
-// the ServiceAccount may do what the broker does and nothing else asked, an upgrade adds
-// a broker, and rollback and uninstall leave the data claim.
+// the ServiceAccount may do what the broker does and nothing else asked, kaas processes
+// run as those pods discover each other and take their Leases with the ServiceAccount's
+// token, an upgrade adds a broker that groups move to, and rollback and uninstall leave
+// the data claim.
 func TestHelmInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
 	cp := startControlPlane(t)
 	cs := cp.client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -134,12 +136,16 @@ func TestHelmInstall(t *testing.T) {
 		check(namespace, "", "pods", "list", false)
 	})
 
-	up := action.NewUpgrade(cfg)
-	up.Namespace, up.WaitStrategy, up.Timeout = namespace, helmkube.HookOnlyStrategy, 2*time.Minute
-	if _, err := up.RunWithContext(ctx, releaseName, loadChart(t), parse(t, "{replicas: 4, persistence: {storageClass: \"-\"}}")); err != nil {
-		t.Fatalf("helm upgrade to 4 replicas: %v", err)
-	}
-	brokersUp(t, ctx, cs, 4)
+	// kaas processes for the release's pods: discovery, leases and routing over three,
+	// then the upgrade to four, rolled, moving groups to the new broker.
+	runBrokersOnRelease(t, ctx, cp, cs, func() {
+		up := action.NewUpgrade(cfg)
+		up.Namespace, up.WaitStrategy, up.Timeout = namespace, helmkube.HookOnlyStrategy, 2*time.Minute
+		if _, err := up.RunWithContext(ctx, releaseName, loadChart(t), parse(t, "{replicas: 4, persistence: {storageClass: \"-\"}}")); err != nil {
+			t.Fatalf("helm upgrade to 4 replicas: %v", err)
+		}
+		brokersUp(t, ctx, cs, 4)
+	})
 
 	rb := action.NewRollback(cfg)
 	rb.Version, rb.WaitStrategy, rb.Timeout = 1, helmkube.HookOnlyStrategy, 2*time.Minute
