@@ -14,17 +14,55 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/config"
 	kproc "kaas/e2e/proc"
 )
 
-// clusters are the servers every scenario runs against: an in-process kaas broker and
-// franz-go's kfake, each on 127.0.0.1.
+// startCluster runs three in-process brokers of a static cluster on one data dir and
+// returns broker 0's address once every broker is ready.
+func startCluster(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var ports []int
+	var peers []config.Peer
+	for i := range 3 {
+		p := kproc.FreePort(t)
+		ports = append(ports, p)
+		peers = append(peers, config.Peer{ID: int32(i), Host: "127.0.0.1", Port: p})
+	}
+	var bs []*broker.Broker
+	for i, p := range ports {
+		c := brokertest.Config(t)
+		c.DataDir, c.NodeID = dir, int32(i)
+		c.Listeners = []config.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: p}}
+		c.Registry, c.RegistryPeers, c.ClusterSize = "static", peers, 3
+		c.RegistryProbe = 50 * time.Millisecond
+		bs = append(bs, brokertest.StartWith(t, c))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, b := range bs {
+		for b.Ready() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster broker not ready: %v", b.Ready())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return bs[0].Addr()
+}
+
+// clusters are the servers every scenario runs against: an in-process kaas broker, three
+// kaas brokers of one cluster (static registry, one data dir; the tool is pointed at
+// broker 0 and must follow the cluster to each group's coordinator and the catalogue's
+// writer), and franz-go's kfake, each on 127.0.0.1.
 var clusters = []struct {
 	name  string
 	start func(t *testing.T) string
 }{
 	{"kaas", func(t *testing.T) string { return brokertest.Start(t, nil).Addr() }},
+	{"kaas-cluster", startCluster},
 	{"kfake", func(t *testing.T) string {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {

@@ -130,6 +130,7 @@ type manager struct {
 	// ownCatalogue: in a cluster, this broker wrote the catalogue at the last tick and
 	// has read it since it took it over.
 	ownCatalogue bool
+	idMissRead   time.Time // the last re-read an unknown topic id caused (readOnMiss)
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -339,6 +340,43 @@ func (m *manager) onCatalogTick(ctx actor.Context) {
 	m.ownCatalogue = writer // read once more after taking the catalogue over
 }
 
+// idMissReadEvery bounds the catalogue re-reads that lookups of unknown topic ids cause.
+const idMissReadEvery = 100 * time.Millisecond
+
+// readOnMiss re-reads the catalogue another broker writes when a request names a topic
+// this broker does not know: a topic just created through the writer is known here at
+// once (Metadata, DescribeConfigs), not at the next catalogue tick, as a client that
+// creates a topic and then asks any broker about it expects. A name is first looked for
+// on disk (an unknown name costs one failed read); an unknown id re-reads at most every
+// idMissReadEvery.
+func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID) {
+	c := m.cfg.Cluster
+	if c == nil || c.Catalogue() && m.ownCatalogue {
+		return
+	}
+	miss := false
+	for _, n := range names {
+		if m.topics[n] != nil || ValidateTopicName(n) != nil {
+			continue
+		}
+		if _, err := m.cfg.FS.ReadFile(filepath.Join(m.root, n, metaFile)); err == nil {
+			miss = true
+			break
+		}
+	}
+	for _, id := range ids {
+		if miss {
+			break
+		}
+		if m.byID[id] == nil && time.Since(m.idMissRead) >= idMissReadEvery {
+			miss, m.idMissRead = true, time.Now()
+		}
+	}
+	if miss {
+		m.onCatalogTick(ctx)
+	}
+}
+
 // dropTopic forgets a topic another broker deleted, stopping its partitions.
 func (m *manager) dropTopic(ctx actor.Context, t *topicState) {
 	for _, pid := range t.pids {
@@ -405,6 +443,9 @@ func (m *manager) brokers() []int32 {
 }
 
 func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
+	if !d.All {
+		m.readOnMiss(ctx, d.Names, d.IDs)
+	}
 	out := &Described{}
 	if d.All {
 		names := make([]string, 0, len(m.topics))
