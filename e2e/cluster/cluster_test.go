@@ -41,7 +41,7 @@ var (
 
 // cluster is three broker processes sharing dir.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	dir   string
 	ports []int
@@ -50,7 +50,7 @@ type cluster struct {
 
 // newCluster starts three brokers; with inject, built with the chaos tag and the
 // injector on (KAAS_CHAOS_SEED, set by the caller).
-func newCluster(t *testing.T, inject bool) *cluster {
+func newCluster(t testing.TB, inject bool) *cluster {
 	bin := proc.Build(t)
 	if inject {
 		bin = proc.BuildTagged(t, "chaos")
