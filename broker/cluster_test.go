@@ -293,3 +293,61 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 	}
 }
+
+// A topic created through the broker that writes the catalogue is known on the other
+// broker at its next request, not at its next catalogue tick (a second later): Metadata
+// names it, and a commit to it for a group that broker coordinates is taken. Both
+// answered UNKNOWN_TOPIC_OR_PARTITION in that second.
+func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	ctx := context.Background()
+	meta := func(cl *kgo.Client, topics ...string) *kmsg.MetadataResponse {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		for _, name := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, rt)
+		}
+		r, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*kmsg.MetadataResponse)
+	}
+	writer := meta(directClient(t, a.Addr())).ControllerID
+	brokers := []*broker.Broker{a, b}
+	other := brokers[1-writer]
+	adm := kadm.NewClient(mustClient(t, brokers[writer].Addr()))
+	cl := directClient(t, other.Addr())
+	create := func(name string) {
+		t.Helper()
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", name, err, r.Err)
+		}
+	}
+	// First the group is served on its broker (both brokers have settled the view),
+	// with a topic both know.
+	create("warm")
+	g := groupOf(int32(1-writer), 2, "g")
+	deadline := time.Now().Add(20 * time.Second)
+	for code := int16(-1); code != 0; code = commitCode(t, cl, g, "warm", 1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s never served: %v", g, kerr.ErrorForCode(code))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Each path is asked first about a topic of its own: one answer must not rely on
+	// another's re-read.
+	create("orders")
+	if code := commitCode(t, cl, g, "orders", 5); code != 0 {
+		t.Fatalf("broker %d right after orders was created: commit for %s: %v", 1-writer, g, kerr.ErrorForCode(code))
+	}
+	create("payments")
+	if m := meta(cl, "payments"); len(m.Topics) != 1 || m.Topics[0].ErrorCode != 0 {
+		t.Fatalf("broker %d right after payments was created: Metadata %+v", 1-writer, m.Topics)
+	}
+}

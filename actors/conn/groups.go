@@ -1,6 +1,8 @@
 package conn
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -84,11 +86,15 @@ func withExistence(c *Call, tps []offsets.TopicPartition, then func(exists []boo
 		asked[i] = partition.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 	}
 	if c.Env.Catalog != nil {
-		// The published catalogue answers without a round trip to the topics manager.
-		if resp := then(c.Env.Catalog.Exists(asked)); resp != nil {
-			c.Respond(resp)
+		// The published catalogue answers without a round trip to the topics manager,
+		// unless it misses a partition: then the manager answers, after re-reading a
+		// catalogue another broker writes (a topic just created there).
+		if exists := c.Env.Catalog.Exists(asked); !slices.Contains(exists, false) {
+			if resp := then(exists); resp != nil {
+				c.Respond(resp)
+			}
+			return
 		}
-		return
 	}
 	askTopics(c, &partition.PartitionsExist{Partitions: asked, Reply: c.Await(func(v any) kmsg.Response {
 		e, _ := v.(*partition.Existence)

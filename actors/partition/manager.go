@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -130,7 +131,7 @@ type manager struct {
 	// ownCatalogue: in a cluster, this broker wrote the catalogue at the last tick and
 	// has read it since it took it over.
 	ownCatalogue bool
-	idMissRead   time.Time // the last re-read an unknown topic id caused (readOnMiss)
+	missRead     time.Time // the last rate-limited re-read a miss caused (readOnMiss)
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -180,7 +181,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *CreatePartitions:
 		m.handleCreatePartitions(ctx, msg)
 	case *PartitionsExist:
-		msg.Reply.Resolve(m.handleExist(msg))
+		msg.Reply.Resolve(m.handleExist(ctx, msg))
 	case *Produce:
 		m.handleProduce(ctx, msg)
 	case *Fetch:
@@ -340,16 +341,18 @@ func (m *manager) onCatalogTick(ctx actor.Context) {
 	m.ownCatalogue = writer // read once more after taking the catalogue over
 }
 
-// idMissReadEvery bounds the catalogue re-reads that lookups of unknown topic ids cause.
-const idMissReadEvery = 100 * time.Millisecond
+// missReadEvery bounds the catalogue re-reads that lookups of unknown topic ids, and of
+// partitions past a known topic's count, cause.
+const missReadEvery = 100 * time.Millisecond
 
 // readOnMiss re-reads the catalogue another broker writes when a request names a topic
-// this broker does not know: a topic just created through the writer is known here at
-// once (Metadata, DescribeConfigs), not at the next catalogue tick, as a client that
-// creates a topic and then asks any broker about it expects. A name is first looked for
-// on disk (an unknown name costs one failed read); an unknown id re-reads at most every
-// idMissReadEvery.
-func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID) {
+// this broker does not know: a topic just created (or grown) through the writer is known
+// here at once (Metadata, DescribeConfigs, the existence check of OffsetCommit), not at
+// the next catalogue tick, as a client that creates a topic and then asks any broker
+// about it expects. A name is first looked for on disk (an unknown name costs one failed
+// read); an unknown id, or a partition past a known topic's count (beyond), re-reads at
+// most every missReadEvery.
+func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID, beyond bool) {
 	c := m.cfg.Cluster
 	if c == nil || c.Catalogue() && m.ownCatalogue {
 		return
@@ -364,13 +367,9 @@ func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID) {
 			break
 		}
 	}
-	for _, id := range ids {
-		if miss {
-			break
-		}
-		if m.byID[id] == nil && time.Since(m.idMissRead) >= idMissReadEvery {
-			miss, m.idMissRead = true, time.Now()
-		}
+	if !miss && (beyond || slices.ContainsFunc(ids, func(id TopicID) bool { return m.byID[id] == nil })) &&
+		time.Since(m.missRead) >= missReadEvery {
+		miss, m.missRead = true, time.Now()
 	}
 	if miss {
 		m.onCatalogTick(ctx)
@@ -444,7 +443,7 @@ func (m *manager) brokers() []int32 {
 
 func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 	if !d.All {
-		m.readOnMiss(ctx, d.Names, d.IDs)
+		m.readOnMiss(ctx, d.Names, d.IDs, false)
 	}
 	out := &Described{}
 	if d.All {
@@ -914,7 +913,17 @@ func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer fun
 	})
 }
 
-func (m *manager) handleExist(e *PartitionsExist) *Existence {
+func (m *manager) handleExist(ctx actor.Context, e *PartitionsExist) *Existence {
+	var names []string
+	beyond := false
+	for _, tp := range e.Partitions {
+		if t := m.topics[tp.Topic]; t == nil {
+			names = append(names, tp.Topic)
+		} else if tp.Partition >= t.meta.Partitions {
+			beyond = true // grown by the writer, perhaps
+		}
+	}
+	m.readOnMiss(ctx, names, nil, beyond)
 	out := &Existence{Exists: make([]bool, len(e.Partitions))}
 	for i, tp := range e.Partitions {
 		t := m.topics[tp.Topic]
