@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -349,5 +350,24 @@ func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
 	create("payments")
 	if m := meta(cl, "payments"); len(m.Topics) != 1 || m.Topics[0].ErrorCode != 0 {
 		t.Fatalf("broker %d right after payments was created: Metadata %+v", 1-writer, m.Topics)
+	}
+	// A listing of every topic (kaas topics list) after a create and after a delete.
+	listed := func() []string {
+		var names []string
+		for _, mt := range meta(cl).Topics {
+			names = append(names, *mt.Topic)
+		}
+		slices.Sort(names)
+		return names
+	}
+	create("refunds")
+	if got := listed(); !slices.Equal(got, []string{"orders", "payments", "refunds", "warm"}) {
+		t.Fatalf("broker %d right after refunds was created lists %v", 1-writer, got)
+	}
+	if r, err := adm.DeleteTopic(ctx, "orders"); err != nil || r.Err != nil {
+		t.Fatalf("delete orders: %v %v", err, r.Err)
+	}
+	if got := listed(); !slices.Equal(got, []string{"payments", "refunds", "warm"}) {
+		t.Fatalf("broker %d right after orders was deleted lists %v", 1-writer, got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -376,6 +377,38 @@ func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID, b
 	}
 }
 
+// readOnListing re-reads the catalogue another broker writes before a listing of every
+// topic (Metadata for all, `kaas topics list`) when the topics on disk are not the ones
+// this broker knows: a name in the topics directory with an entry it lacks, or fewer
+// topics than it knows (one deleted). Listing the directory costs what the answer, a
+// topic each, costs already.
+func (m *manager) readOnListing(ctx actor.Context) {
+	c := m.cfg.Cluster
+	if c == nil || c.Catalogue() && m.ownCatalogue {
+		return
+	}
+	names, err := m.cfg.FS.ReadDirNames(m.root)
+	if err != nil {
+		return
+	}
+	known := 0
+	for _, n := range names {
+		switch {
+		case strings.Contains(n, "~"): // a deleted topic not yet removed
+		case m.topics[n] != nil:
+			known++
+		case ValidateTopicName(n) == nil:
+			if _, err := m.cfg.FS.ReadFile(filepath.Join(m.root, n, metaFile)); err == nil {
+				m.onCatalogTick(ctx)
+				return
+			}
+		}
+	}
+	if known != len(m.topics) {
+		m.onCatalogTick(ctx)
+	}
+}
+
 // dropTopic forgets a topic another broker deleted, stopping its partitions.
 func (m *manager) dropTopic(ctx actor.Context, t *topicState) {
 	for _, pid := range t.pids {
@@ -442,7 +475,9 @@ func (m *manager) brokers() []int32 {
 }
 
 func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
-	if !d.All {
+	if d.All {
+		m.readOnListing(ctx)
+	} else {
 		m.readOnMiss(ctx, d.Names, d.IDs, false)
 	}
 	out := &Described{}
