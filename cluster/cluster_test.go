@@ -55,6 +55,25 @@ func owned(keys Keys, alive ...int32) (groups, partitions map[string]bool) {
 	return groups, partitions
 }
 
+// startTest starts a controller on reg with a lease held for good, polling every 10 ms;
+// applied is signalled (without blocking) after each state it applies.
+func startTest(t *testing.T, reg *registry.Registry, dir string, cfg Config) (c *Controller, applied chan struct{}) {
+	t.Helper()
+	applied = make(chan struct{}, 1)
+	cfg.Registry, cfg.Fence, cfg.Dir = reg, &heldFence{ch: make(chan struct{})}, dir
+	cfg.Log, cfg.Poll = zerolog.Nop(), 10*time.Millisecond
+	cfg.OnApplied = func(*State) {
+		select {
+		case applied <- struct{}{}:
+		default:
+		}
+	}
+	c = New(cfg)
+	c.Start()
+	t.Cleanup(c.Stop)
+	return c, applied
+}
+
 func diff(a, b map[string]bool) (n int) {
 	for k := range a {
 		if !b[k] {
@@ -79,21 +98,10 @@ func TestOwnershipMovesCounted(t *testing.T) {
 	reg.Set(brokers(0, 1, 2))
 	reg.MarkSynced()
 	moves := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kaas_ownership_moves_total"}, []string{"kind", "direction"})
-	applied := make(chan struct{}, 1)
-	c := New(Config{
-		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: filepath.Join(t.TempDir(), "__cluster", "nodes"),
-		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
+	c, applied := startTest(t, reg, filepath.Join(t.TempDir(), "__cluster", "nodes"), Config{
 		Keys:  func() Keys { return keys },
 		Moves: moves,
-		OnApplied: func(*State) {
-			select {
-			case applied <- struct{}{}:
-			default:
-			}
-		},
 	})
-	c.Start()
-	t.Cleanup(c.Stop)
 	waitAlive := func(alive ...int32) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
@@ -165,20 +173,7 @@ func TestFailedPublishRetried(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(restore)
-	applied := make(chan struct{}, 1)
-	c := New(Config{
-		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: dir,
-		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
-		Keys: func() Keys { return keys },
-		OnApplied: func(*State) {
-			select {
-			case applied <- struct{}{}:
-			default:
-			}
-		},
-	})
-	c.Start()
-	t.Cleanup(c.Stop)
+	c, applied := startTest(t, reg, dir, Config{Keys: func() Keys { return keys }})
 	publishedAlive := func() string {
 		b, err := os.ReadFile(filepath.Join(dir, viewName(0)))
 		if err != nil {
@@ -263,19 +258,7 @@ func TestPeerOnOldSizeKeepsItsClaims(t *testing.T) {
 	reg := registry.New(2, 4)
 	reg.Set([]registry.Broker{{ID: 0, Alive: true}, {ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}})
 	reg.MarkSynced()
-	applied := make(chan struct{}, 1)
-	c := New(Config{
-		Registry: reg, Fence: &heldFence{ch: make(chan struct{})}, Dir: dir,
-		Log: zerolog.Nop(), Poll: 10 * time.Millisecond,
-		OnApplied: func(*State) {
-			select {
-			case applied <- struct{}{}:
-			default:
-			}
-		},
-	})
-	c.Start()
-	t.Cleanup(c.Stop)
+	c, applied := startTest(t, reg, dir, Config{})
 	waitStatus := func(want Status) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)

@@ -360,10 +360,7 @@ func (m *manager) readOnMiss(ctx actor.Context, names []string, ids []TopicID, b
 	}
 	miss := false
 	for _, n := range names {
-		if m.topics[n] != nil || ValidateTopicName(n) != nil {
-			continue
-		}
-		if _, err := m.cfg.FS.ReadFile(filepath.Join(m.root, n, metaFile)); err == nil {
+		if m.topics[n] == nil && m.entryOnDisk(n) {
 			miss = true
 			break
 		}
@@ -397,16 +394,24 @@ func (m *manager) readOnListing(ctx actor.Context) {
 		case strings.Contains(n, "~"): // a deleted topic not yet removed
 		case m.topics[n] != nil:
 			known++
-		case ValidateTopicName(n) == nil:
-			if _, err := m.cfg.FS.ReadFile(filepath.Join(m.root, n, metaFile)); err == nil {
-				m.onCatalogTick(ctx)
-				return
-			}
+		case m.entryOnDisk(n):
+			m.onCatalogTick(ctx)
+			return
 		}
 	}
 	if known != len(m.topics) {
 		m.onCatalogTick(ctx)
 	}
+}
+
+// entryOnDisk reports whether topic name (a client's, so checked first) has a catalogue
+// entry in the topics directory.
+func (m *manager) entryOnDisk(name string) bool {
+	if ValidateTopicName(name) != nil {
+		return false
+	}
+	_, err := m.cfg.FS.ReadFile(filepath.Join(m.root, name, metaFile))
+	return err == nil
 }
 
 // dropTopic forgets a topic another broker deleted, stopping its partitions.
