@@ -266,6 +266,16 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 }
 
 // owns is the groups manager's Owns in a cluster (nil: a broker alone).
+// dropTombstones, in a cluster, removes the tombstones older than the retention sweep's
+// bound of the deleted groups this broker serves (single broker: nil, none are written).
+func (b *Broker) dropTombstones(fsys storage.FS, dir string) func(time.Time) (int, error) {
+	owns := b.owns()
+	if owns == nil {
+		return nil
+	}
+	return func(before time.Time) (int, error) { return offsets.DropTombstones(fsys, dir, before, owns) }
+}
+
 func (b *Broker) owns() func(string) bool {
 	if b.cluster == nil {
 		return nil

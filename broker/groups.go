@@ -65,6 +65,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return offsets.ReadMeta(fsys, dir, g)
 		},
+		DropTombstones:  b.dropTombstones(fsys, dir),
 		Log:             log,
 		Owns:            b.owns(),
 		Restarts:        b.met.ActorRestarts.WithLabelValues("group"),

@@ -27,7 +27,10 @@ type ManagerConfig struct {
 	// ReadMeta reads the meta in a group's file (nil: none), off the manager's goroutine,
 	// for groups listed while their actor is not running.
 	ReadMeta func(group string) (offsets.GroupMeta, bool, error)
-	Log      zerolog.Logger
+	// DropTombstones removes the tombstones of deleted groups older than before (in a
+	// cluster; nil: none kept), off the manager's goroutine, on each retention sweep.
+	DropTombstones func(before time.Time) (int, error)
+	Log            zerolog.Logger
 	// NewID makes member-id UUIDs (uuid.NewString when nil).
 	NewID func() string
 	// MaxRestarts in RestartWindow: a group actor that panics more often is stopped (and
@@ -507,7 +510,8 @@ func (mg *manager) onSweepTick(ctx actor.Context) {
 	if len(mg.sweep) > 0 || mg.cfg.ListGroupIDs == nil {
 		return // the previous sweep is still going
 	}
-	list := mg.cfg.ListGroupIDs
+	list, drop, before := mg.cfg.ListGroupIDs, mg.cfg.DropTombstones, time.Now().Add(-mg.cfg.Settings.OffsetsRetention)
+	log := mg.log
 	p := mg.ask(ctx, func(v any) {
 		f := v.(*fileIDs)
 		if f.err != nil {
@@ -518,6 +522,14 @@ func (mg *manager) onSweepTick(ctx actor.Context) {
 		mg.sweepSome(ctx)
 	})
 	actor.Go(ctx, func() {
+		if drop != nil {
+			n, err := drop(before)
+			if err != nil {
+				log.Error().Err(err).Int("dropped", n).Msg("offsets_tombstones_not_dropped")
+			} else if n > 0 {
+				log.Info().Int("dropped", n).Msg("offsets_tombstones_dropped")
+			}
+		}
 		var f fileIDs
 		f.ids, f.err = list()
 		p.Resolve(&f)

@@ -58,18 +58,9 @@ func Adopt(cfg AdoptConfig) (int, error) {
 	for g, rs := range recs {
 		sort.SliceStable(rs, func(i, j int) bool { return rs[i].epoch < rs[j].epoch })
 		path := filepath.Join(cfg.OffsetsDir, FileName(g))
-		st, exists := newState(), false
-		b, err := fsys.ReadFile(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
+		st, exists, err := readForReplay(fsys, path, g)
+		if err != nil {
 			continue
-		default:
-			id, s, derr := decodeFile(b)
-			if derr != nil || id != g {
-				continue
-			}
-			st, exists = s, true
 		}
 		fileEpoch, top, applied := st.epoch, st.epoch, 0
 		for _, r := range rs {
@@ -87,10 +78,12 @@ func Adopt(cfg AdoptConfig) (int, error) {
 		}
 		st.epoch = top + 1
 		if !exists {
-			if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Deleted under a peer: its tombstone, so that an older peer's records of
+			// it are never applied again.
+			if err := putTombstoneUnsynced(fsys, cfg.OffsetsDir, g, st.epoch, path); err != nil {
 				return 0, fmt.Errorf("adopt group %q: %w", logs.ID(g), err)
 			}
-			written = append(written, "")
+			written = append(written, tombPath(path))
 			continue
 		}
 		data, err := encodeFile(g, st)

@@ -2,7 +2,10 @@ package offsets
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"path/filepath"
+	"time"
 
 	"kaas/storage"
 )
@@ -29,6 +32,9 @@ func saveGroupData(fsys storage.FS, dir, name string, data []byte) error {
 	if data == nil {
 		return storage.RemoveDurably(fsys, dir, name)
 	}
+	if isTombstone(data) {
+		return putTombstone(fsys, dir, name, data)
+	}
 	// The directory may have just been made: its entry must be durable too.
 	if err := storage.MkdirDurably(fsys, dir); err != nil {
 		return err
@@ -39,8 +45,15 @@ func saveGroupData(fsys storage.FS, dir, name string, data []byte) error {
 // newUnsaved is the Unsaved of group's state s, its records up to seq in the journal.
 func newUnsaved(group string, s state, exists bool, seq uint64) (*Unsaved, error) {
 	u := &Unsaved{Group: group, Seq: seq}
-	if exists {
+	switch {
+	case exists:
 		data, err := encodeFile(group, s)
+		if err != nil {
+			return nil, err
+		}
+		u.Data = data
+	case s.epoch > 0:
+		data, err := encodeTombstone(group, s.epoch, time.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -54,6 +67,12 @@ func unsavedState(u *Unsaved) (s state, exists bool, err error) {
 	if u.Data == nil {
 		return newState(), false, nil
 	}
+	if isTombstone(u.Data) {
+		t, err := decodeTombstone(u.Data)
+		s = newState()
+		s.epoch = t.Epoch
+		return s, false, err
+	}
 	_, s, err = decodeFile(u.Data)
 	return s, err == nil, err
 }
@@ -62,6 +81,9 @@ func unsavedState(u *Unsaved) (s state, exists bool, err error) {
 // not readable as one).
 func readEpoch(fsys storage.FS, path string) (uint64, bool) {
 	b, err := fsys.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return readTombEpoch(fsys, path) // a deleted group's epoch stays in its tombstone
+	}
 	if err != nil {
 		return 0, false
 	}

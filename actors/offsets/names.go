@@ -166,6 +166,9 @@ func List(fsys storage.FS, dir string) (Listing, error) {
 	}
 	l.IDs = make([]string, 0, len(names))
 	for _, name := range names {
+		if strings.HasSuffix(name, tombSuffix) || strings.HasSuffix(name, tombSuffix+tmpSuffix) {
+			continue // a deleted group's tombstone (tombstone.go)
+		}
 		id, hashed, err := DecodeName(name)
 		switch {
 		case err != nil:

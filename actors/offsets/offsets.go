@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -161,6 +162,7 @@ type offsetsActor struct {
 	broken   error // the load failed; every request answers codeBroken
 	brokenAt time.Time
 	dirReady bool
+	tomb     bool  // the group's tombstone (tombstone.go) may be on disk
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
 	metaJSON metaCache
@@ -226,6 +228,7 @@ type ckptJob struct {
 	done chan struct{} // closed when err and took are set
 	err  error
 	took time.Duration
+	tomb bool // what a.tomb is once the write succeeded
 }
 
 // checkpointTick tells the actor to write its file.
@@ -442,6 +445,11 @@ func (a *offsetsActor) load() {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		a.st, a.exists, a.broken = newState(), false, nil
+		// A group deleted in a cluster keeps its epoch in its tombstone: a group
+		// created again goes on from there.
+		if e, ok := readTombEpoch(a.cfg.FS, a.path); ok {
+			a.st.epoch, a.tomb = e, true
+		}
 	case err != nil:
 		reason, a.broken = "unreadable", fmt.Errorf("read %s: %w", a.path, err)
 	default:
@@ -816,16 +824,16 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 		a.scheduleCheckpoint(ctx)
 		return
 	}
-	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{})}
+	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{}), tomb: tombAfter(data, a.tomb)}
 	a.ckpt = job
-	fsys, dir, name, exists, slots := a.cfg.FS, a.cfg.Dir, a.name, a.exists, a.cfg.WriteSlots
+	fsys, dir, name, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.tomb, a.cfg.WriteSlots
 	actor.Background(ctx, func() any {
 		if slots != nil {
 			slots <- struct{}{}
 			defer func() { <-slots }()
 		}
 		start := time.Now()
-		job.err = putFile(fsys, dir, name, data, exists)
+		job.err = putFile(fsys, dir, name, data, dropTomb)
 		job.took = time.Since(start)
 		close(job.done)
 		return job
@@ -852,6 +860,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 		return
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
+	a.tomb = job.tomb
 	ctx.Send(a.cfg.Journal, &Checkpointed{Group: a.cfg.Group, Seq: job.seq})
 }
 
@@ -876,7 +885,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 	if !a.mayWriteFile() {
 		return // another broker's now: it replays this broker's journal for it
 	}
-	job := &ckptJob{seq: a.lastSeq}
+	job := &ckptJob{seq: a.lastSeq, tomb: a.tomb}
 	func() {
 		if a.cfg.WriteSlots != nil {
 			a.cfg.WriteSlots <- struct{}{}
@@ -885,6 +894,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 		start := time.Now()
 		job.err = a.writeFile(a.st, a.exists)
 		job.took = time.Since(start)
+		job.tomb = a.tomb // writeFile keeps it up to date
 	}()
 	a.checkpointDone(ctx, job)
 	if job.err != nil {
@@ -920,21 +930,57 @@ func (a *offsetsActor) writeFile(s state, exists bool) error {
 	if err != nil {
 		return err
 	}
-	return putFile(a.cfg.FS, a.cfg.Dir, a.name, data, exists)
-}
-
-// putFile writes data as the group file name in dir, or removes the file when the group
-// no longer has one (exists false).
-func putFile(fsys storage.FS, dir, name string, data []byte, exists bool) error {
-	if !exists {
-		return storage.RemoveDurably(fsys, dir, name)
+	if err := putFile(a.cfg.FS, a.cfg.Dir, a.name, data, a.tomb); err != nil {
+		return err
 	}
-	return storage.WriteFileAtomic(fsys, dir, name, data)
+	a.tomb = tombAfter(data, a.tomb)
+	return nil
 }
 
-// fileData is the file content of s; it also makes sure the directory exists, once.
+// putFile writes data as the group file name in dir; data nil removes the file (a group
+// that no longer has one), a tombstone's replaces it by the tombstone. dropTomb: the
+// group's tombstone may be on disk, and a file written over it removes it.
+func putFile(fsys storage.FS, dir, name string, data []byte, dropTomb bool) error {
+	switch {
+	case data == nil:
+		return storage.RemoveDurably(fsys, dir, name)
+	case isTombstone(data):
+		return putTombstone(fsys, dir, name, data)
+	}
+	if err := storage.WriteFileAtomic(fsys, dir, name, data); err != nil {
+		return err
+	}
+	if dropTomb {
+		// The file carries an epoch at least the tombstone's: the tombstone is no longer
+		// needed, and a crash that brings it back leaves it below the file.
+		tomb := strings.TrimSuffix(name, fileSuffix) + tombSuffix
+		if err := fsys.Remove(filepath.Join(dir, tomb)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove tombstone %s: %w", tomb, err)
+		}
+	}
+	return nil
+}
+
+// tombAfter is whether the group's tombstone may be on disk once data is written by
+// putFile, tomb what was true before.
+func tombAfter(data []byte, tomb bool) bool {
+	switch {
+	case data == nil:
+		return tomb
+	case isTombstone(data):
+		return true
+	}
+	return false
+}
+
+// fileData is the file content of s; it also makes sure the directory exists, once. A
+// group that no longer exists has none (nil), or, in a cluster (a non-zero epoch), a
+// tombstone.
 func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 	if !exists {
+		if s.epoch > 0 {
+			return encodeTombstone(a.cfg.Group, s.epoch, a.cfg.Now())
+		}
 		return nil, nil
 	}
 	if !a.dirReady {
@@ -998,7 +1044,7 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 		return &Result{}, changed, 0
 	case *DeleteAll:
 		changed = *exists
-		*s, *exists = newState(), false
+		*s, *exists = forgotten(*s), false
 		if changed {
 			rec.clear()
 		}
@@ -1028,13 +1074,21 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 		// An Empty group left with no offsets is dead and removed (Apache 4.0 writes its
 		// group tombstone: GroupCoordinatorShard.cleanupGroupMetadata).
 		if m.Rule.Empty && len(s.offsets) == 0 && len(s.pending) == 0 && *exists {
-			*s, *exists = newState(), false
+			*s, *exists = forgotten(*s), false
 			rec.clear()
 			changed = true
 		}
 		return &Status{Exists: *exists, Meta: s.meta, Count: len(s.offsets)}, changed, len(gone)
 	}
 	return nil, false, 0
+}
+
+// forgotten is the state of a group that ceased to exist: nothing, under its owner's
+// epoch (a group created again goes on from it; replayOps does the same).
+func forgotten(s state) state {
+	f := newState()
+	f.epoch = s.epoch
+	return f
 }
 
 func resolve(msg any, v any) {

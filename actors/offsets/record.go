@@ -162,9 +162,7 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 	for _, o := range ops {
 		switch {
 		case o.Clear:
-			epoch := s.epoch
-			*s, *exists = newState(), false
-			s.epoch = epoch // a forgotten group keeps its owner's epoch
+			*s, *exists = forgotten(*s), false // a forgotten group keeps its owner's epoch
 		case o.Set != nil:
 			for _, f := range o.Set {
 				if err := f.check(); err != nil {

@@ -435,18 +435,9 @@ type replayed struct {
 func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint64, written *[]string) (replayed, error) {
 	name := FileName(group)
 	path := filepath.Join(dir, name)
-	st, exists := newState(), false
-	b, err := fsys.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	st, exists, err := readForReplay(fsys, path, group)
+	if err != nil {
 		return replayed{}, nil
-	default:
-		id, s, derr := decodeFile(b)
-		if derr != nil || id != group {
-			return replayed{}, nil
-		}
-		st, exists = s, true
 	}
 	had := exists
 	fileEpoch := st.epoch
@@ -464,6 +455,16 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 	if written == nil || applied == 0 {
 		// Nothing of this journal's is newer than the file: the file is left to whoever
 		// owns the group now (a rewrite could land over that owner's next checkpoint).
+		return res, nil
+	}
+	if !exists && st.epoch > 0 {
+		// A group of a cluster that ceased to exist leaves its tombstone.
+		if err := putTombstoneUnsynced(fsys, dir, group, st.epoch, path); err != nil {
+			res.writeErr = fmt.Errorf("replay journal for group %q: %w", group, err)
+			return res, nil
+		}
+		*written = append(*written, tombPath(path))
+		res.wrote = true
 		return res, nil
 	}
 	if !exists {
@@ -511,4 +512,50 @@ func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]byte) (st
 		return "", fmt.Errorf("save unapplied journal records of group %q: %w", group, err)
 	}
 	return filepath.Join(dir, name), nil
+}
+
+// readForReplay reads the group file at path for a replay or an adoption: its state, or
+// with no file an empty state under the epoch of the group's tombstone, if any. An error:
+// the file cannot be read or understood, or holds another group; it is left alone (the
+// group's actor reports it).
+func readForReplay(fsys storage.FS, path, group string) (state, bool, error) {
+	st := newState()
+	b, err := fsys.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if e, ok := readTombEpoch(fsys, path); ok {
+			st.epoch = e
+		}
+		return st, false, nil
+	case err != nil:
+		return st, false, err
+	}
+	id, s, err := decodeFile(b)
+	if err != nil {
+		return st, false, err
+	}
+	if id != group {
+		return st, false, fmt.Errorf("%s holds group %q", path, logs.ID(id))
+	}
+	return s, true, nil
+}
+
+// putTombstoneUnsynced writes group's tombstone under epoch beside its file at path and
+// removes the file, for a replay or adoption that makes its writes durable together
+// (storage.SyncWritten).
+func putTombstoneUnsynced(fsys storage.FS, dir, group string, epoch uint64, path string) error {
+	data, err := encodeTombstone(group, epoch, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := storage.WriteFileUnsynced(fsys, dir, TombstoneName(group), data); err != nil {
+		return err
+	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
 }
