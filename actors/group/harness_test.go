@@ -48,6 +48,11 @@ func newHarness(t *testing.T, dir string, mutate func(*Settings)) *harness {
 // FaultFS to fail or hold writes). dir is the data dir: as at a broker's start, the
 // journal left there by an earlier harness is replayed before anything serves.
 func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settings)) *harness {
+	return newHarnessWith(t, dir, fsys, mutate, nil)
+}
+
+// newHarnessWith is newHarnessFS with the manager's config tuned by tune before it starts.
+func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Settings), tune func(*ManagerConfig)) *harness {
 	s := testSettings()
 	if mutate != nil {
 		mutate(&s)
@@ -80,6 +85,9 @@ func newHarnessFS(t *testing.T, dir string, fsys storage.FS, mutate func(*Settin
 		},
 		Log:   log,
 		NewID: func() string { return "id" + itoa(int(h.seq.Add(1))) },
+	}
+	if tune != nil {
+		tune(&h.cfg)
 	}
 	pid, err := h.sys.SpawnNamed(ManagerProps(h.cfg), "groups")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/offsets"
+	"kaas/storage"
 )
 
 func commitMsg(g string, gen int32, member string, tps ...offsets.TopicPartition) *CommitOffsets {
@@ -114,4 +115,27 @@ func subscriptionTo(topics ...string) []byte {
 	m := kmsg.NewConsumerMemberMetadata()
 	m.Topics = topics
 	return m.AppendTo(nil)
+}
+
+// Each retention sweep drops the tombstones of deleted groups older than the offsets
+// retention (in a cluster, where the broker sets DropTombstones).
+func TestSweepDropsTombstones(t *testing.T) {
+	dir := t.TempDir()
+	inBubble(t, func(t *testing.T) {
+		calls := make(chan time.Time, 4)
+		h := newHarnessWith(t, dir, storage.OSFS{}, func(s *Settings) { s.RetentionCheck = time.Minute },
+			func(c *ManagerConfig) {
+				c.DropTombstones = func(before time.Time) (int, error) {
+					calls <- before
+					return 0, nil
+				}
+			})
+		for i := 0; i < 2; i++ {
+			before := <-calls // the fake clock runs to the next sweep
+			if d := time.Since(before); d != h.cfg.Settings.OffsetsRetention {
+				t.Errorf("sweep %d dropped tombstones older than %v, want the retention %v", i, d, h.cfg.Settings.OffsetsRetention)
+			}
+		}
+		h.stop()
+	})
 }
