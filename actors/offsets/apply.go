@@ -1,0 +1,150 @@
+package offsets
+
+import (
+	"time"
+)
+
+// What each request does to a group's state, as pure functions of it.
+
+// apply makes one queued request's change to s and returns what its waiter gets if the
+// write succeeds, whether it changed anything on disk, and how many offsets it expired.
+// rec records the change for the journal.
+func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (result any, changed bool, expired int) {
+	switch m := q.msg.(type) {
+	case *Commit:
+		nowMs := now.UnixMilli()
+		for i, e := range m.Entries {
+			if q.codes[i] != 0 {
+				continue
+			}
+			c := e.Committed
+			if c.CommitTime == 0 {
+				c.CommitTime = nowMs
+			}
+			s.offsets[e.TopicPartition] = c
+			rec.set(e.TopicPartition, c)
+		}
+		*exists = true
+		return &CommitResult{Codes: q.codes}, true, 0
+	case *Delete:
+		for _, tp := range m.Partitions {
+			if _, ok := s.offsets[tp]; ok {
+				delete(s.offsets, tp)
+				rec.del(tp)
+				changed = true
+			}
+		}
+		return &Result{}, changed, 0
+	case *DropTopics:
+		drop := make(map[string]bool, len(m.Topics))
+		for _, t := range m.Topics {
+			drop[t] = true
+		}
+		for tp := range s.offsets {
+			if drop[tp.Topic] {
+				delete(s.offsets, tp)
+				rec.del(tp)
+				changed = true
+			}
+		}
+		return &Result{}, changed, 0
+	case *DeleteAll:
+		changed = *exists
+		*s, *exists = forgotten(*s), false
+		if changed {
+			rec.clear()
+		}
+		return &Result{}, changed, 0
+	case *SaveMeta:
+		s.meta = m.Meta
+		rec.meta(m.Meta, m.Reply.Valid())
+		if !m.Reply.Valid() {
+			// No one to answer, but journaled like any change (see handleChange).
+			return nil, true, 0
+		}
+		*exists = true
+		return &Result{}, true, 0
+	case *Expire:
+		skip := map[TopicPartition]bool{}
+		for _, p := range s.pending {
+			for tp := range p {
+				skip[tp] = true
+			}
+		}
+		gone := expiredOffsets(s.offsets, s.meta, m.Rule, m.Now, skip)
+		for _, tp := range gone {
+			delete(s.offsets, tp)
+			rec.del(tp)
+		}
+		changed = len(gone) > 0
+		// An Empty group left with no offsets is dead and removed (Apache 4.0 writes its
+		// group tombstone: GroupCoordinatorShard.cleanupGroupMetadata).
+		if m.Rule.Empty && len(s.offsets) == 0 && len(s.pending) == 0 && *exists {
+			*s, *exists = forgotten(*s), false
+			rec.clear()
+			changed = true
+		}
+		return &Status{Exists: *exists, Meta: s.meta, Count: len(s.offsets)}, changed, len(gone)
+	}
+	return nil, false, 0
+}
+
+// forgotten is the state of a group that ceased to exist: nothing, under its owner's
+// epoch (a group created again goes on from it; replayOps does the same).
+func forgotten(s state) state {
+	f := newState()
+	f.epoch = s.epoch
+	return f
+}
+
+func resolve(msg any, v any) {
+	if v == nil {
+		return
+	}
+	switch m := msg.(type) {
+	case *Commit:
+		m.Reply.Resolve(v)
+	case *Delete:
+		m.Reply.Resolve(v)
+	case *DropTopics:
+		m.Reply.Resolve(v)
+	case *DeleteAll:
+		m.Reply.Resolve(v)
+	case *SaveMeta:
+		m.Reply.Resolve(v)
+	case *Expire:
+		m.Reply.Resolve(v)
+	}
+}
+
+// fail answers a request with code (a Commit keeps the codes found before the write).
+func fail(q queued, code int16) {
+	switch m := q.msg.(type) {
+	case *Commit:
+		codes := make([]int16, len(m.Entries))
+		for i := range codes {
+			if q.codes != nil && q.codes[i] != 0 {
+				codes[i] = q.codes[i]
+			} else {
+				codes[i] = code
+			}
+		}
+		m.Reply.Resolve(&CommitResult{Codes: codes})
+	case *Fetch:
+		m.Reply.Resolve(&FetchResult{ErrorCode: code})
+	case *Stat:
+		m.Reply.Resolve(&Status{ErrorCode: code})
+	case *Expire:
+		m.Reply.Resolve(&Status{ErrorCode: code})
+	case *Delete:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	case *DropTopics:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	case *DeleteAll:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	case *SaveMeta:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	case *Flush:
+		m.Reply.Resolve(&Result{ErrorCode: code})
+	}
+}

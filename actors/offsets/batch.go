@@ -1,0 +1,305 @@
+package offsets
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
+
+// Group commit: requests queue, go to the journal as one record per batch, and are
+// answered when the fsync that holds them returns.
+
+// batch is one write's requests: what they make of the state and what each waiter gets
+// once the write holds them.
+type batch struct {
+	reqs    []queued
+	results []any
+	next    state
+	exists  bool
+	dirty   bool
+	expired int
+	rec     *recorder
+
+	id   uint64 // the promise the journal resolves
+	done chan Appended
+}
+
+// maxInflight is how many batches of one group may wait for the journal at once. Two
+// keep the journal busy: the next batch is in its mailbox while an fsync runs, instead
+// of being sent after the answer comes back. A batch is built on the state the batches
+// before it will make (its ops and answers), and once durable its ops are applied to
+// the actor's state: what the actor serves is always what the journal holds, also when
+// a batch before it failed.
+const maxInflight = 2
+
+// queued is a request waiting for the next write.
+type queued struct {
+	msg   any
+	codes []int16 // a Commit's per-entry codes found before the write (OFFSET_METADATA_TOO_LARGE)
+}
+
+// flushNow tells the actor to write what has queued.
+type flushNow struct{}
+
+func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
+	if !a.ready() {
+		fail(queued{msg: m}, codeBroken)
+		return
+	}
+	codes := make([]int16, len(m.Entries))
+	valid := 0
+	for i, e := range m.Entries {
+		// Apache compares String.length(), UTF-16 units, not bytes
+		// (GroupMetadataManager.validateOffsetMetadataLength).
+		if utf16Len(e.Metadata) > a.cfg.MaxMetadataBytes {
+			codes[i] = kerr.OffsetMetadataTooLarge.Code
+			continue
+		}
+		// Apache stores any offset; kaas refuses what its file reader would take for
+		// damage (fileOffset.check): below -1, Kafka's "none", no offset or epoch means
+		// anything a consumer could resume from.
+		if e.Offset < -1 || e.LeaderEpoch < -1 {
+			codes[i] = codeBadOffset
+			continue
+		}
+		valid++
+	}
+	if valid == 0 {
+		// Nothing to store: Apache writes nothing when every partition is oversized.
+		m.Reply.Resolve(&CommitResult{Codes: codes})
+		return
+	}
+	a.enqueue(ctx, queued{msg: m, codes: codes})
+}
+
+func (a *offsetsActor) handleFetch(m *Fetch) {
+	if !a.ready() {
+		m.Reply.Resolve(&FetchResult{ErrorCode: codeBroken})
+		return
+	}
+	// Only what is on disk is visible: queued commits are not acknowledged yet, and the
+	// pending (transactional) layer never is.
+	res := &FetchResult{}
+	if m.Partitions == nil {
+		res.Offsets = make(map[TopicPartition]Committed, len(a.st.offsets))
+		for tp, o := range a.st.offsets {
+			res.Offsets[tp] = o
+		}
+	} else {
+		res.Offsets = make(map[TopicPartition]Committed, len(m.Partitions))
+		for _, tp := range m.Partitions {
+			if o, ok := a.st.offsets[tp]; ok {
+				res.Offsets[tp] = o
+			}
+		}
+	}
+	m.Reply.Resolve(res)
+}
+
+func (a *offsetsActor) handleStat(m *Stat) {
+	if !a.ready() {
+		m.Reply.Resolve(&Status{ErrorCode: codeBroken})
+		return
+	}
+	m.Reply.Resolve(a.status())
+}
+
+func (a *offsetsActor) status() *Status {
+	return &Status{Exists: a.exists, Meta: a.st.meta, Count: len(a.st.offsets)}
+}
+
+func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
+	if !a.ready() {
+		fail(queued{msg: m}, codeBroken)
+		return
+	}
+	// A SaveMeta without a reply is journaled like any change: the file must never hold
+	// what the journal does not (replay would set older records over it).
+	a.enqueue(ctx, queued{msg: m})
+}
+
+func (a *offsetsActor) enqueue(ctx actor.Context, q queued) {
+	a.queue = append(a.queue, q)
+	if !a.flushQueued {
+		a.flushQueued = true
+		ctx.Send(ctx.Self(), &flushNow{})
+	}
+}
+
+// flush makes the queue durable by appending it to the journal (answered in
+// onAppended).
+func (a *offsetsActor) flush(ctx actor.Context) {
+	if len(a.inflight) >= maxInflight || len(a.queue) == 0 {
+		// What queues meanwhile goes with the next batch.
+		return
+	}
+	b := a.applyQueue()
+	if !b.dirty {
+		if len(a.inflight) > 0 {
+			// Its outcome is built on batches not yet durable: it waits for them.
+			return
+		}
+		a.queue = nil
+		a.commitBatch(b)
+		return
+	}
+	data, err := encodeRecord(a.cfg.Group, a.st.epoch, b.rec.ops)
+	if err == nil {
+		err = b.rec.err
+	}
+	if err != nil {
+		a.queue = nil
+		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failBatch(b, codeWriteFailed)
+		return
+	}
+	p := actor.NewPromise(ctx, ctx.Self())
+	b.id, b.done = p.ID(), make(chan Appended, 1)
+	a.inflight, a.queue = append(a.inflight, b), nil
+	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
+}
+
+// applyQueue applies the queue to what the state will be once the batches in flight
+// are durable. A journaled batch of commits only is applied to an overlay holding just
+// what it sets (a commit's outcome does not depend on the state), so a commit costs
+// what it commits, not a copy of the group's offsets; any other batch is applied to a
+// copy.
+func (a *offsetsActor) applyQueue() *batch {
+	// The queue stays until the batch is answered or handed on: a panic meanwhile leaves
+	// it to onRestarting.
+	base, exists, overlays := a.st, a.exists, a.inflight
+	for i := len(a.inflight) - 1; i >= 0; i-- {
+		if !a.inflight[i].next.partial {
+			base, exists, overlays = a.inflight[i].next, a.inflight[i].exists, a.inflight[i+1:]
+			break
+		}
+	}
+	var next state
+	if commitsOnly(a.queue) {
+		next = base.overlay()
+	} else {
+		next = base.clone()
+		for _, o := range overlays {
+			next.setAll(o.next)
+			exists = exists || o.exists
+		}
+	}
+	b := &batch{reqs: a.queue, next: next, exists: exists, results: make([]any, len(a.queue)),
+		rec: &recorder{cache: &a.metaJSON}}
+	now := a.cfg.Now()
+	for i, q := range b.reqs {
+		var changed bool
+		var n int
+		b.results[i], changed, n = apply(&b.next, &b.exists, q, now, b.rec)
+		b.dirty = b.dirty || changed
+		b.expired += n
+	}
+	return b
+}
+
+// commitBatch makes a batch with nothing to journal, built on the actor's state as it
+// is, the actor's state and answers its waiters.
+func (a *offsetsActor) commitBatch(b *batch) {
+	a.st, a.exists = b.next, b.exists
+	a.publishAll()
+	a.answerBatch(b)
+}
+
+// answerBatch answers a durable batch's waiters.
+func (a *offsetsActor) answerBatch(b *batch) {
+	a.cfg.Metrics.expiredOffsets(b.expired)
+	if b.expired > 0 {
+		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
+	}
+	for i, q := range b.reqs {
+		resolve(q.msg, b.results[i])
+	}
+}
+
+// failBatch answers every request of a batch that did not become durable with code; the
+// state stays as it was.
+func (a *offsetsActor) failBatch(b *batch, code int16) {
+	for _, q := range b.reqs {
+		// A SaveMeta without a reply has no one to tell, and its meta is dropped: a
+		// checkpoint must never write what the journal does not hold, or replay would
+		// set older records over it.
+		fail(q, code)
+	}
+}
+
+// onAppended takes the journal's answer to the oldest batch in flight, then sends the
+// next.
+func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
+	if len(a.inflight) == 0 || m.ID != a.inflight[0].id {
+		return // answered already, while stopping
+	}
+	a.finishInflight(ctx, <-a.inflight[0].done, true)
+	a.flush(ctx)
+}
+
+// finishInflight answers the oldest batch in flight with the journal's outcome. A
+// durable batch's ops are applied to the state; a failed one changes nothing (the
+// batches after it carry only their own ops).
+func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule bool) {
+	b := a.inflight[0]
+	// The slot is cleared, and the slice dropped when empty: a resliced array would keep
+	// the last batch (its requests, results and a copy of the state) for the actor's life.
+	a.inflight[0] = nil
+	if a.inflight = a.inflight[1:]; len(a.inflight) == 0 {
+		a.inflight = nil
+	}
+	if res.Err != nil {
+		limited(&a.failLog).Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.failBatch(b, codeWriteFailed)
+		return
+	}
+	if a.cfg.Gate != nil && !a.cfg.Gate() {
+		// Durable in this broker's journal, but the lease may have lapsed meanwhile and
+		// another broker adopted the group: not acknowledged (a successor that replayed
+		// the journal first has it; one that did not never acknowledged it either).
+		a.fence("gate_closed")
+		a.failBatch(b, codeFenced)
+		return
+	}
+	applyOps(&a.st, &a.exists, b.rec.ops, b.rec.metas)
+	a.publishOps(b.rec.ops)
+	a.answerBatch(b)
+	a.lastSeq = res.Seq
+	if schedule {
+		a.scheduleCheckpoint(ctx)
+	}
+}
+
+// waitInflight waits for the journal's answers to the batches in flight, for a stopping
+// or restarting actor that can no longer take them from its mailbox.
+func (a *offsetsActor) waitInflight(ctx actor.Context) {
+	if len(a.inflight) == 0 {
+		return
+	}
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	for len(a.inflight) > 0 {
+		select {
+		case res := <-a.inflight[0].done:
+			a.finishInflight(ctx, res, false)
+		case <-t.C:
+			a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+			for _, b := range a.inflight {
+				a.failBatch(b, codeWriteFailed)
+			}
+			a.inflight = nil
+		}
+	}
+}
+
+// flushWait bounds how long a stopping actor waits for the journal's answers to its
+// batches in flight (the journal answers a failed write at once: this is for a journal
+// stuck in fdatasync).
+const flushWait = 5 * time.Second
+
+// StopWait is how long a stopping offsets actor may take to answer Flush when its file
+// writes do not hang: the group, which waits for it, waits a little longer, so the
+// inner wait always ends first.
+const StopWait = flushWait + 5*time.Second
