@@ -371,3 +371,75 @@ func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
 		t.Fatalf("broker %d right after orders was deleted lists %v", 1-writer, got)
 	}
 }
+
+// Shrinking a cluster, rolled: broker 2 restarts on three brokers while broker 3, being
+// scaled away, still runs on four. Broker 2 waits for what broker 3 still serves, and once
+// broker 3 has stopped it serves it with broker 3's commit. Before, broker 2 took broker 3
+// (beyond its size) for gone at once, and both served the group.
+func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
+	cfgs := clusterConfigs(t, 4)
+	four := registry.View{Size: 4, Alive: []int32{2, 3}}
+	three := registry.View{Size: 3, Alive: []int32{2}}
+	back, stays := "", ""
+	for i := 0; back == "" || stays == ""; i++ {
+		g := fmt.Sprintf("g-%d", i)
+		o4, _ := four.GroupOwner(g)
+		o3, _ := three.GroupOwner(g)
+		switch {
+		case o4 == 3 && o3 == 2 && back == "":
+			back = g
+		case o4 == 2 && o3 == 2 && stays == "":
+			stays = g
+		}
+	}
+	b3 := brokertest.StartWith(t, cfgs[3])
+	waitReady(t, b3)
+	adm := kadm.NewClient(mustClient(t, b3.Addr()))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	c3 := directClient(t, b3.Addr())
+	deadline := time.Now().Add(10 * time.Second)
+	for commitCode(t, c3, back, "orders", 300) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("commit on broker 3 never succeeded")
+		}
+		time.Sleep(20 * time.Millisecond) // polling, with a deadline
+	}
+
+	small := cfgs[2]
+	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
+	b2 := brokertest.StartWith(t, small)
+	waitReady(t, b2)
+	c2 := directClient(t, b2.Addr())
+	for commitCode(t, c2, stays, "orders", 1) != 0 {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("broker 2 never served %s", stays)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, with a deadline
+	}
+	// Broker 2 serves, its peers' views read: broker 3's claim on back holds it off.
+	if code := commitCode(t, c2, back, "orders", 301); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("commit of %s on broker 2 while broker 3 serves it: code %d, want COORDINATOR_LOAD_IN_PROGRESS", back, code)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b3.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm2 := kadm.NewClient(mustClient(t, b2.Addr()))
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		offs, err := adm2.FetchOffsets(context.Background(), back)
+		if err == nil {
+			if o, ok := offs.Lookup("orders", 0); ok && o.At == 300 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker 2 did not take %s over with broker 3's commit 300 (%v)", back, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, with a deadline
+	}
+}

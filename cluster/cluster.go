@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -444,11 +445,19 @@ func (c *Controller) publish(v registry.View, term uint64) error {
 // claims nothing; one that has published nothing yet claims nothing (it publishes before
 // it serves, and will then see this broker's claim). A peer claims what its own cluster
 // size gives it (a file that names none is read with this broker's). A peer routing by
-// another assignment is taken to claim everything.
+// another assignment is taken to claim everything. Peers beyond this broker's size are
+// read too while their leases hold: during a `helm upgrade` that shrinks the cluster a
+// broker already on the smaller size waits for what a broker being scaled away still
+// serves, until it has stopped (its lease released) or lapsed.
 func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 	out := map[int32]registry.View{}
 	size := v.Size
+	ids := make([]int32, 0, size)
 	for id := int32(0); int(id) < size; id++ {
+		ids = append(ids, id)
+	}
+	ids = append(ids, c.viewsBeyond(size)...)
+	for _, id := range ids {
 		if id == c.self || c.cfg.Fence.Lapsed(id) {
 			continue
 		}
@@ -470,6 +479,31 @@ func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 		out[id] = pv
 	}
 	return out
+}
+
+// viewsBeyond lists the ids of the view files in Dir of brokers at or beyond size.
+func (c *Controller) viewsBeyond(size int) []int32 {
+	names, err := storage.OSFS{}.ReadDirNames(c.cfg.Dir)
+	if err != nil {
+		return nil
+	}
+	var ids []int32
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, "broker-")
+		if !ok {
+			continue
+		}
+		num, ok := strings.CutSuffix(rest, ".view")
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseInt(num, 10, 32)
+		if err == nil && int(id) >= size && viewName(int32(id)) == n {
+			ids = append(ids, int32(id))
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (c *Controller) release(ctx context.Context, keep *State) {

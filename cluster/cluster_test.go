@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,15 +21,22 @@ import (
 	"kaas/storage"
 )
 
-// heldFence is a lease this broker holds for good, with peers that never lapse.
-type heldFence struct{ ch chan struct{} }
+// heldFence is a lease this broker holds for good, with peers that lapse only when the
+// test says so (gone).
+type heldFence struct {
+	ch   chan struct{}
+	gone sync.Map // int32 → struct{}
+}
 
 func (*heldFence) Start(context.Context) error { return nil }
 func (*heldFence) ValidUntil() time.Time       { return time.Now().Add(time.Hour) }
 func (*heldFence) Term() uint64                { return 1 }
-func (*heldFence) Lapsed(int32) bool           { return false }
-func (f *heldFence) Changes() <-chan struct{}  { return f.ch }
-func (*heldFence) Stop()                       {}
+func (f *heldFence) Lapsed(id int32) bool {
+	_, ok := f.gone.Load(id)
+	return ok
+}
+func (f *heldFence) Changes() <-chan struct{} { return f.ch }
+func (*heldFence) Stop()                      {}
 
 func brokers(alive ...int32) []registry.Broker {
 	bs := []registry.Broker{{ID: 0}, {ID: 1}, {ID: 2}}
@@ -60,7 +68,10 @@ func owned(keys Keys, alive ...int32) (groups, partitions map[string]bool) {
 func startTest(t *testing.T, reg *registry.Registry, dir string, cfg Config) (c *Controller, applied chan struct{}) {
 	t.Helper()
 	applied = make(chan struct{}, 1)
-	cfg.Registry, cfg.Fence, cfg.Dir = reg, &heldFence{ch: make(chan struct{})}, dir
+	if cfg.Fence == nil {
+		cfg.Fence = &heldFence{ch: make(chan struct{})}
+	}
+	cfg.Registry, cfg.Dir = reg, dir
 	cfg.Log, cfg.Poll = zerolog.Nop(), 10*time.Millisecond
 	cfg.OnApplied = func(*State) {
 		select {
@@ -280,5 +291,64 @@ func TestPeerOnOldSizeKeepsItsClaims(t *testing.T) {
 	}
 	waitStatus(Waiting)
 	peer(4, 0, 1, 2, 3) // broker 1 restarted on the new size
+	waitStatus(Mine)
+}
+
+// A broker on a smaller size (a helm upgrade that shrinks the cluster, rolled) reads the
+// claims of a broker beyond its size that still runs on the larger one, and waits for
+// them until that broker's lease goes (it stopped, or lapsed): before, it took the broker
+// for gone at once, and both served the group.
+func TestPeerBeyondNewSizeKeepsItsClaims(t *testing.T) {
+	large := registry.View{Self: 3, Size: 4, Alive: []int32{0, 1, 2, 3}}
+	small := registry.View{Self: 2, Size: 3, Alive: []int32{0, 1, 2}}
+	var g string
+	for i := 0; g == "" && i < 10_000; i++ {
+		c := fmt.Sprintf("group-%d", i)
+		o, _ := large.GroupOwner(c)
+		n, _ := small.GroupOwner(c)
+		if o == 3 && n == 2 {
+			g = c
+		}
+	}
+	if g == "" {
+		t.Fatal("no group moves from broker 3 to broker 2")
+	}
+	dir := filepath.Join(t.TempDir(), "__cluster", "nodes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(published{Broker: 3, Alive: large.Alive, Term: 1, Size: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.WriteFileAtomic(storage.OSFS{}, dir, viewName(3), b); err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(2, 3)
+	reg.Set([]registry.Broker{{ID: 0, Alive: true}, {ID: 1, Alive: true}, {ID: 2, Alive: true}})
+	reg.MarkSynced()
+	f := &heldFence{ch: make(chan struct{})}
+	c, applied := startTest(t, reg, dir, Config{Fence: f})
+	waitStatus := func(want Status) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			st := c.State()
+			if st != nil && st.Ready {
+				if _, got := st.Group(g); got == want {
+					return
+				}
+			}
+			select {
+			case <-applied:
+			case <-time.After(10 * time.Millisecond):
+			case <-deadline:
+				_, got := st.Group(g)
+				t.Fatalf("group %s on broker 2: status %v, want %v", g, got, want)
+			}
+		}
+	}
+	waitStatus(Waiting)
+	f.gone.Store(int32(3), struct{}{}) // broker 3 stopped: its lease released
 	waitStatus(Mine)
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -204,11 +206,13 @@ func (f *File) loop(ctx context.Context) {
 	}
 }
 
-// watchPeers reads every peer's lease and probes its lock.
+// watchPeers reads every peer's lease and probes its lock: the configured peers and any
+// other broker with a lock file here (one beyond the cluster size, while a helm upgrade
+// shrinks the cluster: it still serves until it stops).
 func (f *File) watchPeers() {
 	now := time.Now()
 	changed := false
-	for _, p := range f.peers {
+	for _, p := range f.watched() {
 		lapsed := f.peerLapsed(p, now)
 		f.mu.Lock()
 		s := f.seen[p]
@@ -223,6 +227,33 @@ func (f *File) watchPeers() {
 	if changed {
 		notify(f.ch)
 	}
+}
+
+// watched is the configured peers and the ids of the other lock files in the directory.
+func (f *File) watched() []int32 {
+	ids := f.peers
+	names, err := f.fsys.ReadDirNames(f.dir)
+	if err != nil {
+		return ids
+	}
+	for _, n := range names {
+		num, ok := strings.CutPrefix(n, "broker-")
+		if !ok {
+			continue
+		}
+		if num, ok = strings.CutSuffix(num, ".lock"); !ok {
+			continue
+		}
+		id, err := strconv.ParseInt(num, 10, 32)
+		if err != nil || int32(id) == f.self || slices.Contains(f.peers, int32(id)) || LockPath(f.dir, int32(id)) != filepath.Join(f.dir, n) {
+			continue
+		}
+		if len(ids) == len(f.peers) {
+			ids = slices.Clone(f.peers)
+		}
+		ids = append(ids, int32(id))
+	}
+	return ids
 }
 
 func (f *File) peerLapsed(p int32, now time.Time) bool {

@@ -102,3 +102,23 @@ func TestFileFenceTermGrowsAfterALapse(t *testing.T) {
 		t.Fatalf("term %d after a lapse and a renewal, want %d", a.Term(), term+1)
 	}
 }
+
+// A broker beyond the configured peers (scaled away by a helm upgrade that shrinks the
+// cluster, still stopping) is watched too: alive while it holds its lock and renews,
+// lapsed once it stops. Before, any id outside the peers was lapsed at once.
+func TestFileFenceWatchesBrokerBeyondPeers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	b := newTestFile(t, dir, 1) // peers 0 and 1
+	beyond := NewFile(FileConfig{Dir: dir, Self: 3, Peers: []int32{0, 1, 2, 3}, Duration: 600 * time.Millisecond,
+		Renew: 100 * time.Millisecond, Log: zerolog.Nop()})
+	if err := beyond.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	waitFor(t, b, "broker 3 alive", func() bool { return !b.Lapsed(3) })
+	beyond.Stop()
+	waitFor(t, b, "broker 3 lapsed", func() bool { return b.Lapsed(3) })
+}

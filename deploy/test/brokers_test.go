@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -181,8 +182,9 @@ func (b *brokerSet) coordinators(ctx context.Context, adm *kadm.Client, v regist
 	})
 }
 
-// offsetsKept waits until each group's committed offset of partition 0 reads back.
-func (b *brokerSet) offsetsKept(ctx context.Context, adm *kadm.Client, topic string, groups []string, when string) {
+// offsetsKept waits until each group's committed offset of partition 0 reads back as
+// want gives it.
+func (b *brokerSet) offsetsKept(ctx context.Context, adm *kadm.Client, topic string, groups []string, want func(i int) int64, when string) {
 	b.t.Helper()
 	for i, g := range groups {
 		eventually(b.t, 60*time.Second, fmt.Sprintf("%s: group %s's offset", when, g), func() (bool, string) {
@@ -191,12 +193,52 @@ func (b *brokerSet) offsetsKept(ctx context.Context, adm *kadm.Client, topic str
 				return false, err.Error()
 			}
 			o, ok := os.Lookup(topic, 0)
-			if !ok || o.Err != nil || o.At != int64(100+i) {
-				return false, fmt.Sprintf("offset %v (%v), want %d", o.At, o.Err, 100+i)
+			if !ok || o.Err != nil || o.At != want(i) {
+				return false, fmt.Sprintf("offset %v (%v), want %d", o.At, o.Err, want(i))
 			}
 			return true, ""
 		})
 	}
+}
+
+// commitAll commits offset at(i) of topic's partition 0 for each group.
+func commitAll(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, groups []string, at func(i int) int64) {
+	t.Helper()
+	for i, g := range groups {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at(i), LeaderEpoch: -1})
+		eventually(t, 30*time.Second, "commit of "+g, func() (bool, string) {
+			r, err := adm.CommitOffsets(ctx, g, os)
+			if err == nil {
+				err = r.Error()
+			}
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+}
+
+// commitOn sends an OffsetCommit of group's partition 0 to broker i itself (no routing)
+// and returns its error code.
+func (b *brokerSet) commitOn(ctx context.Context, i int, group, topic string, offset int64) int16 {
+	b.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:" + strconv.Itoa(b.ports[i])))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		b.t.Fatalf("OffsetCommit to broker %d: %v", i, err)
+	}
+	return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 }
 
 // runBrokersOnRelease: the three brokers of the release discover each other from the
@@ -204,8 +246,10 @@ func (b *brokerSet) offsetsKept(ctx context.Context, adm *kadm.Client, topic str
 // their Leases under the chart's RBAC, and coordinate groups by the hash over three;
 // `helm upgrade` to four replicas, rolled as the StatefulSet controller rolls pods (the
 // new ordinal first, then from the highest down), moves groups to the new broker with
-// their committed offsets.
-func runBrokersOnRelease(t *testing.T, ctx context.Context, cp *controlPlane, cs kubernetes.Interface, upgrade func()) {
+// their committed offsets; `helm rollback` to three, rolled with broker 3 still stopping
+// while broker 2 restarts on the smaller size, hands broker 3's groups back with every
+// commit it acknowledged, and no group is served by two brokers meanwhile.
+func runBrokersOnRelease(t *testing.T, ctx context.Context, cp *controlPlane, cs kubernetes.Interface, upgrade, rollback func()) {
 	b := newBrokerSet(t, ctx, cp, cs, 4)
 	for i := 0; i < 3; i++ {
 		b.start(ctx, i)
@@ -224,29 +268,29 @@ func runBrokersOnRelease(t *testing.T, ctx context.Context, cp *controlPlane, cs
 	four := registry.View{Size: 4, Alive: []int32{0, 1, 2, 3}}
 	var groups []string
 	moved := 0
-	for i := 0; len(groups) < 12; i++ {
+	back, stays := "", "" // from broker 3 to broker 2 on the shrink; on broker 2 throughout
+	for i := 0; len(groups) < 12 || back == "" || stays == ""; i++ {
 		g := fmt.Sprintf("group-%d", i)
 		o3, _ := three.GroupOwner(g)
 		o4, _ := four.GroupOwner(g)
-		if o4 == 3 && moved < 4 || o4 == o3 && len(groups)-moved < 8 {
-			groups = append(groups, g)
-			moved += b2i(o4 == 3)
+		switch {
+		case o4 == 3 && o3 == 2 && back == "":
+			back = g
+		case o4 == 2 && o3 == 2 && stays == "":
+			stays = g
+		case o4 == 3 && moved < 4 || o4 == o3 && len(groups)-moved < 8:
+			if len(groups) < 12 {
+				groups = append(groups, g)
+				moved += b2i(o4 == 3)
+			}
 		}
 	}
+	groups = append(groups, back, stays)
 	b.coordinators(ctx, adm, three, groups)
 	t.Logf("three brokers hold their Leases and coordinate %d groups by the hash over three; %d of them go to broker 3 over four", len(groups), moved)
-	for i, g := range groups {
-		var os kadm.Offsets
-		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(100 + i), LeaderEpoch: -1})
-		eventually(t, 30*time.Second, "commit of "+g, func() (bool, string) {
-			r, err := adm.CommitOffsets(ctx, g, os)
-			if err == nil {
-				err = r.Error()
-			}
-			return err == nil, fmt.Sprint(err)
-		})
-	}
-	b.offsetsKept(ctx, adm, topic, groups, "on three brokers")
+	first := func(i int) int64 { return int64(100 + i) }
+	commitAll(t, ctx, adm, topic, groups, first)
+	b.offsetsKept(ctx, adm, topic, groups, first, "on three brokers")
 
 	upgrade()
 	b.start(ctx, 3)
@@ -257,9 +301,56 @@ func runBrokersOnRelease(t *testing.T, ctx context.Context, cp *controlPlane, cs
 	b.leasesHeld(ctx, 4)
 	adm4 := b.admin(4)
 	b.coordinators(ctx, adm4, four, groups)
-	b.offsetsKept(ctx, adm4, topic, groups, "after the upgrade to four brokers")
+	b.offsetsKept(ctx, adm4, topic, groups, first, "after the upgrade to four brokers")
 	t.Logf("after the roll to four brokers every group is coordinated by the hash over four, with its committed offset")
-	for i := 3; i >= 0; i-- {
+	second := func(i int) int64 { return int64(200 + i) }
+	commitAll(t, ctx, adm4, topic, groups, second)
+
+	eventually(t, 30*time.Second, "commit of "+back+" on broker 3", func() (bool, string) {
+		code := b.commitOn(ctx, 3, back, topic, 300)
+		return code == 0, fmt.Sprintf("code %d", code)
+	})
+	backAt := int64(300)
+
+	// Back to three. The StatefulSet controller stops pod 3 and rolls 2, 1, 0; here broker
+	// 2 restarts on the smaller size while broker 3's process, on the larger one, still
+	// runs (its pod's endpoint may already be gone, and it lets its groups go then).
+	rollback()
+	b.stop(2)
+	b.start(ctx, 2)
+	eventually(t, 60*time.Second, "broker 2 on three brokers serving "+stays, func() (bool, string) {
+		code := b.commitOn(ctx, 2, stays, topic, 200+int64(len(groups)-1))
+		return code == 0, fmt.Sprintf("code %d", code)
+	})
+	// Never both: a group broker 3 still serves waits on broker 2, and once broker 2
+	// serves it broker 3 does not.
+	code2 := b.commitOn(ctx, 2, back, topic, 301)
+	code3 := b.commitOn(ctx, 3, back, topic, 302)
+	switch {
+	case code2 == 0 && code3 == 0:
+		t.Fatalf("group %s served by broker 2 (on three) and broker 3 (on four) at once", back)
+	case code2 == 0:
+		backAt = 301
+	case code3 == 0:
+		backAt = 302
+	}
+	t.Logf("while broker 3 stops: %s answers %d on broker 2, %d on broker 3", back, code2, code3)
+	b.stop(3)
+	for i := 1; i >= 0; i-- {
+		b.stop(i)
+		b.start(ctx, i)
+	}
+	b.leasesHeld(ctx, 3)
+	adm3 := b.admin(3)
+	b.coordinators(ctx, adm3, three, groups)
+	b.offsetsKept(ctx, adm3, topic, groups, func(i int) int64 {
+		if groups[i] == back {
+			return backAt // acknowledged by broker 2 or 3 as broker 3 was scaled away
+		}
+		return second(i)
+	}, "after the rollback to three brokers")
+	t.Logf("after the roll back to three brokers every group is coordinated by the hash over three, with its committed offset")
+	for i := 2; i >= 0; i-- {
 		b.stop(i)
 	}
 }

@@ -145,20 +145,21 @@ func TestHelmInstall(t *testing.T) {
 			t.Fatalf("helm upgrade to 4 replicas: %v", err)
 		}
 		brokersUp(t, ctx, cs, 4)
+	}, func() {
+		rb := action.NewRollback(cfg)
+		rb.Version, rb.WaitStrategy, rb.Timeout = 1, helmkube.HookOnlyStrategy, 2*time.Minute
+		if err := rb.Run(releaseName); err != nil {
+			t.Fatalf("helm rollback: %v", err)
+		}
+		sts, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, "kaas", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *sts.Spec.Replicas != 3 || !containsArg(sts.Spec.Template.Spec.Containers[0].Args, "--cluster.size=3") {
+			t.Fatalf("after rollback: replicas %d, args %v", *sts.Spec.Replicas, sts.Spec.Template.Spec.Containers[0].Args)
+		}
 	})
 
-	rb := action.NewRollback(cfg)
-	rb.Version, rb.WaitStrategy, rb.Timeout = 1, helmkube.HookOnlyStrategy, 2*time.Minute
-	if err := rb.Run(releaseName); err != nil {
-		t.Fatalf("helm rollback: %v", err)
-	}
-	sts, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, "kaas", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *sts.Spec.Replicas != 3 || !containsArg(sts.Spec.Template.Spec.Containers[0].Args, "--cluster.size=3") {
-		t.Fatalf("after rollback: replicas %d, args %v", *sts.Spec.Replicas, sts.Spec.Template.Spec.Containers[0].Args)
-	}
 	sameClaim(t, ctx, cs, pvc, "rollback")
 
 	un := action.NewUninstall(cfg)

@@ -65,7 +65,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +128,7 @@ type Fence struct {
 	epoch      int64
 	held       bool // last reported state of the own lease
 	peers      map[int32]bool
+	beyond     map[int32]bool // ids at or beyond Size with a Lease of this service
 	synced     bool
 
 	halted atomic.Bool // Halt: every lease call fails, as if the apiserver were cut off
@@ -265,11 +269,14 @@ func (f *Fence) Lapsed(id int32) bool {
 	if id == f.cfg.Self {
 		return !fence.Valid(f)
 	}
-	if id < 0 || int(id) >= f.cfg.Size {
-		return true // no broker of this cluster, no lease
+	if id < 0 {
+		return true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if int(id) >= f.cfg.Size && f.synced && !f.beyond[id] {
+		return true // no Lease: no broker with this id runs
+	}
 	return f.synced && f.peers[id]
 }
 
@@ -368,7 +375,15 @@ func (f *Fence) loop(lister leaseLister, hasSynced func() bool) {
 			continue
 		}
 		lapsed := make(map[int32]bool, f.cfg.Size)
+		beyond := f.leasesBeyond(lister)
+		ids := make([]int32, 0, f.cfg.Size+len(beyond))
 		for id := int32(0); int(id) < f.cfg.Size; id++ {
+			ids = append(ids, id)
+		}
+		for id := range beyond {
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
 			if id == f.cfg.Self {
 				continue
 			}
@@ -404,8 +419,32 @@ func (f *Fence) loop(lister leaseLister, hasSynced func() bool) {
 				}
 			}
 		}
-		f.publishPeers(lapsed)
+		f.publishPeers(lapsed, beyond)
 	}
+}
+
+// leasesBeyond lists the ids at or beyond Size that have a Lease of this service: brokers
+// scaled away by a helm upgrade that shrinks the cluster, which serve until they stop. A
+// peer on the smaller size waits for what they still claim.
+func (f *Fence) leasesBeyond(lister leaseLister) map[int32]bool {
+	ls, err := lister.List(labels.SelectorFromSet(labels.Set{LabelService: f.cfg.Service}))
+	if err != nil {
+		return nil
+	}
+	out := map[int32]bool{}
+	prefix := f.cfg.Service + "-broker-"
+	for _, l := range ls {
+		num, ok := strings.CutPrefix(l.Name, prefix)
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseInt(num, 10, 32)
+		if err != nil || int(id) < f.cfg.Size || LeaseName(f.cfg.Service, int32(id)) != l.Name {
+			continue
+		}
+		out[int32(id)] = true
+	}
+	return out
 }
 
 // swap clears the holder of a peer's Lease at the resourceVersion this broker saw,
@@ -437,15 +476,20 @@ func (f *Fence) checkOwn(now time.Time) {
 	}
 }
 
-func (f *Fence) publishPeers(lapsed map[int32]bool) {
+func (f *Fence) publishPeers(lapsed, beyond map[int32]bool) {
 	f.mu.Lock()
-	changed := !f.synced
+	changed := !f.synced || !maps.Equal(f.beyond, beyond)
 	for id := int32(0); int(id) < f.cfg.Size; id++ {
 		if id != f.cfg.Self && f.peers[id] != lapsed[id] {
 			changed = true
 		}
 	}
-	f.peers = lapsed
+	for id := range beyond {
+		if f.peers[id] != lapsed[id] {
+			changed = true
+		}
+	}
+	f.peers, f.beyond = lapsed, beyond
 	f.synced = true
 	f.mu.Unlock()
 	if changed {
@@ -469,6 +513,7 @@ func version(l *coordinationv1.Lease) string {
 
 type leaseLister interface {
 	Get(name string) (*coordinationv1.Lease, error)
+	List(selector labels.Selector) ([]*coordinationv1.Lease, error)
 }
 
 // trackedLock is the LeaseLock with the start time of every write noted: a successful

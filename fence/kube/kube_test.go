@@ -375,3 +375,17 @@ func TestResumedAfterLapseGetsANewEpoch(t *testing.T) {
 	}
 	waitChange(t, a, "a sees b back", func() bool { return !a.Lapsed(1) })
 }
+
+// A broker beyond this fence's cluster size (scaled away by a helm upgrade that shrinks
+// the cluster, still stopping) is watched through its Lease: not lapsed while it holds
+// it, lapsed once it releases it. Before, any id beyond the size was lapsed.
+func TestLeaseBeyondSizeWatched(t *testing.T) {
+	client := fake.NewClientset()
+	a := newFence(t, client, 0, 2, "kaas-0_a")
+	c := newFence(t, client, 3, 4, "kaas-3_c")
+	startFence(t, c)
+	startFence(t, a)
+	waitChange(t, a, "broker 3 alive at a", func() bool { return !a.Lapsed(3) })
+	c.Stop()
+	waitChange(t, a, "released broker 3 lapsed at a", func() bool { return a.Lapsed(3) })
+}
