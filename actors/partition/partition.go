@@ -65,8 +65,12 @@ type pendingAck struct {
 type partitionActor struct {
 	cfg PartitionConfig
 	log zerolog.Logger
-	// leaderLock (cluster) is the partition's flock, held while this actor leads it.
-	leaderLock *os.File
+	// leaderLock (cluster) is the partition's flock, held while this actor leads it;
+	// lockWaitSince is when it started waiting for another process to let it go (zero:
+	// not waiting), lockCancel the retry's timer.
+	leaderLock    *os.File
+	lockWaitSince time.Time
+	lockCancel    actor.Cancel
 	// gateClosed: fenced was seen (logged once).
 	gateClosed bool
 
@@ -115,6 +119,10 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.onSyncDone(ctx, m)
 	case *retentionTick:
 		p.onRetentionTick()
+	case *lockRetryTick:
+		if p.plog == nil && p.broken == nil {
+			p.takeLock(ctx)
+		}
 	}
 }
 
@@ -126,13 +134,40 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
 	if p.cfg.Gate != nil {
-		if err := p.lockLeader(); err != nil {
-			p.broken = err
-			p.cfg.Metrics.writeFailed("open")
-			p.log.Error().Err(err).Msg("partition_leader_lock_held_elsewhere")
-			return
-		}
+		p.takeLock(ctx)
+		return
 	}
+	p.open(ctx)
+}
+
+// takeLock, in a cluster, takes the partition's lock before the log is opened. While
+// another process holds it (the previous leader stopping, or paused and not yet told it
+// lapsed) the partition answers NOT_LEADER_OR_FOLLOWER, which clients retry, and the
+// lock is tried again every lockRetry, never blocking the actor.
+func (p *partitionActor) takeLock(ctx actor.Context) {
+	held, err := p.lockLeader()
+	switch {
+	case err != nil:
+		p.broken = err
+		p.cfg.Metrics.writeFailed("open")
+		p.log.Error().Err(err).Msg("partition_leader_lock_failed")
+	case held:
+		if !p.lockWaitSince.IsZero() {
+			p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
+			p.lockWaitSince = time.Time{}
+		}
+		p.open(ctx)
+	default:
+		if p.lockWaitSince.IsZero() {
+			p.lockWaitSince = time.Now()
+			p.log.Warn().Msg("partition_leader_lock_held_elsewhere_waiting")
+		}
+		p.lockCancel = actor.After(ctx, lockRetry, &lockRetryTick{})
+	}
+}
+
+// open opens the log (the lock, in a cluster, held).
+func (p *partitionActor) open(ctx actor.Context) {
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
 	if err != nil {
@@ -164,6 +199,9 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 // and answers every waiter.
 func (p *partitionActor) onStopping(ctx actor.Context) {
 	defer p.unlockLeader()
+	if p.lockCancel != nil {
+		p.lockCancel()
+	}
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -191,6 +229,9 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 // their batch is on disk is unknown, and the idempotent producer's retry is deduplicated.
 func (p *partitionActor) onRestarting(ctx actor.Context) {
 	defer p.unlockLeader()
+	if p.lockCancel != nil {
+		p.lockCancel()
+	}
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -222,7 +263,17 @@ func (p *partitionActor) highWatermark() int64 {
 }
 
 func (p *partitionActor) storageError() *Produced {
-	return &Produced{ErrorCode: kerr.KafkaStorageError.Code, BaseOffset: -1, LogStartOffset: -1}
+	return &Produced{ErrorCode: p.closedCode(), BaseOffset: -1, LogStartOffset: -1}
+}
+
+// closedCode answers a request while the log is not open: NOT_LEADER_OR_FOLLOWER while
+// the partition waits for its lock (retriable: the previous leader is letting it go),
+// KAFKA_STORAGE_ERROR when the log could not be opened.
+func (p *partitionActor) closedCode() int16 {
+	if p.broken == nil && !p.lockWaitSince.IsZero() {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.KafkaStorageError.Code
 }
 
 func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
@@ -387,7 +438,7 @@ func (p *partitionActor) checkEpoch(current int32) int16 {
 
 func (p *partitionActor) read(m *readLog) *Fetched {
 	if p.plog == nil {
-		return &Fetched{ErrorCode: kerr.KafkaStorageError.Code, HighWatermark: -1, LogStartOffset: -1}
+		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LogStartOffset: -1}
 	}
 	hw, start := p.highWatermark(), p.plog.StartOffset()
 	out := &Fetched{HighWatermark: hw, LogStartOffset: start}
@@ -454,7 +505,7 @@ func (p *partitionActor) releaseWatchers(ctx actor.Context, gone bool) {
 
 func (p *partitionActor) listOffset(m *listOffset) *Listed {
 	if p.plog == nil {
-		return &Listed{ErrorCode: kerr.KafkaStorageError.Code, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
+		return &Listed{ErrorCode: p.closedCode(), Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 	}
 	out := &Listed{Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
@@ -513,7 +564,7 @@ func (p *partitionActor) epochFor(offset int64) int32 {
 
 func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
 	if p.plog == nil {
-		return &EpochEnd{ErrorCode: kerr.KafkaStorageError.Code, LeaderEpoch: -1, EndOffset: -1}
+		return &EpochEnd{ErrorCode: p.closedCode(), LeaderEpoch: -1, EndOffset: -1}
 	}
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
 		return &EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1}
@@ -549,36 +600,37 @@ func (p *partitionActor) String() string {
 	return fmt.Sprintf("partition %s-%d", p.cfg.Topic, p.cfg.Partition)
 }
 
-// leaderLockWait bounds how long a new leader waits for the previous one's lock (a
-// graceful hand-over releases it as the old actor stops).
-const leaderLockWait = 5 * time.Second
+// lockRetry is how often a new leader tries the previous one's lock again (a graceful
+// hand-over releases it as the old actor stops).
+const lockRetry = 20 * time.Millisecond
 
-// lockLeader takes the partition's exclusive lock (cluster): whatever the ownership
-// controller decides, two processes never write one partition's log at once. The kernel
-// drops the lock when its process dies (kill -9 included); a paused leader keeps it, so
-// its partitions wait for it to resume (and find itself fenced) or die.
-func (p *partitionActor) lockLeader() error {
+// lockRetryTick tells the actor to try the partition's lock again.
+type lockRetryTick struct{}
+
+// lockLeader tries to take the partition's exclusive lock (cluster): whatever the
+// ownership controller decides, two processes never write one partition's log at once.
+// The kernel drops the lock when its process dies (kill -9 included); a paused leader
+// keeps it, so its partitions wait for it to resume (and find itself fenced) or die.
+// held is false while another process holds it.
+func (p *partitionActor) lockLeader() (held bool, err error) {
 	if err := os.MkdirAll(p.cfg.Dir, datamode.Dir()); err != nil {
-		return err
+		return false, err
 	}
 	path := filepath.Join(p.cfg.Dir, "leader.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return false, fmt.Errorf("open %s: %w", path, err)
 	}
-	deadline := time.Now().Add(leaderLockWait)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			p.leaderLock = f
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			return fmt.Errorf("lock %s: %w", path, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		p.leaderLock = f
+		return true, nil
 	}
+	f.Close()
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	}
+	return false, fmt.Errorf("lock %s: %w", path, err)
 }
 
 func (p *partitionActor) unlockLeader() {

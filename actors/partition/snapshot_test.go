@@ -2,9 +2,12 @@ package partition
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sys/unix"
 
 	"kaas/actors/actor"
 )
@@ -64,5 +67,65 @@ func TestCatalogRoutesPartitionsLedElsewhereToNotLeader(t *testing.T) {
 	}
 	if r := routes.Find("t", TopicID{}, 1); r.PID != nil || r.Code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("partition 1, led elsewhere: %+v, want no actor and NOT_LEADER_OR_FOLLOWER", r)
+	}
+}
+
+// A new leader whose partition lock another process still holds (the previous leader
+// stopping, or paused) answers NOT_LEADER_OR_FOLLOWER, which clients retry, without
+// blocking, and serves as soon as the lock is let go. Before, it waited 5 s inside its
+// Receive and then answered KAFKA_STORAGE_ERROR for good.
+func TestPartitionWaitsForLeaderLock(t *testing.T) {
+	dir := t.TempDir()
+	cluster := func(c *Config) {
+		c.Cluster = &ClusterConfig{
+			Owns:      func(string, int32) bool { return true },
+			Leader:    func(string, int32) int32 { return 0 },
+			Catalogue: func() bool { return true },
+			Gate:      func() func() bool { return func() bool { return true } },
+			Size:      1,
+		}
+	}
+	h := newHarness(t, dir, cluster)
+	if ti := h.create("t", 1); ti.ErrorCode != 0 {
+		t.Fatalf("create: %+v", ti)
+	}
+	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, nil)); r.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", r)
+	}
+	h.stop()
+
+	// Another process leads the partition: its lock is held.
+	f, err := os.OpenFile(filepath.Join(partitionDir(filepath.Join(dir, "topics"), "t", 0), "leader.lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	h = newHarness(t, dir, cluster)
+	defer h.stop()
+	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, nil)); r.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce while the lock is held elsewhere: %+v, want NOT_LEADER_OR_FOLLOWER", r)
+	}
+	if r := h.fetch("t", 0, 0, 0, 1); r.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch while the lock is held elsewhere: %+v, want NOT_LEADER_OR_FOLLOWER", r)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, nil))
+		if r.ErrorCode == 0 {
+			if r.BaseOffset != 1 {
+				t.Fatalf("produce once the lock was let go: base offset %d, want 1", r.BaseOffset)
+			}
+			break
+		}
+		if r.ErrorCode != kerr.NotLeaderForPartition.Code || time.Now().After(deadline) {
+			t.Fatalf("produce after the lock was let go: %+v", r)
+		}
+		time.Sleep(5 * time.Millisecond) // polling, with a deadline
 	}
 }
