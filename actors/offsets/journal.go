@@ -294,7 +294,7 @@ func (j *journalActor) Receive(ctx actor.Context) {
 			for g := range j.unsaved {
 				groups = append(groups, g)
 			}
-			j.log.Error().Int("groups_behind", len(groups)).Strs("groups", logIDs(groups)).
+			j.log.Error().Int("groups_behind", len(groups)).Strs("groups", logs.IDs(groups)).
 				Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
 		}
 		if j.retryCancel != nil {
@@ -720,7 +720,7 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 		delete(j.deferred, u.Group)
 	}
 	if len(failed) > 0 {
-		j.log.Error().Err(firstErr).Int("groups_failing", len(failed)).Strs("groups", logIDs(failed)).Dur("retry_ms", j.cfg.UnsavedRetry).
+		j.log.Error().Err(firstErr).Int("groups_failing", len(failed)).Strs("groups", logs.IDs(failed)).Dur("retry_ms", j.cfg.UnsavedRetry).
 			Msg("offsets_unsaved_group_files_still_failing")
 	}
 	if len(j.retryable()) > 0 {

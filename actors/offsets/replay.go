@@ -311,19 +311,6 @@ type heldGroups struct {
 	Groups  []jsonString `json:"groups"`
 }
 
-// maxLoggedGroups bounds the group ids one log line lists.
-const maxLoggedGroups = 20
-
-// logIDs is groups for a log field: at most maxLoggedGroups of them, each bounded by
-// logs.ID (the count is logged beside).
-func logIDs(groups []string) []string {
-	out := make([]string, 0, min(len(groups), maxLoggedGroups))
-	for _, g := range groups[:min(len(groups), maxLoggedGroups)] {
-		out = append(out, logs.ID(g))
-	}
-	return out
-}
-
 // holdDamaged writes the hold marker of a segment damaged in the middle and returns the
 // groups it holds: those with valid records in it and those still named in the damaged
 // bytes. The list is written before the marker, both durably, so that a crash leaves
@@ -376,7 +363,7 @@ func holdDamaged(fsys storage.FS, journalDir, name string, b []byte, sc journal.
 		return nil, fmt.Errorf("write hold marker of damaged journal segment %s: %w", name, err)
 	}
 	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.Damaged)).Uint64("records_lost", lost).
-		Int("valid_records", len(sc.Records)).Int("groups_held", len(groups)).Strs("groups", logIDs(groups)).
+		Int("valid_records", len(sc.Records)).Int("groups_held", len(groups)).Strs("groups", logs.IDs(groups)).
 		Str("marker", filepath.Join(dir, name+heldSuffix)).
 		Msg("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed")
 	return groups, nil
