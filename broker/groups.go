@@ -6,6 +6,7 @@ import (
 	"kaas/actors/actor"
 
 	"kaas/actors/group"
+	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/storage"
 )
@@ -18,15 +19,15 @@ func (b *Broker) startGroups() error {
 	om.Offsets = b.met.Offsets
 	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
 	// A group file replay cannot write (a full disk) does not stop the start: the journal
-	// keeps its records and serves them through the group's actor (offsets.Replayed).
+	// keeps its records and serves them through the group's actor (journal.Recovered).
 	replayed, err := offsets.Replay(offsets.ReplayConfig{
 		FS: storage.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
 	})
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)
 	}
-	b.journal, err = b.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
-		Dir: jdir, Log: b.log, Metrics: om, Replayed: replayed,
+	b.journal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
+		Dir: jdir, Log: b.log, Metrics: om.Journal(), Recovered: replayed,
 		Save: offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
 	}), "offsets-journal")
 	if err != nil {
@@ -45,7 +46,7 @@ func (b *Broker) startGroups() error {
 // broker's offsets journal and one set of checkpoint write slots. This is the one place
 // the offsets side is put together.
 func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
-	cfg, log, journal := &b.cfg, b.log, b.journal
+	cfg, log, jpid := &b.cfg, b.log, b.journal
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
@@ -57,7 +58,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 			return offsets.Props(offsets.Config{
 				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
 				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
-				Journal:          journal, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+				Journal:          jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
 				WriteSlots: slots, Gate: b.gate(),
 			})
 		},

@@ -227,7 +227,7 @@ func (in *Injector) actorKind(a actor.Actor) string {
 		k = "group"
 	case "*offsets.offsetsActor":
 		k = "offsets"
-	case "*offsets.journalActor":
+	case "*journal.journalActor":
 		k = "journal"
 	case "*partition.partitionActor":
 		k = "partition"

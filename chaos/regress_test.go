@@ -88,7 +88,7 @@ func TestConnectionPanicClosesConnection(t *testing.T) {
 // its group's Appends still queued, and the offsets actor, which takes answers in order,
 // dropped it and waited again.)
 func TestJournalPanicAnswersTheAppend(t *testing.T) {
-	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*offsets.Append"}
+	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*journal.Append"}
 	defer actor.SetFaults(p)()
 	b := brokertest.Start(t, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryBackoffFn(backoff))
@@ -176,7 +176,7 @@ func TestPartitionPanicAnswersTheRead(t *testing.T) {
 // commit of every group waited for ever and the groups stayed CompletingRebalance
 // (their generations could not be saved).
 func TestJournalPanicInFlushFlushesLater(t *testing.T) {
-	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*offsets.journalFlush"}
+	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*journal.journalFlush"}
 	defer actor.SetFaults(p)()
 	b := brokertest.Start(t, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryBackoffFn(backoff))

@@ -29,3 +29,15 @@ func ID(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes, sha256 " + hex.EncodeToString(sum[:6]) + ")"
 }
+
+// MaxIDs bounds how many ids one log field lists (IDs); the count is logged beside.
+const MaxIDs = 20
+
+// IDs is ids for a log field: at most MaxIDs of them, each bounded by ID.
+func IDs(ids []string) []string {
+	out := make([]string, 0, min(len(ids), MaxIDs))
+	for _, s := range ids[:min(len(ids), MaxIDs)] {
+		out = append(out, ID(s))
+	}
+	return out
+}

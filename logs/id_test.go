@@ -29,3 +29,21 @@ func TestID(t *testing.T) {
 		t.Fatalf("cut of a UTF-8 id: %.300q", s)
 	}
 }
+
+func TestIDs(t *testing.T) {
+	ids := make([]string, MaxIDs+5)
+	for i := range ids {
+		ids[i] = strings.Repeat("g", i+1)
+	}
+	ids[0] = strings.Repeat("x", 1<<20)
+	got := IDs(ids)
+	if len(got) != MaxIDs {
+		t.Fatalf("%d ids listed, want at most %d", len(got), MaxIDs)
+	}
+	if got[0] != ID(ids[0]) || got[MaxIDs-1] != ids[MaxIDs-1] {
+		t.Fatalf("ids not bounded one by one: %.100q … %q", got[0], got[MaxIDs-1])
+	}
+	if got := IDs(nil); len(got) != 0 {
+		t.Fatalf("no ids listed as %q", got)
+	}
+}

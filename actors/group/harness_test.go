@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/logs/logtest"
 	"kaas/storage"
@@ -67,8 +68,8 @@ func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Sett
 	}
 	h.sys = actor.NewSystem(zerolog.Nop())
 	// Segments small enough to zero-fill quickly.
-	h.journal, err = h.sys.SpawnNamed(offsets.JournalProps(offsets.JournalConfig{
-		Dir: jdir, FS: fsys, Log: log, Replayed: replayed, SegmentBytes: 64 << 10,
+	h.journal, err = h.sys.SpawnNamed(journal.Props(journal.Config{
+		Dir: jdir, FS: fsys, Log: log, Recovered: replayed, SegmentBytes: 64 << 10,
 		Save: offsets.GroupFileSaver(fsys, odir),
 	}), "offsets-journal")
 	if err != nil {

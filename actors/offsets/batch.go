@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 )
 
 // Group commit: requests queue, go to the journal as one record per batch, and are
@@ -23,7 +24,7 @@ type batch struct {
 	rec     *recorder
 
 	id   uint64 // the promise the journal resolves
-	done chan Appended
+	done chan journal.Appended
 }
 
 // maxInflight is how many batches of one group may wait for the journal at once. Two
@@ -156,9 +157,9 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		return
 	}
 	p := actor.NewPromise(ctx, ctx.Self())
-	b.id, b.done = p.ID(), make(chan Appended, 1)
+	b.id, b.done = p.ID(), make(chan journal.Appended, 1)
 	a.inflight, a.queue = append(a.inflight, b), nil
-	ctx.Send(a.cfg.Journal, &Append{Group: a.cfg.Group, Data: data, Done: b.done, Reply: p})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.Group, Data: data, Done: b.done, Reply: p})
 }
 
 // applyQueue applies the queue to what the state will be once the batches in flight
@@ -242,7 +243,7 @@ func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
 // finishInflight answers the oldest batch in flight with the journal's outcome. A
 // durable batch's ops are applied to the state; a failed one changes nothing (the
 // batches after it carry only their own ops).
-func (a *offsetsActor) finishInflight(ctx actor.Context, res Appended, schedule bool) {
+func (a *offsetsActor) finishInflight(ctx actor.Context, res journal.Appended, schedule bool) {
 	b := a.inflight[0]
 	// The slot is cleared, and the slice dropped when empty: a resliced array would keep
 	// the last batch (its requests, results and a copy of the state) for the actor's life.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
@@ -63,16 +64,16 @@ func benchCommits(b *testing.B, committers, groups int) {
 	sys := actor.NewSystem(zerolog.Nop())
 	defer sys.Shutdown()
 	fsys := storage.NewFaultFS(nil) // no faults: it counts the syncs
-	journal := sys.Spawn(JournalProps(JournalConfig{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
+	jpid := sys.Spawn(journal.Props(journal.Config{Dir: filepath.Join(root, "journal"), FS: fsys, Log: zerolog.Nop()}))
 	pids := make([]*actor.PID, groups)
 	for g := range pids {
-		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop(), Journal: journal}))
+		pids[g] = sys.Spawn(Props(Config{Group: fmt.Sprintf("bench-group-%d", g), Dir: dir, FS: fsys, Log: zerolog.Nop(), Journal: jpid}))
 	}
 	defer func() {
 		for _, pid := range pids {
 			_ = sys.Poison(pid, 10*time.Second)
 		}
-		_ = sys.Poison(journal, 10*time.Second)
+		_ = sys.Poison(jpid, 10*time.Second)
 	}()
 	// Every group's file exists before timing starts (the directory, first loads).
 	for g, pid := range pids {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/logs"
 	"kaas/storage"
 )
@@ -93,7 +94,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
 	a.tomb = job.tomb
-	ctx.Send(a.cfg.Journal, &Checkpointed{Group: a.cfg.Group, Seq: job.seq})
+	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.cfg.Group, Seq: job.seq})
 }
 
 // waitCheckpoint waits for the checkpoint being written, if any.

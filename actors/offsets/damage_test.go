@@ -72,7 +72,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 			if out.Next != 7 {
 				t.Fatalf("next seq %d, want 7", out.Next)
 			}
-			marker := filepath.Join(QuarantineDir(jdir), journal.SegmentName(1)+heldSuffix)
+			marker := filepath.Join(journal.QuarantineDir(jdir), journal.SegmentName(1)+heldSuffix)
 			// The segment's groups, and "lonely", whose only record is in the damaged
 			// frame: the damaged bytes still name it.
 			held := []string{"a", "b", "c", "lonely"}
@@ -87,7 +87,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 			if _, err := os.Stat(path); !os.IsNotExist(err) {
 				t.Fatalf("damaged segment left in the journal (err %v)", err)
 			}
-			if b, err := os.ReadFile(filepath.Join(QuarantineDir(jdir), journal.SegmentName(1))); err != nil || len(b) != len(seg) {
+			if b, err := os.ReadFile(filepath.Join(journal.QuarantineDir(jdir), journal.SegmentName(1))); err != nil || len(b) != len(seg) {
 				t.Fatalf("damaged segment not kept whole in quarantine: %d bytes, %v", len(b), err)
 			}
 			if _, err := os.Stat(marker); err != nil {
@@ -135,7 +135,7 @@ func TestReplayDamagedMidSegment(t *testing.T) {
 		if !strings.Contains(logs.String(), "offsets_journal_tail_ignored") || strings.Contains(logs.String(), `"level":"error"`) {
 			t.Fatalf("torn tail logged as:\n%s", logs)
 		}
-		if _, err := os.Stat(QuarantineDir(jdir)); !os.IsNotExist(err) {
+		if _, err := os.Stat(journal.QuarantineDir(jdir)); !os.IsNotExist(err) {
 			t.Fatalf("quarantine made for a torn tail (err %v)", err)
 		}
 	})

@@ -7,12 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"kaas/actors/journal"
 	"kaas/storage"
 )
 
-// GroupFileSaver is JournalConfig.Save for the group files in dir: it writes data (a
-// group file's content, as an Unsaved carries it) as group's file durably, or removes
-// the file when data is nil, creating dir if it is missing.
+// GroupFileSaver is journal.Config.Save for the group files in dir: it writes data (a
+// group file's content, as a journal.Unsaved carries it) as group's file durably, or
+// removes the file when data is nil, creating dir if it is missing.
 func GroupFileSaver(fsys storage.FS, dir string) func(group string, data []byte) error {
 	return func(group string, data []byte) error {
 		// A state left with the journal by an earlier owner never goes over the file of
@@ -43,8 +44,8 @@ func saveGroupData(fsys storage.FS, dir, name string, data []byte) error {
 }
 
 // newUnsaved is the Unsaved of group's state s, its records up to seq in the journal.
-func newUnsaved(group string, s state, exists bool, seq uint64) (*Unsaved, error) {
-	u := &Unsaved{Group: group, Seq: seq}
+func newUnsaved(group string, s state, exists bool, seq uint64) (*journal.Unsaved, error) {
+	u := &journal.Unsaved{Key: group, Seq: seq}
 	switch {
 	case exists:
 		data, err := encodeFile(group, s)
@@ -63,7 +64,7 @@ func newUnsaved(group string, s state, exists bool, seq uint64) (*Unsaved, error
 }
 
 // unsavedState is the state an Unsaved carries.
-func unsavedState(u *Unsaved) (s state, exists bool, err error) {
+func unsavedState(u *journal.Unsaved) (s state, exists bool, err error) {
 	if u.Data == nil {
 		return newState(), false, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 )
 
 // A group deleted before its file was ever written, on a data dir whose offsets directory
@@ -46,7 +47,7 @@ func TestDeleteBeforeFirstCheckpointOnFreshDir(t *testing.T) {
 	}
 }
 
-func pinned(st *JournalStatus) bool {
+func pinned(st *journal.Status) bool {
 	for _, groups := range st.Pinned {
 		if len(groups) > 0 {
 			return true

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// hold is an offsets actor's view of the hold markers naming its group (Claimed.Hold):
+// hold is an offsets actor's view of the hold markers naming its group (journal.Claimed.Hold):
 // a damaged journal segment may have held acknowledged commits of the group, so the
 // group answers COORDINATOR_NOT_AVAILABLE, rather than offsets that may be older than
 // what its consumers were told is committed, until the operator has checked it and

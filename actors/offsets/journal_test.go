@@ -37,7 +37,7 @@ type journalHarness struct {
 	*harness
 	root string // data.dir
 	jdir string
-	jcfg JournalConfig
+	jcfg journal.Config
 	jpid *actor.PID
 
 	mu     sync.Mutex
@@ -46,14 +46,14 @@ type journalHarness struct {
 
 // newJournalHarness starts a harness whose group files are checkpointed every interval
 // (ckptSoon, ckptNever).
-func newJournalHarness(t *testing.T, group string, interval time.Duration, tune ...func(*JournalConfig)) *journalHarness {
+func newJournalHarness(t *testing.T, group string, interval time.Duration, tune ...func(*journal.Config)) *journalHarness {
 	t.Helper()
 	return startHarness(t, group, interval, tune, nil)
 }
 
 // startHarness starts the journal actor, tuned by jtune, and group's offsets actor on it,
 // tuned by tune.
-func startHarness(t *testing.T, group string, interval time.Duration, jtune []func(*JournalConfig), tune []func(*Config)) *journalHarness {
+func startHarness(t *testing.T, group string, interval time.Duration, jtune []func(*journal.Config), tune []func(*Config)) *journalHarness {
 	t.Helper()
 	root := t.TempDir()
 	h := &harness{t: t, dir: Dir(root), logs: &syncBuffer{}}
@@ -66,12 +66,12 @@ func startHarness(t *testing.T, group string, interval time.Duration, jtune []fu
 	j := &journalHarness{harness: h, root: root, jdir: JournalDir(root, 1)}
 	// Segments small enough to make (and preallocate) quickly; no test but the rolling
 	// one fills one.
-	j.jcfg = JournalConfig{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics, SegmentBytes: 64 << 10,
+	j.jcfg = journal.Config{Dir: j.jdir, FS: h.fs, Log: log, Metrics: h.metrics.Journal(), SegmentBytes: 64 << 10,
 		Save: GroupFileSaver(h.fs, h.dir)}
 	for _, f := range jtune {
 		f(&j.jcfg)
 	}
-	j.jpid = h.sys.Spawn(JournalProps(j.jcfg))
+	j.jpid = h.sys.Spawn(journal.Props(j.jcfg))
 	h.cfg = Config{
 		Group: group, Dir: h.dir, FS: h.fs, Log: log, Metrics: h.metrics,
 		Now:     func() time.Time { return time.UnixMilli(h.nowMs.Load()) },
@@ -138,11 +138,11 @@ func (j *journalHarness) flushTo(pid *actor.PID) {
 }
 
 // jstat asks the journal actor for its segments.
-func (j *journalHarness) jstat() *JournalStatus {
+func (j *journalHarness) jstat() *journal.Status {
 	j.t.Helper()
 	w := j.sys.NewWaiter()
-	j.sys.Send(j.jpid, &JournalStat{Reply: w.Promise})
-	st := wait[*JournalStatus](j.t, w)
+	j.sys.Send(j.jpid, &journal.Stat{Reply: w.Promise})
+	st := wait[*journal.Status](j.t, w)
 	for _, groups := range st.Pinned {
 		slices.Sort(groups)
 	}
@@ -633,7 +633,7 @@ func TestJournalStopWritesFile(t *testing.T) {
 // every group with a record in it has checkpointed, oldest first, and the active one
 // stays.
 func TestJournalSegmentsRollAndGo(t *testing.T) {
-	j := newJournalHarness(t, "a", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	j := newJournalHarness(t, "a", ckptNever, func(c *journal.Config) { c.SegmentBytes = 256 })
 	a, b, c := j.pid, j.spawn("b"), j.spawn("c")
 	n := int64(0)
 	commit := func(pid *actor.PID) {
@@ -671,7 +671,7 @@ func TestJournalSegmentsRollAndGo(t *testing.T) {
 
 	// kept is what the journal must keep once the groups in done have checkpointed: the
 	// segments from the oldest one still pinned by another group. When none is, every
-	// closed segment goes and the last one stays if it is the active one (JournalStatus
+	// closed segment goes and the last one stays if it is the active one (journal.Status
 	// does not say whether a segment that just filled up was closed).
 	done := map[string]bool{}
 	kept := func(now []string) bool {
@@ -890,7 +890,7 @@ func TestJournalPanicAnswersBatch(t *testing.T) {
 // group's file could not be written when the actor stopped (a disk briefly full) must
 // still be served by the group's next actor, and must survive that actor's checkpoint.
 func TestJournalFailedStopCheckpoint(t *testing.T) {
-	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	j := newJournalHarness(t, "g", ckptNever, func(c *journal.Config) { c.SegmentBytes = 256 })
 	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
 		t.Fatal(got)
 	}
@@ -1086,7 +1086,7 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 // claimRelay passes every message to the journal but holds Claims until releaseClaims.
 type claimRelay struct {
 	to       *actor.PID
-	held     []*Claim
+	held     []*journal.Claim
 	released bool
 }
 
@@ -1095,7 +1095,7 @@ type releaseClaims struct{}
 func (r *claimRelay) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-	case *Claim:
+	case *journal.Claim:
 		if !r.released {
 			r.held = append(r.held, m)
 			return
@@ -1117,7 +1117,7 @@ func (r *claimRelay) Receive(ctx actor.Context) {
 // are answered COORDINATOR_LOAD_IN_PROGRESS, never from the file; once the journal
 // answers, the group serves what the earlier actor left with it.
 func TestClaimUnansweredRetries(t *testing.T) {
-	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) { c.SegmentBytes = 256 })
+	j := newJournalHarness(t, "g", ckptNever, func(c *journal.Config) { c.SegmentBytes = 256 })
 	if got := j.commit(entry("t", 1, 5)); !codesOK(got) {
 		t.Fatal(got)
 	}
@@ -1157,7 +1157,7 @@ func TestClaimUnansweredRetries(t *testing.T) {
 // UnsavedRetry until that works, then lets the segments go; a Claim of the group while
 // that write runs waits for it.
 func TestJournalRetriesUnsavedFile(t *testing.T) {
-	j := newJournalHarness(t, "g", ckptNever, func(c *JournalConfig) {
+	j := newJournalHarness(t, "g", ckptNever, func(c *journal.Config) {
 		c.SegmentBytes = 256
 		c.UnsavedRetry = 20 * time.Millisecond
 	})

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/logs"
 )
 
@@ -13,12 +14,12 @@ import (
 // fence that ends it.
 
 // claim asks the journal, before the first request is served, whether an earlier actor
-// of this group left state it could not write to the file (Unsaved). Requests wait in
+// of this group left state it could not write to the file (journal.Unsaved). Requests wait in
 // the stash until the journal answers.
 func (a *offsetsActor) claim(ctx actor.Context) {
 	p := actor.NewPromise(ctx, ctx.Self())
 	a.claiming, a.claimID = true, p.ID()
-	ctx.Send(a.cfg.Journal, &Claim{Group: a.cfg.Group, Reply: p})
+	ctx.Send(a.cfg.Journal, &journal.Claim{Key: a.cfg.Group, Reply: p})
 	a.claimCancel = actor.After(ctx, a.cfg.ClaimWait, &claimTimeout{})
 }
 
@@ -31,10 +32,10 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 	if a.claimCancel != nil {
 		a.claimCancel()
 	}
-	if c, ok := v.(*Claimed); ok && len(c.Hold) > 0 {
+	if c, ok := v.(*journal.Claimed); ok && len(c.Hold) > 0 {
 		a.hold.markers = c.Hold
 	}
-	if c, ok := v.(*Claimed); ok && c.Unsaved != nil {
+	if c, ok := v.(*journal.Claimed); ok && c.Unsaved != nil {
 		u := c.Unsaved
 		a.loaded, a.broken = true, nil
 		st, exists, err := unsavedState(u)

@@ -67,7 +67,7 @@ type Config struct {
 	// RetryLoadAfter is how long a group whose file failed to load waits before it reads
 	// the file again (so an operator's repair is picked up without a restart); 0 is 5 s.
 	RetryLoadAfter time.Duration
-	// Journal is the broker's journal actor (JournalProps), required: a batch is durable
+	// Journal is the broker's offsets journal actor (journal.Props), required: a batch is durable
 	// once appended there, and the group file is rewritten behind it, CheckpointInterval
 	// after a change.
 	Journal *actor.PID
@@ -132,7 +132,7 @@ func (c Config) withDefaults() Config {
 // other way to make a change durable.
 func Props(cfg Config) *actor.Props {
 	if cfg.Journal == nil {
-		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, JournalProps)")
+		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, journal.Props)")
 	}
 	c := cfg.withDefaults() // one copy, shared by every incarnation
 	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&c) })
@@ -206,6 +206,10 @@ func newOffsetsActor(cfg *Config) *offsetsActor {
 	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(cfg.Group)).And("file", name)
 	return a
 }
+
+// errorLogInterval: a failure that repeats with every write (a full disk) is logged once
+// per interval, with the number of those left out.
+const errorLogInterval = 10 * time.Second
 
 // limited is the limiter *l, made at its first use: most groups never fail a write.
 func limited(l **logs.Limiter) *logs.Limiter {

@@ -249,7 +249,7 @@ func TestWriteFaults(t *testing.T) {
 				before[TopicPartition{"t", 0}] = 1
 			}
 			h.failOn(op, func(path string) bool {
-				return strings.HasPrefix(path, filepath.Join(h.root, "__cluster")) && !strings.Contains(filepath.Base(path), spareMarker)
+				return strings.HasPrefix(path, filepath.Join(h.root, "__cluster")) && !strings.Contains(filepath.Base(path), journal.SpareMarker)
 			})
 			if got := h.commit(entry("t", 0, 2), entry("u", 0, 2)); !slices.Equal(got, codes(2, kerr.NotCoordinator.Code)) {
 				t.Fatalf("commit with a failing %s answered %v, want NOT_COORDINATOR", op, got)

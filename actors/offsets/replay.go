@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,35 +41,8 @@ type ReplayConfig struct {
 	Metrics *Metrics
 }
 
-// Replayed is what Replay leaves to the journal that goes on after it (JournalConfig).
-type Replayed struct {
-	// Next is the sequence number the journal goes on from.
-	Next uint64
-	// Kept are the segments left in place, oldest first, because some group's file could
-	// not be written (a full disk): the journal keeps them until those groups' files are.
-	Kept []KeptSegment
-	// Unsaved is the replayed state of each group whose file could not be written. The
-	// journal hands it to the group's actor (Claim), which serves it, and retries the file.
-	Unsaved []*Unsaved
-	// Held maps each group that may have lost acknowledged records to a damaged segment
-	// to its hold markers (quarantine/<segment>.held): the group answers
-	// COORDINATOR_NOT_AVAILABLE while any of them exists.
-	Held map[string][]string
-}
-
-// KeptSegment is a journal segment that replay left in place.
-type KeptSegment struct {
-	Name string
-	// Groups pin it: each one's last record in it, not yet in the group's file.
-	Groups map[string]uint64
-	// Damaged: it goes to the quarantine directory, not away, once nothing pins it.
-	Damaged bool
-}
-
-// QuarantineDir holds damaged journal segments, moved aside from journalDir, with their
-// hold markers.
-func QuarantineDir(journalDir string) string { return filepath.Join(journalDir, "quarantine") }
-
+// The hold markers of a damaged segment, in journal.QuarantineDir beside it:
+// <segment>.held (the operator removes it) and <segment>.groups.json (the groups it holds).
 const (
 	heldSuffix   = ".held"
 	groupsSuffix = ".groups.json"
@@ -86,8 +60,8 @@ const (
 // logged: the operator can apply them by hand.
 //
 // A group whose file cannot be written (a full disk) does not stop the start: its state
-// goes to the journal (Replayed.Unsaved), which serves it through the group's actor and
-// writes the file once it can, and the segments stay until then.
+// goes to the journal (journal.Recovered.Unsaved), which serves it through the group's
+// actor and writes the file once it can, and the segments stay until then.
 //
 // A segment damaged in the middle (journal.ScanSegment: a bad frame with valid frames after it)
 // has every valid frame applied; the records in the damaged bytes are lost. Which groups
@@ -101,12 +75,18 @@ const (
 // broker does not understand, a hold marker that cannot be written) stops the broker
 // from starting, with the journal left as it was: serving without those offsets would
 // move consumers back.
-func Replay(cfg ReplayConfig) (*Replayed, error) {
+//
+// What it returns is what it leaves to the journal actor (journal.Config.Recovered): the
+// segments it kept, each pinned by the groups whose files are behind it; those groups'
+// state (journal.Unsaved, Data a group file's content or a tombstone); the held groups
+// and their markers, with which a group answers COORDINATOR_NOT_AVAILABLE while any of
+// them exists; and the sequence number the journal goes on from.
+func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	fsys, journalDir, offsetsDir, log := cfg.FS, cfg.JournalDir, cfg.OffsetsDir, cfg.Log
 	if fsys == nil {
 		fsys = storage.OSFS{}
 	}
-	out := &Replayed{Next: 1}
+	out := &journal.Recovered{Next: 1}
 	names, err := fsys.ReadDirNames(journalDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
@@ -127,7 +107,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	for _, n := range names {
 		if first, ok := journal.ParseSegmentName(n); ok {
 			segs = append(segs, &seg{name: n, first: first, groups: map[string]uint64{}})
-		} else if strings.HasPrefix(n, spareMarker) && strings.HasSuffix(n, ".tmp") {
+		} else if strings.HasPrefix(n, journal.SpareMarker) && strings.HasSuffix(n, ".tmp") {
 			// A spare segment being zero-filled when the broker stopped.
 			if err := fsys.Remove(filepath.Join(journalDir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				log.Warn().Err(err).Str("spare", n).Msg("offsets_journal_spare_cleanup_failed")
@@ -177,7 +157,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 				return nil, err
 			}
 			for _, g := range held {
-				out.Held[g] = append(out.Held[g], filepath.Join(QuarantineDir(journalDir), s.name+heldSuffix))
+				out.Held[g] = append(out.Held[g], filepath.Join(journal.QuarantineDir(journalDir), s.name+heldSuffix))
 			}
 		}
 		total += len(sc.Records)
@@ -247,10 +227,10 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 		// Every segment stays, pinned by the groups whose files are behind it; the
 		// journal lets the others go (oldest first) as soon as it starts.
 		for _, s := range segs {
-			k := KeptSegment{Name: s.name, Groups: map[string]uint64{}, Damaged: s.damaged}
+			k := journal.KeptSegment{Name: s.name, Keys: map[string]uint64{}, Damaged: s.damaged}
 			for g, seq := range s.groups {
 				if keep[g] {
-					k.Groups[g] = seq
+					k.Keys[g] = seq
 				}
 			}
 			out.Kept = append(out.Kept, k)
@@ -258,7 +238,7 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 		log.Warn().Int("segments", len(segs)).Int("groups", len(keep)).Msg("offsets_journal_segments_kept_for_unwritten_files")
 	} else {
 		for _, s := range segs {
-			if err := dropSegment(fsys, journalDir, s.name, s.damaged); err != nil {
+			if err := journal.DropSegment(fsys, journalDir, s.name, s.damaged); err != nil {
 				return nil, err
 			}
 			if s.damaged {
@@ -275,28 +255,8 @@ func Replay(cfg ReplayConfig) (*Replayed, error) {
 	return out, nil
 }
 
-// dropSegment deletes a replayed segment, or moves a damaged one to the quarantine
-// directory.
-func dropSegment(fsys storage.FS, journalDir, name string, damaged bool) error {
-	path := filepath.Join(journalDir, name)
-	if damaged {
-		to := filepath.Join(QuarantineDir(journalDir), name)
-		if err := fsys.Rename(path, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("quarantine journal segment %s: %w", name, err)
-		}
-		if err := fsys.SyncDir(QuarantineDir(journalDir)); err != nil {
-			return fmt.Errorf("fsync directory %s: %w", QuarantineDir(journalDir), err)
-		}
-		return nil
-	}
-	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove journal segment %s: %w", name, err)
-	}
-	return nil
-}
-
 // unsavedOf is the Unsaved of a group whose replayed file could not be written.
-func unsavedOf(group string, res replayed, seq uint64) (*Unsaved, error) {
+func unsavedOf(group string, res replayed, seq uint64) (*journal.Unsaved, error) {
 	u, err := newUnsaved(group, res.st, res.exists, seq)
 	if err != nil {
 		return nil, fmt.Errorf("replay group %q: %w", logs.ID(group), err)
@@ -309,19 +269,6 @@ type heldGroups struct {
 	Segment string       `json:"segment"`
 	Lost    [][2]uint64  `json:"lost_records"` // [first, last] sequence numbers of each damaged range
 	Groups  []jsonString `json:"groups"`
-}
-
-// maxLoggedGroups bounds the group ids one log line lists.
-const maxLoggedGroups = 20
-
-// logIDs is groups for a log field: at most maxLoggedGroups of them, each bounded by
-// logs.ID (the count is logged beside).
-func logIDs(groups []string) []string {
-	out := make([]string, 0, min(len(groups), maxLoggedGroups))
-	for _, g := range groups[:min(len(groups), maxLoggedGroups)] {
-		out = append(out, logs.ID(g))
-	}
-	return out
 }
 
 // holdDamaged writes the hold marker of a segment damaged in the middle and returns the
@@ -358,7 +305,7 @@ func holdDamaged(fsys storage.FS, journalDir, name string, b []byte, sc journal.
 		hg.Groups = append(hg.Groups, jsonString(g))
 	}
 	m.journalCorrupt(len(sc.Damaged))
-	dir := QuarantineDir(journalDir)
+	dir := journal.QuarantineDir(journalDir)
 	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -376,17 +323,39 @@ func holdDamaged(fsys storage.FS, journalDir, name string, b []byte, sc journal.
 		return nil, fmt.Errorf("write hold marker of damaged journal segment %s: %w", name, err)
 	}
 	log.Error().Str("segment", name).Int("damaged_ranges", len(sc.Damaged)).Uint64("records_lost", lost).
-		Int("valid_records", len(sc.Records)).Int("groups_held", len(groups)).Strs("groups", logIDs(groups)).
+		Int("valid_records", len(sc.Records)).Int("groups_held", len(groups)).Strs("groups", logs.IDs(groups)).
 		Str("marker", filepath.Join(dir, name+heldSuffix)).
 		Msg("offsets_journal_damaged_mid_segment_groups_held_until_marker_removed")
 	return groups, nil
+}
+
+// groupsIn reads the group ids that damaged bytes still show: every record starts with
+// {"group":"<id>", so each such string that still decodes is taken. A flipped bit inside
+// an id gives another id (held for nothing) and hides the real one, which is why replay
+// also holds every group with records in the damaged segment.
+func groupsIn(b []byte) []string {
+	const prefix = `{"group":`
+	var out []string
+	seen := map[string]bool{}
+	for {
+		i := bytes.Index(b, []byte(prefix))
+		if i < 0 {
+			return out
+		}
+		b = b[i+len(prefix):]
+		var g jsonString
+		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&g); err == nil && !seen[string(g)] {
+			seen[string(g)] = true
+			out = append(out, string(g))
+		}
+	}
 }
 
 // readHolds reads the hold markers left by earlier starts: each quarantine/<s>.held still
 // there holds the groups of quarantine/<s>.groups.json.
 func readHolds(fsys storage.FS, journalDir string, log zerolog.Logger) (map[string][]string, error) {
 	held := map[string][]string{}
-	dir := QuarantineDir(journalDir)
+	dir := journal.QuarantineDir(journalDir)
 	names, err := fsys.ReadDirNames(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return held, nil

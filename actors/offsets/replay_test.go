@@ -683,10 +683,10 @@ func TestReplaySyncsOnceThenDeletes(t *testing.T) {
 		must(t, err)
 		var unsaved []string
 		for _, u := range r.Unsaved {
-			unsaved = append(unsaved, u.Group)
+			unsaved = append(unsaved, u.Key)
 		}
 		slices.Sort(unsaved)
-		if !slices.Equal(unsaved, []string{"a", "b", "gone"}) || len(r.Kept) != 1 || len(r.Kept[0].Groups) != 3 || r.Next != 4 {
+		if !slices.Equal(unsaved, []string{"a", "b", "gone"}) || len(r.Kept) != 1 || len(r.Kept[0].Keys) != 3 || r.Next != 4 {
 			t.Fatalf("after a failed sync: unsaved %q, kept %+v, next %d", unsaved, r.Kept, r.Next)
 		}
 		if got := segmentFilesIn(t, jdir); len(got) != 1 {

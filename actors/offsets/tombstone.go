@@ -56,8 +56,8 @@ func encodeTombstone(group string, epoch uint64, deleted time.Time) ([]byte, err
 	return append(b, '\n'), nil
 }
 
-// isTombstone tells a tombstone's content from a group file's (an Unsaved carries
-// either).
+// isTombstone tells a tombstone's content from a group file's (a journal.Unsaved
+// carries either).
 func isTombstone(b []byte) bool { return bytes.Contains(b, []byte(`"deleted_ms":`)) }
 
 func decodeTombstone(b []byte) (tombFile, error) {

@@ -1,9 +1,7 @@
-package offsets
+package journal
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,77 +15,103 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
-	"kaas/actors/journal"
 	"kaas/logs"
 	"kaas/storage"
 )
 
-// The journal is the broker's one append-only log of offset changes, shared by every
-// group it coordinates. A group file rewrite (tmp, fsync, rename, directory fsync) costs
-// two journal commits of the filesystem, and the filesystem does about 1,600 of those a
-// second however many groups write at once; an append to one file costs one fsync, and
-// one fsync makes a whole batch durable. So a group's offsets actor makes a batch durable
-// by appending it here, answers its waiters when the fsync that holds it returns, and
-// rewrites its own file later (a checkpoint, Config.CheckpointInterval), off its Receive.
-// A segment is deleted once every group with a record in it has checkpointed past it;
-// at start the broker replays what is left (ReplayJournal) before it serves.
-//
-// Each write is one frame holding the batch's records (encodeRecord), in segments named
-// after the sequence number of their first record, zero-filled ahead of use (see
-// journalActor.spare): the format, and how a torn tail is told from damage in the middle,
-// are package actors/journal's. Replay holds the groups of a segment damaged in the
-// middle.
-
-// JournalDir is the journal directory of node under the broker's data.dir. Each broker
-// has its own, so brokers sharing a volume never write the same file.
-func JournalDir(dataDir string, node int32) string {
-	return filepath.Join(dataDir, "__cluster", "__offsets_journal", "node-"+strconv.Itoa(int(node)))
-}
-
 // DefaultSegmentBytes is the size after which the journal starts a new segment.
 const DefaultSegmentBytes = 16 << 20
 
-// JournalConfig is everything the journal actor needs.
-type JournalConfig struct {
-	// Dir is JournalDir(data.dir, node.id).
+// Config is everything the journal actor needs.
+type Config struct {
+	// Dir is the journal's directory (the offsets journal's: offsets.JournalDir).
 	Dir string
 	// FS does the file access; nil is OSFS.
 	FS storage.FS
 	// Log is the broker logger.
 	Log zerolog.Logger
-	// Metrics is the offsets metrics; nil records nothing.
-	Metrics *Metrics
-	// FirstSeq is the sequence number of the first record, what ReplayJournal returned
+	// Metrics receives each write's outcome and each quarantined segment; nil records
+	// nothing.
+	Metrics Metrics
+	// FirstSeq is the sequence number of the first record when there is no Recovered
 	// (at least 1).
 	FirstSeq uint64
 	// SegmentBytes: a segment that reaches it is closed and a new one started; 0 is
 	// DefaultSegmentBytes.
 	SegmentBytes int64
-	// UnsavedRetry: how often the journal itself tries to write the file of a group whose
-	// actor could not (Unsaved) and that no actor has claimed since, so that its records
+	// UnsavedRetry: how often the journal itself tries to save the state of a key whose
+	// user could not (Unsaved) and that no user has claimed since, so that its records
 	// do not keep every later segment on disk until the broker restarts; 0 is
 	// DefaultUnsavedRetry.
 	UnsavedRetry time.Duration
-	// Save writes an Unsaved's Data as its group's file (GroupFileSaver); nil: the
-	// journal does not retry the files its groups left unsaved. It touches nothing but
-	// the file, so the journal runs it on a goroutine of its own.
-	Save func(group string, data []byte) error
-	// Replayed is what Replay left: the segments it kept, the state of the groups whose
-	// file it could not write, the held groups. nil: nothing (FirstSeq is used); else
-	// Replayed.Next is the first sequence number.
-	Replayed *Replayed
+	// Save writes an Unsaved's Data where its key's state lives (for the offsets journal,
+	// the group file: offsets.GroupFileSaver); nil: the journal does not retry what its
+	// users left unsaved. It touches nothing the journal owns, so the journal runs it on
+	// a goroutine of its own.
+	Save func(key string, data []byte) error
+	// Recovered is what the replay of the journal's directory left to it (for the offsets
+	// journal, offsets.Replay): the segments it kept, the unsaved state of the keys whose
+	// state it could not save, the held keys. nil: nothing (FirstSeq is used); else
+	// Recovered.Next is the first sequence number.
+	Recovered *Recovered
 }
 
-// DefaultUnsavedRetry is how often the journal retries the files its groups left unsaved.
+// DefaultUnsavedRetry is how often the journal retries saving what its users left unsaved.
 const DefaultUnsavedRetry = 30 * time.Second
 
-// Append asks the journal to make one group's record durable. When the fsync that holds
+// Metrics is what the journal reports to its user's metrics (the offsets journal's are
+// offsets.Metrics).
+type Metrics interface {
+	// Wrote is one write of a batch of records: its error, or how long the write and
+	// fdatasync took.
+	Wrote(err error, took time.Duration, records int)
+	// Quarantined is a damaged segment moved to the quarantine directory.
+	Quarantined()
+}
+
+// noMetrics is Config.Metrics when none is set.
+type noMetrics struct{}
+
+func (noMetrics) Wrote(error, time.Duration, int) {}
+func (noMetrics) Quarantined()                    {}
+
+// Recovered is what the replay of a journal's directory leaves to the journal that goes
+// on after it (Config.Recovered). The replay is its user's (it decodes the records).
+type Recovered struct {
+	// Next is the sequence number the journal goes on from.
+	Next uint64
+	// Kept are the segments left in place, oldest first, because some key's state could
+	// not be saved (a full disk): the journal keeps them until those keys' states are.
+	Kept []KeptSegment
+	// Unsaved is the replayed state of each key whose state could not be saved. The
+	// journal hands it to the key's next user (Claim), and retries saving it (Config.Save).
+	Unsaved []*Unsaved
+	// Held maps each key that may have lost acknowledged records to a damaged segment to
+	// its hold markers: the journal hands them to the key's user (Claimed.Hold), which
+	// does not serve the key while any of them exists.
+	Held map[string][]string
+}
+
+// KeptSegment is a journal segment that replay left in place.
+type KeptSegment struct {
+	// Name is the segment's file name (SegmentName of its first record).
+	Name string
+	// Keys pin it: each one's last record in it, not yet saved elsewhere.
+	Keys map[string]uint64
+	// Damaged: it goes to the quarantine directory, not away, once nothing pins it.
+	Damaged bool
+}
+
+// Append asks the journal to make one record of key durable. When the fsync that holds
 // it returns (or the write fails), the journal puts the outcome on Done (buffered, one
 // slot) and then resolves Reply with nil: the sender wakes on the Settled message and
 // reads Done, and a sender that is stopping can wait on Done without its mailbox.
 type Append struct {
-	Group string
-	Data  []byte // encodeRecord
+	// Key is whose record it is (for the offsets journal, a group id): the record pins
+	// its segment until a Checkpointed of the key covers it.
+	Key string
+	// Data is the record, not empty; the journal does not read it.
+	Data  []byte
 	Done  chan Appended
 	Reply actor.Promise
 }
@@ -98,64 +122,68 @@ type Appended struct {
 	Err error
 }
 
-// Checkpointed tells the journal that group's file now holds every record of the group
-// up to Seq, so segments holding only such records can go.
+// Checkpointed tells the journal that key's state is now saved elsewhere (for the offsets
+// journal, the group file) with every record of key up to Seq, so segments holding only
+// such records can go.
 type Checkpointed struct {
-	Group string
-	Seq   uint64
+	Key string
+	Seq uint64
 }
 
-// Claim asks the journal, as a group's offsets actor starts, for the state an earlier
-// actor of the group could not write to the group file. Reply: *Claimed.
+// Claim asks the journal, as a key's user starts (for the offsets journal, a group's
+// offsets actor), for the state an earlier user of key could not save. Reply: *Claimed.
 type Claim struct {
-	Group string
+	Key   string
 	Reply actor.Promise
 }
 
-// Claimed answers a Claim: Unsaved is nil unless the group's file is behind the journal.
-// Hold lists the hold markers naming the group (a damaged journal segment may have held
-// acknowledged records of it): while any of them exists the group answers
-// COORDINATOR_NOT_AVAILABLE.
+// Claimed answers a Claim: Unsaved is nil unless the key's saved state is behind the
+// journal. Hold lists the hold markers naming the key (Recovered.Held: a damaged segment
+// may have held acknowledged records of it), which the user checks itself.
 type Claimed struct {
 	Unsaved *Unsaved
 	Hold    []string
 }
 
-// Unsaved is a group's state that its offsets actor could not write to the group file as
-// it stopped or restarted (a full disk, say): every change in it is in the journal, whose
-// records of the group stay pinned. The journal keeps it until a Checkpointed of the
-// group covers Seq, and hands it to the group's next actor (Claim), which serves it
-// instead of the older file. The journal does not read Data: it hands it on, and retries
-// writing it with JournalConfig.Save. Not changed once sent.
+// Unsaved is a key's state that its user could not save as it stopped or restarted (a
+// full disk, say): every change in it is in the journal, whose records of the key stay
+// pinned. The journal keeps it until a Checkpointed of the key covers Seq, and hands it
+// to the key's next user (Claim), which serves it instead of the older saved state. The
+// journal does not read Data: it hands it on, and retries saving it with Config.Save.
+// Not changed once sent.
 type Unsaved struct {
-	Group string
-	// Seq is the group's last record that Data holds.
+	Key string
+	// Seq is the key's last record that Data holds.
 	Seq uint64
-	// Data is the group file's content (encodeFile); nil when the group has no file.
+	// Data is the state, in its user's encoding (for the offsets journal, the group
+	// file's content; nil when the group has no file).
 	Data []byte
 }
 
-// JournalStat asks the journal for its segments (tests and diagnostics). Reply: *JournalStatus.
-type JournalStat struct{ Reply actor.Promise }
+// Stat asks the journal for its segments (tests and diagnostics). Reply: *Status.
+type Stat struct{ Reply actor.Promise }
 
-// JournalStatus lists the journal's segment files, oldest first, and the groups that
-// still pin them (whose records there are not checkpointed yet).
-type JournalStatus struct {
+// Status lists the journal's segment files, oldest first, and the keys that still pin
+// them (whose records there are not checkpointed yet).
+type Status struct {
 	Segments []string
-	Pinned   map[string][]string // segment → groups
+	Pinned   map[string][]string // segment → keys
 }
 
-// JournalProps makes the journal actor. Stop it with Poison after every offsets actor
-// has stopped: it answers what it has accepted, then closes its segment.
-func JournalProps(cfg JournalConfig) *actor.Props {
+// Props makes the journal actor. Stop it with Poison after every user has stopped: it
+// answers what it has accepted, then closes its segment.
+func Props(cfg Config) *actor.Props {
 	if cfg.FS == nil {
 		cfg.FS = storage.OSFS{}
 	}
 	if cfg.SegmentBytes <= 0 {
 		cfg.SegmentBytes = DefaultSegmentBytes
 	}
-	if cfg.Replayed != nil {
-		cfg.FirstSeq = cfg.Replayed.Next
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	if cfg.Recovered != nil {
+		cfg.FirstSeq = cfg.Recovered.Next
 	}
 	if cfg.FirstSeq == 0 {
 		cfg.FirstSeq = 1
@@ -164,6 +192,9 @@ func JournalProps(cfg JournalConfig) *actor.Props {
 		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
 	return actor.PropsOf(func() actor.Actor {
+		// The log names (this actor field, the event names, the "group" fields that name
+		// keys) are those of the offsets journal, its first user, which operators and
+		// tests search for.
 		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
 			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
 	})
@@ -178,20 +209,20 @@ const errorLogInterval = 10 * time.Second
 // for every append).
 const spareRetryAfter = 5 * time.Second
 
-// segment is one journal file and the last record each group has in it.
+// segment is one journal file and the last record each key has in it.
 type segment struct {
-	name   string
-	groups map[string]uint64
+	name string
+	keys map[string]uint64
 	// damaged: found damaged at replay; once unpinned it goes to the quarantine
 	// directory, not away.
 	damaged bool
 }
 
 // journalActor is the actor that owns the journal directory. Its Receive blocks on the write
-// and fsync of a batch (the offsets actors' planned exception to non-blocking Receives):
-// meanwhile new appends pile up in its mailbox and all go into the next write.
+// and fsync of a batch (the planned exception to non-blocking Receives): meanwhile new
+// appends pile up in its mailbox and all go into the next write.
 type journalActor struct {
-	cfg JournalConfig
+	cfg Config
 	log zerolog.Logger
 
 	f        storage.File // the active segment, nil until the first write or after a roll
@@ -207,10 +238,10 @@ type journalActor struct {
 	flushQueued bool
 	buf         []byte
 
-	// unsaved holds the state of groups whose actor could not write their file; handed
-	// is what was last handed to each group's next actor (Claim), whose checkpoints then
-	// write it. The others are retried every UnsavedRetry on a goroutine (retrying
-	// until it reports); a Claim of a group being retried waits for it in deferred.
+	// unsaved holds the state of keys whose user could not save it; handed is what was
+	// last handed to each key's next user (Claim), whose checkpoints then save it. The
+	// others are retried every UnsavedRetry on a goroutine (retrying until it reports);
+	// a Claim of a key being retried waits for it in deferred.
 	unsaved     map[string]*Unsaved
 	handed      map[string]*Unsaved
 	retrying    map[string]*Unsaved
@@ -229,8 +260,8 @@ type journalActor struct {
 	spareFail time.Time // when a spare last failed
 	stopped   bool
 
-	// held maps groups held since a damaged segment (Replayed.Held) to their markers;
-	// each group's actor is told in its Claim and checks the markers itself.
+	// held maps keys held since a damaged segment (Recovered.Held) to their markers;
+	// each key's user is told in its Claim and checks the markers itself.
 	held map[string][]string
 
 	writeFailedLog *logs.Limiter
@@ -245,8 +276,9 @@ type spareReady struct {
 	err  error
 }
 
-// spareMarker names spare segment files: spare-<n>.tmp. ReplayJournal removes leftovers.
-const spareMarker = "spare-"
+// SpareMarker starts the names of spare segment files, spare-<n>.tmp: the next segment
+// while it is zero-filled. The replay at start removes those left over.
+const SpareMarker = "spare-"
 
 func (j *journalActor) Receive(ctx actor.Context) {
 	defer j.survive(ctx)
@@ -265,19 +297,19 @@ func (j *journalActor) Receive(ctx actor.Context) {
 	case *spareReady:
 		j.onSpare(m)
 	case *Checkpointed:
-		j.checkpointed(m.Group, m.Seq)
-		if u := j.unsaved[m.Group]; u != nil && m.Seq >= u.Seq {
-			delete(j.unsaved, m.Group)
-			delete(j.handed, m.Group)
-			j.log.Info().Str("group", logs.ID(m.Group)).Msg("offsets_unsaved_state_written")
+		j.checkpointed(m.Key, m.Seq)
+		if u := j.unsaved[m.Key]; u != nil && m.Seq >= u.Seq {
+			delete(j.unsaved, m.Key)
+			delete(j.handed, m.Key)
+			j.log.Info().Str("group", logs.ID(m.Key)).Msg("offsets_unsaved_state_written")
 		}
 	case *Unsaved:
 		j.onUnsaved(ctx, m)
 	case *Claim:
-		if j.retrying[m.Group] != nil {
-			// Its file is being written from what the journal holds: the claim is
+		if j.retrying[m.Key] != nil {
+			// Its state is being saved from what the journal holds: the claim is
 			// answered once that write is over.
-			j.deferred[m.Group] = append(j.deferred[m.Group], m)
+			j.deferred[m.Key] = append(j.deferred[m.Key], m)
 			return
 		}
 		j.answerClaim(m)
@@ -286,15 +318,15 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		j.retryRound(ctx)
 	case *unsavedRound:
 		j.onUnsavedRound(ctx, m)
-	case *JournalStat:
+	case *Stat:
 		m.Reply.Resolve(j.status())
 	case *actor.Stopping:
 		if len(j.unsaved) > 0 {
-			groups := make([]string, 0, len(j.unsaved))
-			for g := range j.unsaved {
-				groups = append(groups, g)
+			keys := make([]string, 0, len(j.unsaved))
+			for k := range j.unsaved {
+				keys = append(keys, k)
 			}
-			j.log.Error().Int("groups_behind", len(groups)).Strs("groups", logIDs(groups)).
+			j.log.Error().Int("groups_behind", len(keys)).Strs("groups", logs.IDs(keys)).
 				Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
 		}
 		if j.retryCancel != nil {
@@ -326,11 +358,11 @@ func (j *journalActor) Receive(ctx actor.Context) {
 }
 
 // survive turns a panic in Receive into a failed write instead of a restart: a restarted
-// journal would lose its sequence numbers and which groups pin which segment, which is
+// journal would lose its sequence numbers and which keys pin which segment, which is
 // what keeps acknowledged records from being deleted or overwritten. The batch being
 // written gets the error and the journal goes on in a new segment. An Append that the
 // panic came before it was queued is queued (nothing else would answer it, and its
-// group's offsets actor waits for it), and what is queued gets a flush of its own.
+// sender waits for it), and what is queued gets a flush of its own.
 func (j *journalActor) survive(ctx actor.Context) {
 	r := recover()
 	if r == nil {
@@ -340,12 +372,12 @@ func (j *journalActor) survive(ctx actor.Context) {
 	batch := j.writing
 	j.writing = nil
 	if a, ok := ctx.Message().(*Append); ok && !slices.Contains(j.queue, a) && !slices.Contains(batch, a) {
-		// It never reached the queue: it goes there now, behind the Appends its group
-		// sent before it (a group takes the journal's answers in the order it sent).
+		// It never reached the queue: it goes there now, behind the Appends its sender
+		// sent before it (a sender takes the journal's answers in the order it sent).
 		j.queue = append(j.queue, a)
 	}
 	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(batch)).Msg("offsets_journal_panic")
-	j.cfg.Metrics.journalWrote(err, 0, len(batch))
+	j.cfg.Metrics.Wrote(err, 0, len(batch))
 	j.fail(batch, err)
 	if len(j.queue) > 0 {
 		// The panic may have come from the flush the queue waited for (flushQueued
@@ -376,18 +408,18 @@ func (j *journalActor) flush(ctx actor.Context) {
 	// One frame for the whole batch: a write cut short never leaves some of its records
 	// valid, so a batch answered with an error is not replayed in part.
 	// The frame carries the sequence number of its first record, so that replay can tell
-	// damage in the middle of a segment from a torn tail (journal.ScanSegment).
-	j.buf = journal.StartFrame(j.buf)
+	// damage in the middle of a segment from a torn tail (ScanSegment).
+	j.buf = StartFrame(j.buf)
 	for _, a := range batch {
-		j.buf = journal.AppendRecord(j.buf, a.Data)
+		j.buf = AppendRecord(j.buf, a.Data)
 	}
-	journal.FinishFrame(j.buf, j.next)
+	FinishFrame(j.buf, j.next)
 	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
 		j.closeActive() // full: the batch goes to the next segment
 	}
 	if err := j.open(ctx); err != nil {
 		j.writeFailedLog.Event(j.log.Error()).Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
-		j.cfg.Metrics.journalWrote(err, 0, len(batch))
+		j.cfg.Metrics.Wrote(err, 0, len(batch))
 		j.writing = nil
 		j.fail(batch, err)
 		return
@@ -400,7 +432,7 @@ func (j *journalActor) flush(ctx actor.Context) {
 	} else if err = j.f.Datasync(); err != nil {
 		err = fmt.Errorf("fdatasync %s: %w", j.active.name, err)
 	}
-	j.cfg.Metrics.journalWrote(err, time.Since(start), len(batch))
+	j.cfg.Metrics.Wrote(err, time.Since(start), len(batch))
 	if err != nil {
 		// What was written may be cut short or not durable: the segment ends here and
 		// the next write starts a new one (a retried fsync can report success for
@@ -417,7 +449,7 @@ func (j *journalActor) flush(ctx actor.Context) {
 	}
 	for i, a := range batch {
 		seq := first + uint64(i)
-		j.active.groups[a.Group] = seq
+		j.active.keys[a.Key] = seq
 		j.writing = batch[i+1:]
 		a.Done <- Appended{Seq: seq}
 		a.Reply.Resolve(nil)
@@ -455,7 +487,7 @@ func (j *journalActor) open(ctx actor.Context) error {
 		}
 		j.dirReady = true
 	}
-	name := journal.SegmentName(j.next)
+	name := SegmentName(j.next)
 	path := filepath.Join(j.cfg.Dir, name)
 	prealloc := false
 	if spare := j.spare; spare != "" {
@@ -484,24 +516,24 @@ func (j *journalActor) open(ctx actor.Context) error {
 		return fmt.Errorf("fsync directory %s: %w", j.cfg.Dir, err)
 	}
 	j.f, j.size, j.prealloc = f, 0, prealloc
-	j.active = &segment{name: name, groups: map[string]uint64{}}
+	j.active = &segment{name: name, keys: map[string]uint64{}}
 	if !prealloc {
 		j.prepareSpare(ctx)
 	}
 	return nil
 }
 
-// adopt takes over what Replay left: its kept segments (oldest first, before any new
-// one), the unsaved state of groups whose file it could not write (retried like any
-// other), and the held groups. The first segment is not made until the first append: a
-// broker with no commits reserves no space.
+// adopt takes over what the replay left: its kept segments (oldest first, before any new
+// one), the unsaved state of keys whose state it could not save (retried like any other),
+// and the held keys. The first segment is not made until the first append: a broker with
+// no commits reserves no space.
 func (j *journalActor) adopt(ctx actor.Context) {
-	r := j.cfg.Replayed
+	r := j.cfg.Recovered
 	if r == nil {
 		return
 	}
 	for _, k := range r.Kept {
-		j.closed = append(j.closed, &segment{name: k.Name, groups: maps.Clone(k.Groups), damaged: k.Damaged})
+		j.closed = append(j.closed, &segment{name: k.Name, keys: maps.Clone(k.Keys), damaged: k.Damaged})
 	}
 	for _, u := range r.Unsaved {
 		j.onUnsaved(ctx, u)
@@ -519,7 +551,7 @@ func (j *journalActor) prepareSpare(ctx actor.Context) {
 		return
 	}
 	j.preparing = true
-	path := filepath.Join(j.cfg.Dir, spareMarker+strconv.Itoa(j.spares)+".tmp")
+	path := filepath.Join(j.cfg.Dir, SpareMarker+strconv.Itoa(j.spares)+".tmp")
 	j.spares++
 	fsys, dir, size := j.cfg.FS, j.cfg.Dir, j.cfg.SegmentBytes
 	done := make(chan struct{})
@@ -576,7 +608,7 @@ func zeroFill(fsys storage.FS, path string, size int64) error {
 }
 
 // closeActive ends the active segment: it joins the closed ones, to be deleted once
-// its groups have checkpointed.
+// its keys have checkpointed.
 func (j *journalActor) closeActive() {
 	if j.f == nil {
 		return
@@ -584,7 +616,7 @@ func (j *journalActor) closeActive() {
 	if err := j.f.Close(); err != nil {
 		j.log.Warn().Err(err).Str("segment", j.active.name).Msg("offsets_journal_close_failed")
 	}
-	if j.size == 0 && len(j.active.groups) == 0 {
+	if j.size == 0 && len(j.active.keys) == 0 {
 		// No record was acknowledged from it (its first write failed, say): nothing to
 		// keep, and a disk that keeps failing must not collect one file per attempt.
 		path := filepath.Join(j.cfg.Dir, j.active.name)
@@ -600,47 +632,47 @@ func (j *journalActor) closeActive() {
 	j.checkpointed("", 0)
 }
 
-// checkpointed unpins group's records up to seq and deletes the oldest closed segments
+// checkpointed unpins key's records up to seq and deletes the oldest closed segments
 // that pin nothing. Segments go oldest first only: what is left is always every record
 // since some point, which is what makes replay right.
-func (j *journalActor) checkpointed(group string, seq uint64) {
-	if group != "" {
+func (j *journalActor) checkpointed(key string, seq uint64) {
+	if key != "" {
 		for _, s := range j.closed {
-			if last, ok := s.groups[group]; ok && last <= seq {
-				delete(s.groups, group)
+			if last, ok := s.keys[key]; ok && last <= seq {
+				delete(s.keys, key)
 			}
 		}
 		if j.active != nil {
-			if last, ok := j.active.groups[group]; ok && last <= seq {
-				delete(j.active.groups, group)
+			if last, ok := j.active.keys[key]; ok && last <= seq {
+				delete(j.active.keys, key)
 			}
 		}
 	}
-	for len(j.closed) > 0 && len(j.closed[0].groups) == 0 {
+	for len(j.closed) > 0 && len(j.closed[0].keys) == 0 {
 		s := j.closed[0]
-		if err := dropSegment(j.cfg.FS, j.cfg.Dir, s.name, s.damaged); err != nil {
+		if err := DropSegment(j.cfg.FS, j.cfg.Dir, s.name, s.damaged); err != nil {
 			// Kept: replayed at the next start, which is harmless.
 			j.log.Warn().Err(err).Str("segment", s.name).Msg("offsets_journal_segment_remove_failed")
 			return
 		}
 		j.closed = j.closed[1:]
 		if s.damaged {
-			j.cfg.Metrics.quarantinedSegment()
+			j.cfg.Metrics.Quarantined()
 		}
 		j.log.Debug().Str("segment", s.name).Msg("offsets_journal_segment_removed")
 	}
 }
 
-// onUnsaved keeps the state a group's actor could not write (the newest, by seq) and
-// arms the retry.
+// onUnsaved keeps the state a key's user could not save (the newest, by seq) and arms
+// the retry.
 func (j *journalActor) onUnsaved(ctx actor.Context, m *Unsaved) {
-	if old := j.unsaved[m.Group]; old != nil && m.Seq < old.Seq {
+	if old := j.unsaved[m.Key]; old != nil && m.Seq < old.Seq {
 		return
 	}
 	if j.unsaved == nil {
 		j.unsaved = map[string]*Unsaved{}
 	}
-	j.unsaved[m.Group] = m
+	j.unsaved[m.Key] = m
 	j.armRetry(ctx)
 }
 
@@ -650,16 +682,16 @@ func (j *journalActor) armRetry(ctx actor.Context) {
 	}
 }
 
-// answerClaim hands a group's unsaved state, if any, to the group's new actor.
+// answerClaim hands a key's unsaved state, if any, to the key's new user.
 func (j *journalActor) answerClaim(m *Claim) {
-	u := j.unsaved[m.Group]
+	u := j.unsaved[m.Key]
 	if u != nil {
 		if j.handed == nil {
 			j.handed = map[string]*Unsaved{}
 		}
-		j.handed[m.Group] = u
+		j.handed[m.Key] = u
 	}
-	m.Reply.Resolve(&Claimed{Unsaved: u, Hold: j.held[m.Group]})
+	m.Reply.Resolve(&Claimed{Unsaved: u, Hold: j.held[m.Key]})
 }
 
 type retryUnsaved struct{}
@@ -670,8 +702,8 @@ type unsavedRound struct {
 	errs  []error
 }
 
-// retryRound writes, one after another on a goroutine, the files of the unsaved groups
-// no actor has claimed.
+// retryRound saves, one after another on a goroutine, the unsaved states no user has
+// claimed.
 func (j *journalActor) retryRound(ctx actor.Context) {
 	if j.retriesDone != nil || j.stopped {
 		return
@@ -684,7 +716,7 @@ func (j *journalActor) retryRound(ctx actor.Context) {
 		j.retrying, j.deferred = map[string]*Unsaved{}, map[string][]*Claim{}
 	}
 	for _, u := range round {
-		j.retrying[u.Group] = u
+		j.retrying[u.Key] = u
 	}
 	done := make(chan struct{})
 	j.retriesDone = done
@@ -692,7 +724,7 @@ func (j *journalActor) retryRound(ctx actor.Context) {
 		defer close(done)
 		errs := make([]error, len(round))
 		for i, u := range round {
-			errs[i] = j.cfg.Save(u.Group, u.Data)
+			errs[i] = j.cfg.Save(u.Key, u.Data)
 		}
 		return &unsavedRound{round: round, errs: errs}
 	})
@@ -705,22 +737,22 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 	var failed []string
 	var firstErr error
 	for i, u := range m.round {
-		delete(j.retrying, u.Group)
+		delete(j.retrying, u.Key)
 		if err := m.errs[i]; err != nil {
-			failed = append(failed, u.Group)
+			failed = append(failed, u.Key)
 			firstErr = cmp.Or(firstErr, err)
-		} else if j.unsaved[u.Group] == u {
-			delete(j.unsaved, u.Group)
-			j.checkpointed(u.Group, u.Seq)
-			j.log.Info().Str("group", logs.ID(u.Group)).Msg("offsets_unsaved_state_written")
+		} else if j.unsaved[u.Key] == u {
+			delete(j.unsaved, u.Key)
+			j.checkpointed(u.Key, u.Seq)
+			j.log.Info().Str("group", logs.ID(u.Key)).Msg("offsets_unsaved_state_written")
 		}
-		for _, c := range j.deferred[u.Group] {
+		for _, c := range j.deferred[u.Key] {
 			j.answerClaim(c)
 		}
-		delete(j.deferred, u.Group)
+		delete(j.deferred, u.Key)
 	}
 	if len(failed) > 0 {
-		j.log.Error().Err(firstErr).Int("groups_failing", len(failed)).Strs("groups", logIDs(failed)).Dur("retry_ms", j.cfg.UnsavedRetry).
+		j.log.Error().Err(firstErr).Int("groups_failing", len(failed)).Strs("groups", logs.IDs(failed)).Dur("retry_ms", j.cfg.UnsavedRetry).
 			Msg("offsets_unsaved_group_files_still_failing")
 	}
 	if len(j.retryable()) > 0 {
@@ -728,11 +760,11 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 	}
 }
 
-// retryable is the unsaved state no actor has claimed, which the journal writes itself.
+// retryable is the unsaved state no user has claimed, which the journal saves itself.
 func (j *journalActor) retryable() []*Unsaved {
 	var out []*Unsaved
-	for g, u := range j.unsaved {
-		if j.cfg.Save != nil && j.handed[g] != u {
+	for k, u := range j.unsaved {
+		if j.cfg.Save != nil && j.handed[k] != u {
 			out = append(out, u)
 		}
 	}
@@ -746,39 +778,41 @@ func (j *journalActor) fail(batch []*Append, err error) {
 	}
 }
 
-func (j *journalActor) status() *JournalStatus {
-	st := &JournalStatus{Pinned: map[string][]string{}}
+func (j *journalActor) status() *Status {
+	st := &Status{Pinned: map[string][]string{}}
 	segs := j.closed
 	if j.active != nil {
 		segs = append(segs[:len(segs):len(segs)], j.active)
 	}
 	for _, s := range segs {
 		st.Segments = append(st.Segments, s.name)
-		for g := range s.groups {
-			st.Pinned[s.name] = append(st.Pinned[s.name], g)
+		for k := range s.keys {
+			st.Pinned[s.name] = append(st.Pinned[s.name], k)
 		}
 	}
 	return st
 }
 
-// groupsIn reads the group ids that damaged bytes still show: every record starts with
-// {"group":"<id>", so each such string that still decodes is taken. A flipped bit inside
-// an id gives another id (held for nothing) and hides the real one, which is why replay
-// also holds every group with records in the damaged segment.
-func groupsIn(b []byte) []string {
-	const prefix = `{"group":`
-	var out []string
-	seen := map[string]bool{}
-	for {
-		i := bytes.Index(b, []byte(prefix))
-		if i < 0 {
-			return out
+// QuarantineDir holds the damaged segments of the journal in dir, moved aside, with
+// whatever its user's replay writes beside them (the offsets journal's hold markers).
+func QuarantineDir(dir string) string { return filepath.Join(dir, "quarantine") }
+
+// DropSegment deletes the segment name of the journal in dir, or moves a damaged one to
+// the quarantine directory.
+func DropSegment(fsys storage.FS, dir, name string, damaged bool) error {
+	path := filepath.Join(dir, name)
+	if damaged {
+		to := filepath.Join(QuarantineDir(dir), name)
+		if err := fsys.Rename(path, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("quarantine journal segment %s: %w", name, err)
 		}
-		b = b[i+len(prefix):]
-		var g jsonString
-		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&g); err == nil && !seen[string(g)] {
-			seen[string(g)] = true
-			out = append(out, string(g))
+		if err := fsys.SyncDir(QuarantineDir(dir)); err != nil {
+			return fmt.Errorf("fsync directory %s: %w", QuarantineDir(dir), err)
 		}
+		return nil
 	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove journal segment %s: %w", name, err)
+	}
+	return nil
 }

@@ -1,0 +1,312 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"kaas/actors/actor"
+	"kaas/storage"
+)
+
+const waitFor = 10 * time.Second
+
+// countMetrics is a Metrics that counts what the journal reports.
+type countMetrics struct {
+	mu          sync.Mutex
+	writes      int
+	failed      int
+	records     int
+	quarantined int
+}
+
+func (m *countMetrics) Wrote(err error, _ time.Duration, records int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.failed++
+		return
+	}
+	m.writes++
+	m.records += records
+}
+
+func (m *countMetrics) Quarantined() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.quarantined++
+}
+
+// start spawns a journal on cfg and stops it, then the system, at cleanup.
+func start(t *testing.T, cfg Config) (*actor.System, *actor.PID) {
+	t.Helper()
+	sys := actor.NewSystem(zerolog.Nop())
+	pid := sys.Spawn(Props(cfg))
+	t.Cleanup(func() {
+		if err := sys.Poison(pid, waitFor); err != nil {
+			t.Errorf("stop the journal: %v", err)
+		}
+		sys.Shutdown()
+	})
+	return sys, pid
+}
+
+// ask sends the message mk makes to pid and waits for its answer.
+func ask(t *testing.T, sys *actor.System, pid *actor.PID, mk func(actor.Promise) any) any {
+	t.Helper()
+	w := sys.NewWaiter()
+	sys.Send(pid, mk(w.Promise))
+	v, ok := w.Wait(waitFor)
+	if !ok {
+		t.Fatal("no answer")
+	}
+	return v
+}
+
+func appendRecord(t *testing.T, sys *actor.System, pid *actor.PID, key string, data []byte) Appended {
+	t.Helper()
+	done := make(chan Appended, 1)
+	ask(t, sys, pid, func(p actor.Promise) any { return &Append{Key: key, Data: data, Done: done, Reply: p} })
+	return <-done
+}
+
+func status(t *testing.T, sys *actor.System, pid *actor.PID) *Status {
+	t.Helper()
+	st := ask(t, sys, pid, func(p actor.Promise) any { return &Stat{Reply: p} }).(*Status)
+	for _, keys := range st.Pinned {
+		slices.Sort(keys)
+	}
+	return st
+}
+
+// TestRecordsOpaqueAndPinnedByKey: a record is durable when answered, and on disk as it
+// was sent (bytes that are no user's encoding); it pins its segment for its key until a
+// Checkpointed of the key covers it, and closed segments go, oldest first, once nothing
+// pins them.
+func TestRecordsOpaqueAndPinnedByKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	fsys := storage.NewFaultFS(nil)
+	m := &countMetrics{}
+	sys, pid := start(t, Config{Dir: dir, FS: fsys, Log: zerolog.Nop(), Metrics: m, SegmentBytes: 256})
+
+	var sent [][]byte
+	last := map[string]uint64{}
+	for i := range 12 {
+		key := []string{"a", "b"}[i%2]
+		data := append(bytes.Repeat([]byte{0xff, 0x00}, 20), byte(i))
+		syncs := fsys.Count(storage.OpSync)
+		got := appendRecord(t, sys, pid, key, data)
+		if got.Err != nil {
+			t.Fatalf("append %d: %v", i, got.Err)
+		}
+		if got.Seq != uint64(i+1) {
+			t.Fatalf("append %d numbered %d", i, got.Seq)
+		}
+		if fsys.Count(storage.OpSync) == syncs {
+			t.Fatalf("append %d answered without an fsync", i)
+		}
+		sent = append(sent, data)
+		last[key] = got.Seq
+	}
+
+	// What is on disk is what was sent, in order, each record numbered.
+	st := status(t, sys, pid)
+	if len(st.Segments) < 3 {
+		t.Fatalf("%d segments of 12 records of 41 bytes with SegmentBytes 256", len(st.Segments))
+	}
+	var read [][]byte
+	for _, name := range st.Segments {
+		first, ok := ParseSegmentName(name)
+		if !ok {
+			t.Fatalf("segment name %q", name)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := ScanSegment(b, first)
+		if sc.Tail >= 0 || len(sc.Damaged) > 0 {
+			t.Fatalf("segment %s scanned as %+v", name, sc)
+		}
+		for _, r := range sc.Records {
+			if r.Seq != uint64(len(read)+1) {
+				t.Fatalf("record %d of the journal numbered %d", len(read)+1, r.Seq)
+			}
+			read = append(read, r.Data)
+		}
+		if len(st.Pinned[name]) == 0 {
+			t.Fatalf("segment %s pins nothing before any checkpoint", name)
+		}
+	}
+	if !slices.EqualFunc(read, sent, bytes.Equal) {
+		t.Fatalf("the journal holds %q, %q was sent", read, sent)
+	}
+	m.mu.Lock()
+	if m.writes == 0 || m.failed != 0 || m.records != len(sent) {
+		t.Errorf("metrics: %d writes, %d failed, %d records; %d sent", m.writes, m.failed, m.records, len(sent))
+	}
+	m.mu.Unlock()
+
+	// a's checkpoint lets go the oldest segments only up to the first one b pins.
+	sys.Send(pid, &Checkpointed{Key: "a", Seq: last["a"]})
+	from := slices.IndexFunc(st.Segments, func(name string) bool { return slices.Contains(st.Pinned[name], "b") })
+	after := status(t, sys, pid)
+	if !slices.Equal(after.Segments, st.Segments[from:]) {
+		t.Fatalf("after a's checkpoint %q of %q kept (pinned %v)", after.Segments, st.Segments, st.Pinned)
+	}
+	for name, keys := range after.Pinned {
+		if slices.Contains(keys, "a") {
+			t.Fatalf("after a's checkpoint segment %s pinned by %q", name, keys)
+		}
+	}
+	// A checkpoint short of b's last record keeps the segment holding that record.
+	sys.Send(pid, &Checkpointed{Key: "b", Seq: last["b"] - 2})
+	if now := status(t, sys, pid).Segments; len(now) == 0 || len(now) == len(st.Segments) || now[len(now)-1] != st.Segments[len(st.Segments)-1] {
+		t.Fatalf("after b's checkpoint up to %d: %q of %q kept", last["b"]-2, now, st.Segments)
+	}
+	sys.Send(pid, &Checkpointed{Key: "b", Seq: last["b"]})
+	now := status(t, sys, pid)
+	if len(now.Segments) > 1 {
+		t.Fatalf("after every checkpoint %q kept", now.Segments)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if _, ok := ParseSegmentName(e.Name()); ok && !slices.Contains(now.Segments, e.Name()) {
+			t.Fatalf("segment %s left on disk, status %q", e.Name(), now.Segments)
+		}
+	}
+}
+
+// recoveredSegment writes a segment holding one record per key, numbered from 1, into
+// dir and returns its name and each key's sequence number.
+func recoveredSegment(t *testing.T, dir string, keys ...string) (string, map[string]uint64) {
+	t.Helper()
+	seqs := map[string]uint64{}
+	frame := StartFrame(nil)
+	for i, k := range keys {
+		frame = AppendRecord(frame, []byte(k+"'s record"))
+		seqs[k] = uint64(i + 1)
+	}
+	FinishFrame(frame, 1)
+	name := SegmentName(1)
+	if err := os.WriteFile(filepath.Join(dir, name), frame, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name, seqs
+}
+
+func gone(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return os.IsNotExist(err)
+}
+
+// TestUnsavedHandOver: what the replay could not save is handed, with the key's hold
+// markers, to the key's next user that claims it, and the journal leaves saving it to
+// that user, whose checkpoint lets the segment go.
+func TestUnsavedHandOver(t *testing.T) {
+	dir := t.TempDir()
+	seg, seqs := recoveredSegment(t, dir, "k")
+	save := func(key string, data []byte) error {
+		t.Errorf("the journal saved %q, whose state it handed to the key's next user", key)
+		return nil
+	}
+	rec := &Recovered{
+		Next:    2,
+		Kept:    []KeptSegment{{Name: seg, Keys: map[string]uint64{"k": seqs["k"]}}},
+		Unsaved: []*Unsaved{{Key: "k", Seq: seqs["k"], Data: []byte("k's state")}},
+		Held:    map[string][]string{"k": {"marker"}},
+	}
+	// The retry is not due before the claim: the state is the claimer's from then on.
+	sys, pid := start(t, Config{Dir: dir, Log: zerolog.Nop(), Recovered: rec, Save: save, UnsavedRetry: time.Hour})
+
+	claim := func(key string) *Claimed {
+		return ask(t, sys, pid, func(p actor.Promise) any { return &Claim{Key: key, Reply: p} }).(*Claimed)
+	}
+	if c := claim("k"); c.Unsaved == nil || string(c.Unsaved.Data) != "k's state" || !slices.Equal(c.Hold, []string{"marker"}) {
+		t.Fatalf("claim answered %+v", c)
+	}
+	if c := claim("other"); c.Unsaved != nil || c.Hold != nil {
+		t.Fatalf("claim of a key the journal holds nothing of answered %+v", c)
+	}
+	if gone(t, filepath.Join(dir, seg)) {
+		t.Fatal("the recovered segment went while its key's state is unsaved")
+	}
+	sys.Send(pid, &Checkpointed{Key: "k", Seq: seqs["k"]})
+	if c := claim("k"); c.Unsaved != nil {
+		t.Fatalf("claim after the key's checkpoint answered %+v", c.Unsaved)
+	}
+	if !gone(t, filepath.Join(dir, seg)) {
+		t.Fatal("the recovered segment is still there once nothing pins it")
+	}
+	// The next record is numbered after the recovered ones.
+	if got := appendRecord(t, sys, pid, "k", []byte("x")); got.Err != nil || got.Seq != 2 {
+		t.Fatalf("append after the recovered records: %+v", got)
+	}
+}
+
+// TestUnsavedRetried: what nobody claims the journal saves itself (Config.Save), every
+// UnsavedRetry until that works, then lets the segment it pinned go; another key's pin
+// keeps the segment meanwhile.
+func TestUnsavedRetried(t *testing.T) {
+	dir := t.TempDir()
+	seg, seqs := recoveredSegment(t, dir, "r", "p")
+	var mu sync.Mutex
+	saved := map[string][]byte{}
+	tries := 0
+	save := func(key string, data []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if tries++; tries == 1 {
+			return errors.New("disk full")
+		}
+		saved[key] = data
+		return nil
+	}
+	rec := &Recovered{
+		Next:    3,
+		Kept:    []KeptSegment{{Name: seg, Keys: map[string]uint64{"r": seqs["r"], "p": seqs["p"]}}},
+		Unsaved: []*Unsaved{{Key: "r", Seq: seqs["r"], Data: []byte("r's state")}},
+	}
+	sys, pid := start(t, Config{Dir: dir, Log: zerolog.Nop(), Recovered: rec, Save: save, UnsavedRetry: 10 * time.Millisecond})
+
+	deadline := time.Now().Add(waitFor)
+	for {
+		st := status(t, sys, pid)
+		if slices.Equal(st.Pinned[seg], []string{"p"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unclaimed state was not saved: segment pinned by %q", st.Pinned[seg])
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	mu.Lock()
+	if string(saved["r"]) != "r's state" || tries != 2 {
+		t.Errorf("saved %q after %d tries, want r's state after 2", saved, tries)
+	}
+	mu.Unlock()
+	if gone(t, filepath.Join(dir, seg)) {
+		t.Fatal("the segment went while p pins it")
+	}
+	sys.Send(pid, &Checkpointed{Key: "p", Seq: seqs["p"]})
+	if got := appendRecord(t, sys, pid, "k", []byte("x")); got.Err != nil || got.Seq != 3 {
+		t.Fatalf("append after the recovered records: %+v", got)
+	}
+	if !gone(t, filepath.Join(dir, seg)) {
+		t.Fatal("the recovered segment is still there once nothing pins it")
+	}
+}
