@@ -66,22 +66,6 @@ func Props(cfg Config) *actor.Props {
 	return actor.PropsOf(func() actor.Actor { return &connActor{cfg: cfg} }, actor.NoRestart())
 }
 
-// Messages the connection actor gets from its own goroutines and from the server.
-type (
-	// frame is one request frame read from the socket (the size prefix stripped).
-	frame struct {
-		b    []byte
-		read time.Time
-	}
-	// readerDone says the reader goroutine ended; err is why (io.EOF for a clean close).
-	readerDone struct{ err error }
-	// writerDone says a socket write failed.
-	writerDone struct{ err error }
-	// Drain asks the connection to stop reading, answer what it has read, then close.
-	// The server sends it on a graceful stop.
-	Drain struct{}
-)
-
 // errFrameTooLarge and friends are the typed reasons a connection closes.
 var (
 	errFrameTooLarge = errors.New("frame larger than socket.request.max.bytes")
@@ -98,10 +82,6 @@ type slot struct {
 	built int64  // len(bytes) while counted as unwritten and not yet handed to the writer
 	grant int64  // response bytes promised to this call's handler (part of granted)
 }
-
-// resume asks the connection to look at its held frames again: the writer drained, or
-// the broker's response budget has room.
-type resume struct{}
 
 // pending is a reply the connection waits for: a call's (convert makes its response), or
 // answer i of a gather's.
