@@ -13,7 +13,6 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/partition"
 	"kaas/auth"
-	"kaas/logs"
 	"kaas/metrics"
 )
 
@@ -143,15 +142,13 @@ func (a *connActor) Receive(ctx actor.Context) {
 	case *readerDone:
 		a.onReaderDone(ctx, m)
 	case *writerDone:
-		a.closeWith(ctx, "write_failed", m.err, zerolog.DebugLevel)
+		a.closeFor(closeWriteFailed, noRequest(m.err))
 	case *Drain:
-		a.onDrain(ctx)
+		a.closeFor(closeBrokerStopping, noRequest(nil))
 	case *tlsReady:
 		a.onTLSReady(m)
 	case *authFailedClose:
-		// Drained, not cut: the failure's answer is written before the socket closes.
-		a.log.Debug().Str("reason", "sasl_authentication_failed").Msg("connection_closed")
-		a.onDrain(ctx)
+		a.closeFor(closeAuthFailed, noRequest(nil))
 	case *resume:
 		a.brokerWait = false
 		a.resumeHeld(ctx)
@@ -232,7 +229,7 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 	}
 	h, body, err := parseHeader(f.b)
 	if err != nil {
-		a.badInput(ctx, "header", h.key, h.version, err)
+		a.closeFor(closeBadHeader, closeDetail{err: err, key: h.key, version: h.version})
 		return
 	}
 	if !a.saslAllows(h.key) {
@@ -242,13 +239,14 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 			<-a.tokens
 			return
 		}
-		a.badInput(ctx, "sasl_authentication_required", h.key, h.version,
-			fmt.Errorf("api key %d before SASL authentication", h.key))
+		a.closeFor(closeSASLRequired, closeDetail{err: fmt.Errorf("api key %d before SASL authentication", h.key),
+			key: h.key, version: h.version})
 		return
 	}
 	entry, known := apis[h.key]
 	if !known {
-		a.badInput(ctx, "unknown_api_key", h.key, h.version, fmt.Errorf("api key %d is not supported", h.key))
+		a.closeFor(closeUnknownAPIKey, closeDetail{err: fmt.Errorf("api key %d is not supported", h.key),
+			key: h.key, version: h.version})
 		return
 	}
 	call := &Call{
@@ -271,35 +269,32 @@ func (a *connActor) handleFrame(ctx actor.Context, f *frame) {
 			a.respondUnsupportedApiVersions(call)
 			return
 		}
-		a.badInput(ctx, "unsupported_version", h.key, h.version,
-			fmt.Errorf("version %d not in %d-%d", h.version, entry.min, entry.max))
+		a.closeFor(closeUnsupportedVersion, closeDetail{err: fmt.Errorf("version %d not in %d-%d", h.version, entry.min, entry.max),
+			key: h.key, version: h.version})
 		return
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if err := req.ReadFrom(body); err != nil {
-		a.badInput(ctx, "malformed_body", h.key, h.version, err)
+		a.closeFor(closeMalformedBody, closeDetail{err: err, key: h.key, version: h.version})
 		return
 	}
 	call.Req = req
 	call.own = slot{call: call}
 	call.slot = &call.own
 	a.slots.push(call.slot)
-	if i := intercept.Load(); i != nil && a.intercepted(ctx, i.i, call) {
+	if i := intercept.Load(); i != nil && a.intercepted(i.i, call) {
 		return
 	}
-	a.invoke(ctx, call, func() { entry.handle(call) })
+	a.invoke(call, func() { entry.handle(call) })
 }
 
 // invoke runs fn, turning a panic into a closed connection (with the stack logged): a bug
 // reached by one client's request must not take the broker down.
-func (a *connActor) invoke(ctx actor.Context, call *Call, fn func()) {
+func (a *connActor) invoke(call *Call, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			logs.Panic(a.log.Error().Int16("api_key", call.Key).Int16("api_version", call.Version), r).
-				Msg("request_handler_panicked_connection_closed")
-			a.stopped.Store(true)
-			ctx.Stop(ctx.Self())
+			a.closeFor(closeHandlerPanicked, closeDetail{key: call.Key, version: call.Version, panicked: r})
 		}
 	}()
 	fn()

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
-	"kaas/logs"
 	"kaas/metrics"
 )
 
@@ -96,9 +95,7 @@ func (a *connActor) convertAndComplete(call *Call, convert func(any) kmsg.Respon
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				logs.Panic(a.log.Error(), r).Msg("response_conversion_panicked_connection_closed")
-				a.stopped.Store(true)
-				a.ctx.Stop(a.self)
+				a.closeFor(closeConvertPanicked, closeDetail{key: call.Key, version: call.Version, panicked: r})
 			}
 		}()
 		resp = convert(v)
