@@ -3,10 +3,7 @@ package conn
 import (
 	"sync/atomic"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"kaas/actors/actor"
 )
 
 // Intercept sees every connection at its frame boundary, the way kfake's ControlKey hooks
@@ -62,11 +59,11 @@ func SetIntercept(i Intercept) (restore func()) {
 }
 
 // intercepted applies the installed Intercept to call; true when the call is dealt with.
-func (a *connActor) intercepted(ctx actor.Context, i Intercept, call *Call) bool {
+func (a *connActor) intercepted(i Intercept, call *Call) bool {
 	act := i.Request(a.remote.String(), call)
 	switch act.Kind {
 	case ResetRequest:
-		a.closeWith(ctx, "injected_reset", nil, zerolog.DebugLevel)
+		a.closeFor(closeInjectedReset, noRequest(nil))
 		return true
 	case ResetResponse:
 		call.tear = true
@@ -87,9 +84,7 @@ func (a *connActor) tear(s *slot) {
 	a.unwritten.Add(-cut)
 	a.env.ResponseBytes.Release(cut)
 	s.bytes = s.bytes[:half]
-	a.stopped.Store(true)
-	a.log.Debug().Msg("connection_closed_injected_reset_mid_response")
-	a.ctx.Stop(a.self)
+	a.closeFor(closeInjectedResetMidResponse, noRequest(nil))
 }
 
 // retriableResponse is req answered with code and nothing else, or nil where the API's

@@ -29,9 +29,6 @@ type partGather struct {
 	done    bool
 }
 
-// gatherExpired: a gather's timeout passed.
-type gatherExpired struct{ g *partGather }
-
 // newGather makes a gather of n answers for c; results preset by the caller stay.
 func (a *connActor) newGather(c *Call, n int, missing func(int) any, finish func([]any) kmsg.Response) *partGather {
 	return &partGather{call: c, results: make([]any, n), to: make([]*actor.PID, n), ids: make([]uint64, n),

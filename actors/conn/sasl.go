@@ -47,12 +47,6 @@ func (a *connActor) saslAllows(key int16) bool {
 	return key == apiVersionsKey || key == saslHandshakeKey || key == saslAuthenticateKey
 }
 
-// tlsReady tells the actor the TLS handshake is done, before any frame.
-type tlsReady struct{ state tls.ConnectionState }
-
-// authFailedClose closes a connection FailedAuthDelay after it failed authentication.
-type authFailedClose struct{}
-
 // handshakeTLS completes a TLS connection's handshake on the reader goroutine before the
 // first frame, so the actor knows the client certificate's principal before any request.
 // false: the handshake failed (the actor was told).
