@@ -1045,6 +1045,13 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	j := newJournalHarness(t, "a", ckptSoon)
 	slots := make(chan struct{}, 1)
 	j.cfg.WriteSlots = slots
+	waiting := make(chan string, 4)
+	j.cfg.slotWait = func(group string) {
+		select {
+		case waiting <- group:
+		default: // the stops' checkpoints at cleanup: nobody reads
+		}
+	}
 	_ = j.sys.Poison(j.pid, waitFor)
 	j.pid = j.sys.Spawn(Props(j.cfg))
 	b := j.spawn("b")
@@ -1066,11 +1073,21 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	if got := j.commitTo(b, entry("t", 0, 2)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	// b's checkpoint is due within ckptSoon; it must wait for the slot.
+	// b's checkpoint is due within ckptSoon; it must find the slot taken and wait.
 	select {
 	case name := <-entered:
 		t.Fatalf("%s's checkpoint started while %s held the only write slot", name, first)
-	case <-time.After(5 * ckptSoon):
+	case g := <-waiting:
+		if g != "b" {
+			t.Fatalf("%s's checkpoint waits for a slot while %s holds the only one", g, first)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("b's checkpoint did not come to wait for the slot held by the write of %s within %v", first, waitFor)
+	}
+	select {
+	case name := <-entered:
+		t.Fatalf("%s's checkpoint started while %s held the only write slot", name, first)
+	default:
 	}
 	open()
 	if second := <-entered; second == first {
