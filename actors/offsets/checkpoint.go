@@ -60,9 +60,10 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{}), tomb: tombAfter(data, a.tomb)}
 	a.ckpt = job
 	fsys, dir, name, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.tomb, a.cfg.WriteSlots
+	group, slotWait := a.cfg.Group, a.cfg.slotWait
 	actor.Background(ctx, func() any {
 		if slots != nil {
-			slots <- struct{}{}
+			takeSlot(slots, group, slotWait)
 			defer func() { <-slots }()
 		}
 		start := time.Now()
@@ -71,6 +72,20 @@ func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
 		close(job.done)
 		return job
 	})
+}
+
+// takeSlot takes one of slots, waiting while every one is taken; slotWait, when set
+// (tests), is told of group's checkpoint waiting.
+func takeSlot(slots chan struct{}, group string, slotWait func(string)) {
+	if slotWait != nil {
+		select {
+		case slots <- struct{}{}:
+			return
+		default:
+			slotWait(group)
+		}
+	}
+	slots <- struct{}{}
 }
 
 func (a *offsetsActor) onCheckpointDone(ctx actor.Context, job *ckptJob) {
@@ -121,7 +136,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context) {
 	job := &ckptJob{seq: a.lastSeq, tomb: a.tomb}
 	func() {
 		if a.cfg.WriteSlots != nil {
-			a.cfg.WriteSlots <- struct{}{}
+			takeSlot(a.cfg.WriteSlots, a.cfg.Group, a.cfg.slotWait)
 			defer func() { <-a.cfg.WriteSlots }()
 		}
 		start := time.Now()

@@ -1045,6 +1045,13 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	j := newJournalHarness(t, "a", ckptSoon)
 	slots := make(chan struct{}, 1)
 	j.cfg.WriteSlots = slots
+	waiting := make(chan string, 4)
+	j.cfg.slotWait = func(group string) {
+		select {
+		case waiting <- group:
+		default: // the stops' checkpoints at cleanup: nobody reads
+		}
+	}
 	_ = j.sys.Poison(j.pid, waitFor)
 	j.pid = j.sys.Spawn(Props(j.cfg))
 	b := j.spawn("b")
@@ -1066,11 +1073,21 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	if got := j.commitTo(b, entry("t", 0, 2)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	// b's checkpoint is due within ckptSoon; it must wait for the slot.
+	// b's checkpoint is due within ckptSoon; it must find the slot taken and wait.
 	select {
 	case name := <-entered:
 		t.Fatalf("%s's checkpoint started while %s held the only write slot", name, first)
-	case <-time.After(5 * ckptSoon):
+	case g := <-waiting:
+		if g != "b" {
+			t.Fatalf("%s's checkpoint waits for a slot while %s holds the only one", g, first)
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("b's checkpoint did not come to wait for the slot held by the write of %s within %v", first, waitFor)
+	}
+	select {
+	case name := <-entered:
+		t.Fatalf("%s's checkpoint started while %s held the only write slot", name, first)
+	default:
 	}
 	open()
 	if second := <-entered; second == first {
@@ -1109,6 +1126,48 @@ func (r *claimRelay) Receive(ctx actor.Context) {
 		r.held = nil
 	default:
 		ctx.Send(r.to, m)
+	}
+}
+
+// claimWatch passes every message to the journal. A Claim goes with a promise of the
+// watch's own and is followed by a Stat: the journal takes them in that order, so when
+// the Stat is answered the watch knows whether the journal answered the Claim as it took
+// it, and tells taken. The Claim's answer, whenever it comes, goes on to the claimer.
+type claimWatch struct {
+	to     *actor.PID
+	taken  chan bool                // per Claim: answered as the journal took it
+	claims map[uint64]actor.Promise // the watch's promise → the claimer's
+	stats  map[uint64]uint64        // a Stat's promise → its Claim's
+}
+
+func newClaimWatch(to *actor.PID) *claimWatch {
+	return &claimWatch{to: to, taken: make(chan bool, 4), claims: map[uint64]actor.Promise{}, stats: map[uint64]uint64{}}
+}
+
+func (w *claimWatch) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *journal.Claim:
+		p := actor.NewPromise(ctx, ctx.Self())
+		w.claims[p.ID()] = m.Reply
+		ctx.Send(w.to, &journal.Claim{Key: m.Key, Reply: p})
+		st := actor.NewPromise(ctx, ctx.Self())
+		w.stats[st.ID()] = p.ID()
+		ctx.Send(w.to, &journal.Stat{Reply: st})
+	case *actor.Settled:
+		if claim, ok := w.stats[m.ID]; ok {
+			delete(w.stats, m.ID)
+			_, unanswered := w.claims[claim]
+			select {
+			case w.taken <- !unanswered:
+			default:
+			}
+		} else if reply, ok := w.claims[m.ID]; ok {
+			delete(w.claims, m.ID)
+			reply.Resolve(m.Value)
+		}
+	default:
+		ctx.Send(w.to, m)
 	}
 }
 
@@ -1199,10 +1258,21 @@ func TestJournalRetriesUnsavedFile(t *testing.T) {
 	if st := j.jstat(); len(st.Segments) < 3 {
 		t.Fatalf("segments %v: the test needs several pinned by u", st.Segments)
 	}
-	// u's next actor claims while the journal writes u's file: its fetch waits.
+	// u's next actor claims while the journal writes u's file: the journal keeps the
+	// Claim until that write is over, and the fetch waits for the Claim's answer.
+	watch := newClaimWatch(j.jpid)
+	j.cfg.Journal = j.sys.Spawn(actor.PropsOf(func() actor.Actor { return watch }))
 	u2 := j.spawn("u")
+	j.cfg.Journal = j.jpid
 	w := j.sendTo(u2, func(p actor.Promise) any { return &Fetch{Reply: p} })
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case atOnce := <-watch.taken:
+		if atOnce {
+			t.Fatal("the journal answered u's Claim while it writes u's file")
+		}
+	case <-time.After(waitFor):
+		t.Fatalf("u's next actor sent no Claim within %v", waitFor)
+	}
 	if v, ok := answered(w); ok {
 		t.Fatalf("fetch answered while the journal writes the group's file: %+v", v)
 	}

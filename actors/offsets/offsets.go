@@ -91,6 +91,10 @@ type Config struct {
 	// the gate closed, and never writes its file over one of a newer epoch. Nil: a broker
 	// alone, which always may.
 	Gate func() bool
+
+	// slotWait, set by tests, is told of each checkpoint that finds every WriteSlot
+	// taken, before it waits for one.
+	slotWait func(group string)
 }
 
 // DefaultClaimWait bounds how long a request waits for the journal's answer to a Claim.

@@ -258,7 +258,7 @@ func TestManagerRetentionBytes(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("log start %d, want 6", l.Offset)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // polling, with a deadline
 	}
 	if f := h.fetch("r", 0, 0, 0, 1); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != 6 {
 		t.Fatalf("fetch below log start: %+v", f)
@@ -272,19 +272,26 @@ func TestManagerIdleCloseReopens(t *testing.T) {
 	h.create("idle", 1)
 	h.produce("idle", 0, testBatch(-1, -1, -1, 1, 0, []byte("a")))
 	dir := filepath.Join(h.cfg.Broker.DataDir, "topics", "idle")
-	deadline := time.Now().Add(5 * time.Second)
-	for openUnder(t, dir) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("idle partition kept its files open")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitClosed(t, dir, "idle partition kept its files open")
 	if r := h.produce("idle", 0, testBatch(-1, -1, -1, 1, 0, []byte("b"))); r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("append after idle close: %+v", r)
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Idle again: the read reopens what the append left closed.
+	waitClosed(t, dir, "idle partition kept its files open after the append")
 	if f := h.fetch("idle", 0, 0, 0, 1); f.ErrorCode != 0 || f.HighWatermark != 2 || len(f.Records) == 0 {
 		t.Fatalf("read after idle close: %+v", f)
+	}
+}
+
+// waitClosed waits until this process has no file open under dir.
+func waitClosed(t *testing.T, dir, failure string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for openUnder(t, dir) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal(failure)
+		}
+		time.Sleep(2 * time.Millisecond) // polling, with a deadline
 	}
 }
 
