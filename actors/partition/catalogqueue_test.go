@@ -59,6 +59,9 @@ func TestCatalogWritesDoNotStallTheDataPath(t *testing.T) {
 	// A delete queued behind the create is answered after it, in order.
 	deleted := h.sys.NewWaiter()
 	h.sys.Send(h.pid, &DeleteTopics{Names: []string{"orders"}, Reply: deleted.Promise})
+	// The manager handles its mailbox in order: once a request sent after the delete is
+	// answered, the delete has been taken and queued.
+	request[*Described](h, func(p actor.Promise) any { return &Describe{Names: []string{"orders"}, Reply: p} })
 	select {
 	case <-created.C:
 		t.Fatal("the create was answered before its write finished")
