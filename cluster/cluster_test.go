@@ -270,25 +270,7 @@ func TestPeerOnOldSizeKeepsItsClaims(t *testing.T) {
 	reg.Set([]registry.Broker{{ID: 0, Alive: true}, {ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}})
 	reg.MarkSynced()
 	c, applied := startTest(t, reg, dir, Config{})
-	waitStatus := func(want Status) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			st := c.State()
-			if st != nil && st.Ready {
-				if _, got := st.Group(g); got == want {
-					return
-				}
-			}
-			select {
-			case <-applied:
-			case <-time.After(10 * time.Millisecond):
-			case <-deadline:
-				_, got := st.Group(g)
-				t.Fatalf("group %s on broker 2: status %v, want %v", g, got, want)
-			}
-		}
-	}
+	waitStatus := func(want Status) { t.Helper(); waitGroupStatus(t, c, applied, g, want) }
 	waitStatus(Waiting)
 	peer(4, 0, 1, 2, 3) // broker 1 restarted on the new size
 	waitStatus(Mine)
@@ -329,26 +311,29 @@ func TestPeerBeyondNewSizeKeepsItsClaims(t *testing.T) {
 	reg.MarkSynced()
 	f := &heldFence{ch: make(chan struct{})}
 	c, applied := startTest(t, reg, dir, Config{Fence: f})
-	waitStatus := func(want Status) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			st := c.State()
-			if st != nil && st.Ready {
-				if _, got := st.Group(g); got == want {
-					return
-				}
-			}
-			select {
-			case <-applied:
-			case <-time.After(10 * time.Millisecond):
-			case <-deadline:
-				_, got := st.Group(g)
-				t.Fatalf("group %s on broker 2: status %v, want %v", g, got, want)
-			}
-		}
-	}
+	waitStatus := func(want Status) { t.Helper(); waitGroupStatus(t, c, applied, g, want) }
 	waitStatus(Waiting)
 	f.gone.Store(int32(3), struct{}{}) // broker 3 stopped: its lease released
 	waitStatus(Mine)
+}
+
+// waitGroupStatus waits until c's applied state gives group g the status want.
+func waitGroupStatus(t *testing.T, c *Controller, applied chan struct{}, g string, want Status) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		st := c.State()
+		if st != nil && st.Ready {
+			if _, got := st.Group(g); got == want {
+				return
+			}
+		}
+		select {
+		case <-applied:
+		case <-time.After(10 * time.Millisecond): // polling, with a deadline
+		case <-deadline:
+			_, got := st.Group(g)
+			t.Fatalf("group %s on broker %d: status %v, want %v", g, c.self, got, want)
+		}
+	}
 }
