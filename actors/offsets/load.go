@@ -114,9 +114,12 @@ func (a *offsetsActor) load() {
 	case errors.Is(err, fs.ErrNotExist):
 		a.st, a.exists, a.broken = newState(), false, nil
 		// A group deleted in a cluster keeps its epoch in its tombstone: a group
-		// created again goes on from there.
-		if e, ok := readTombEpoch(a.cfg.FS, a.path); ok {
-			a.st.epoch, a.tomb = e, true
+		// created again goes on from there. A broker alone writes none, and a new
+		// group's first touch costs no second lookup.
+		if a.cfg.Gate != nil {
+			if e, ok := readTombEpoch(a.cfg.FS, a.path); ok {
+				a.st.epoch, a.tomb = e, true
+			}
 		}
 	case err != nil:
 		reason, a.broken = "unreadable", fmt.Errorf("read %s: %w", a.path, err)
