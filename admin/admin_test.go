@@ -41,16 +41,25 @@ func startCluster(t *testing.T) string {
 		c.RegistryProbe = 50 * time.Millisecond
 		bs = append(bs, brokertest.StartWith(t, c))
 	}
+	// Ready, and routing by a view with all three brokers: a broker that started first
+	// serves everything as the fallback until it has seen the others, then hands over,
+	// and a scenario run across that hand-over would see its partition move mid-way.
 	deadline := time.Now().Add(30 * time.Second)
 	for _, b := range bs {
-		for b.Ready() != nil {
+		for b.Ready() != nil || !allAlive(b, 3) {
 			if time.Now().After(deadline) {
-				t.Fatalf("cluster broker not ready: %v", b.Ready())
+				t.Fatalf("cluster broker not ready with every broker in its view: %v", b.Ready())
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // polling, with a deadline
 		}
 	}
 	return bs[0].Addr()
+}
+
+// allAlive reports whether b routes by a view with n brokers alive.
+func allAlive(b *broker.Broker, n int) bool {
+	st := b.Env().Ownership()
+	return st != nil && st.Ready && len(st.View.Alive) == n
 }
 
 // clusters are the servers every scenario runs against: an in-process kaas broker, three
