@@ -86,18 +86,33 @@ func (m *manager) notWriter() bool {
 
 const notControllerMsg = "This is not the correct controller for this cluster."
 
-func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) {
+// writerChecks starts a CreateTopics or CreatePartitions of the topics named: a broker
+// that does not write the catalogue answers every one NOT_CONTROLLER (ok false); else
+// count says how often each name is given (Apache fails every entry of a name given twice).
+func (m *manager) writerChecks(names []string, reply actor.Promise) (count map[string]int, ok bool) {
 	if m.notWriter() {
 		out := &Created{}
-		for _, t := range c.Topics {
-			out.Topics = append(out.Topics, failed(t.Name, kerr.NotController.Code, notControllerMsg))
+		for _, n := range names {
+			out.Topics = append(out.Topics, failed(n, kerr.NotController.Code, notControllerMsg))
 		}
-		c.Reply.Resolve(out)
-		return
+		reply.Resolve(out)
+		return nil, false
 	}
-	count := map[string]int{}
-	for _, t := range c.Topics {
-		count[t.Name]++
+	count = map[string]int{}
+	for _, n := range names {
+		count[n]++
+	}
+	return count, true
+}
+
+func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) {
+	names := make([]string, len(c.Topics))
+	for i, t := range c.Topics {
+		names[i] = t.Name
+	}
+	count, ok := m.writerChecks(names, c.Reply)
+	if !ok {
+		return
 	}
 	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
 	w := newWaitAll(func() { c.Reply.Resolve(out) })
@@ -361,17 +376,13 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 }
 
 func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) {
-	if m.notWriter() {
-		out := &Created{}
-		for _, t := range c.Topics {
-			out.Topics = append(out.Topics, failed(t.Name, kerr.NotController.Code, notControllerMsg))
-		}
-		c.Reply.Resolve(out)
-		return
+	names := make([]string, len(c.Topics))
+	for i, t := range c.Topics {
+		names[i] = t.Name
 	}
-	count := map[string]int{}
-	for _, t := range c.Topics {
-		count[t.Name]++
+	count, ok := m.writerChecks(names, c.Reply)
+	if !ok {
+		return
 	}
 	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
 	w := newWaitAll(func() { c.Reply.Resolve(out) })
