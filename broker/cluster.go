@@ -260,6 +260,7 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 		},
 		Catalogue: func() bool { return state().OwnsCatalogue() },
 		Gate:      b.gate,
+		Lapsed:    b.cluster.fence.Lapsed,
 		Reload:    time.Second,
 		Size:      b.cfg.ClusterSize,
 	}

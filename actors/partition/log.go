@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,10 @@ type segment struct {
 	sinceIndex  int64
 	path        string
 	f           *os.File // nil while closed (idle); reopened on the next read
+	// staleAt (cluster) is the position of a batch recovery found written by a replaced
+	// leader (an older epoch than the one in force at its offset; -1: none). Nothing
+	// from there on is served, and new batches go to a segment of their own.
+	staleAt int64
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d.log", base) }
@@ -93,6 +98,10 @@ type logConfig struct {
 	// that write, into the old segment past where this leader found its end; a segment
 	// is never read past the next one's base offset, so such bytes are never served.
 	rollOnOpen bool
+	// epochs is the partition's leader-epoch file (epochs.go): a batch at or past an
+	// epoch's start that carries an older epoch is a replaced leader's late write, and
+	// recovery serves nothing from it on.
+	epochs []epochEntry
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -151,7 +160,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	}
 	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted}
 	for i, base := range bases {
-		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(dir, segmentName(base))}
+		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base))}
 		if i > 0 && base < l.segs[len(l.segs)-1].next {
 			// Segments never overlap; the later file cannot be served in line, but it
 			// is moved aside for the operator rather than deleted (offsets it alone held
@@ -174,6 +183,19 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			s.close()
 			l.closeFiles()
 			return nil, err
+		}
+		if s.staleAt == 0 {
+			// A segment a replaced leader rolled after its successor began: none of it
+			// is the log. Moved aside for the operator, never deleted.
+			s.close()
+			aside := s.path + ".stale"
+			err := os.Rename(s.path, aside)
+			cfg.log.Error().Err(err).Str("segment", s.path).Str("moved_to", aside).Msg("partition_stale_segment_moved_aside")
+			if err != nil {
+				l.closeFiles()
+				return nil, fmt.Errorf("move stale segment %s aside: %w", s.path, err)
+			}
+			continue
 		}
 		l.segs = append(l.segs, s)
 	}
@@ -201,7 +223,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 		if _, err := l.roll(rp); err != nil {
 			return nil, err
 		}
-	case l.EndOffset() < rp || (len(l.corrupt) > 0 && l.corrupt[len(l.corrupt)-1].seg == l.active()):
+	case l.EndOffset() < rp || (len(l.corrupt) > 0 && l.corrupt[len(l.corrupt)-1].seg == l.active()) || l.active().staleAt >= 0:
 		// New batches go to a segment of their own, past every offset handed out, and
 		// the damaged file is left as it is for the operator.
 		if base := max(l.EndOffset(), rp); base > l.active().base {
@@ -211,17 +233,43 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			}
 		}
 	}
-	if cfg.rollOnOpen && l.active().size > 0 {
-		if _, err := l.roll(l.EndOffset()); err != nil {
+	if cfg.rollOnOpen {
+		if err := l.rollOwn(); err != nil {
 			l.closeFiles()
 			return nil, err
 		}
 	}
-	// Recovery made everything it kept durable.
-	if err := l.saveRecoveryPoint(l.EndOffset(), false); err != nil {
+	// Recovery made everything it kept durable. In a cluster the point is written to a
+	// new file renamed into place: a former leader that still has the old one open
+	// writes into a file nobody reads again.
+	save := l.saveRecoveryPoint
+	if cfg.rollOnOpen {
+		save = l.replaceRecoveryPoint
+	}
+	if err := save(l.EndOffset(), false); err != nil {
 		cfg.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
 	}
 	return l, nil
+}
+
+// rollOwn (cluster) starts this leader's own segment at the log end, created exclusively:
+// a former leader's late append into its own segment then lands past this leader's start
+// and is never served. An empty newest segment, which a former leader may have just
+// rolled and may still write into, is unlinked and made again, so such a write goes to a
+// file nobody reads.
+func (l *Log) rollOwn() error {
+	a := l.active()
+	if a.size > 0 || slices.ContainsFunc(l.corrupt, func(c corruptRange) bool { return c.seg == a }) {
+		_, err := l.roll(l.EndOffset())
+		return err
+	}
+	a.close()
+	if err := os.Remove(a.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove empty segment %s: %w", a.path, err)
+	}
+	l.segs = l.segs[:len(l.segs)-1]
+	_, err := l.roll(a.base)
+	return err
 }
 
 // recover walks one segment. check verifies every batch's CRC (the newest segment, the
@@ -264,6 +312,15 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			if err != nil {
 				return fmt.Errorf("read segment %s: %w", s.path, err)
 			}
+		}
+		if good && h.LeaderEpoch < epochAt(l.cfg.epochs, h.BaseOffset) {
+			// Written by a leader already replaced at this offset: it was never
+			// acknowledged, and what its successor wrote from here on is the log.
+			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int32("batch_epoch", h.LeaderEpoch).
+				Int32("epoch_in_force", epochAt(l.cfg.epochs, h.BaseOffset)).Int64("ignored_bytes", st.Size()-pos).
+				Msg("partition_stale_epoch_ignored")
+			s.staleAt = pos
+			break
 		}
 		if good {
 			s.track(&h, pos)
@@ -310,7 +367,7 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 		}
 	}
 	if !torn && pos < st.Size() {
-		pos = st.Size() // the quarantined bytes stay; nothing is written over them
+		pos = st.Size() // the quarantined or stale bytes stay; nothing is written over them
 	}
 	s.size = pos
 	return nil
@@ -408,7 +465,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 			}
 		}
 	}
-	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, path: filepath.Join(l.dir, segmentName(base))}
+	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(l.dir, segmentName(base))}
 	flags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
 	if l.cfg.rollOnOpen {
 		// Never over a file another broker made (cluster): a former leader that rolls
@@ -551,8 +608,8 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 	end := int64(0)
 	for end+batchHeaderSize <= want {
 		h := parseHeader(buf[end:])
-		if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || end+h.Size() > want || h.BaseOffset >= limit {
-			break
+		if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || end+h.Size() > want || h.BaseOffset >= limit || h.BaseOffset >= s.next {
+			break // past the segment's own end are only stale bytes (cluster), never served
 		}
 		if !checkStored(buf[end : end+h.Size()]) {
 			if end > 0 {
@@ -599,6 +656,9 @@ func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
 			}
 			if h.BaseOffset >= limit {
 				return -1, -1, nil
+			}
+			if h.BaseOffset >= s.next {
+				break // stale bytes past the segment's end
 			}
 			if h.MaxTimestamp >= ts {
 				b, err := w.bytes(pos, h.Size())

@@ -69,6 +69,9 @@ type ClusterConfig struct {
 	// Size and Self interleave producer ids: each broker hands out the ids
 	// n*Size+Self, so two brokers never give one out twice.
 	Size int
+	// Lapsed reports whether a broker's lease has lapsed (the fence's Lapsed): a new
+	// leader breaks a partition lock such a broker still holds.
+	Lapsed func(id int32) bool
 }
 
 // Rebalance starts the partition actors owns gives this broker and stops the others,
@@ -94,6 +97,8 @@ type topicState struct {
 	// none queued), and growMeta the catalogue entry the last of them writes.
 	growTo   int32
 	growMeta *topicMeta
+	// epochs is what is known of each partition's leader epoch (leaderepochs.go).
+	epochs []knownEpoch
 }
 
 // manager is the topics manager: the catalogue under <data>/topics/, the parent of one
@@ -126,6 +131,8 @@ type manager struct {
 	// has read it since it took it over.
 	ownCatalogue bool
 	missRead     time.Time // the last rate-limited re-read a miss caused (readOnMiss)
+	// readingEpochs: a read of other partitions' leader-epoch files is under way.
+	readingEpochs bool
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -190,7 +197,12 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *Rebalance:
 		m.onRebalance(ctx, msg)
 	case *catalogTick:
+		m.readEpochsOfOthers(ctx)
 		m.onCatalogTick(ctx)
+	case *epochOpened:
+		m.onEpochOpened(msg)
+	case *epochsRead:
+		m.onEpochsRead(msg)
 	}
 }
 
@@ -259,6 +271,8 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		Topic:           meta.Name,
 		Partition:       p,
 		LeaderEpoch:     meta.LeaderEpochs[p],
+		NodeID:          m.cfg.NodeID,
+		Lapsed:          m.lapsed(),
 		MaxMessageBytes: int32(effective(c, meta.Configs, "max.message.bytes")),
 		SegmentBytes:    effective(c, meta.Configs, "segment.bytes"),
 		RetentionMS:     effective(c, meta.Configs, "retention.ms"),
@@ -272,6 +286,14 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		FS:              m.cfg.FS,
 		Gate:            m.gate(),
 	}
+}
+
+// lapsed is a partition actor's Lapsed in a cluster (nil: a broker alone).
+func (m *manager) lapsed() func(int32) bool {
+	if c := m.cfg.Cluster; c != nil {
+		return c.Lapsed
+	}
+	return nil
 }
 
 // gate is a new partition actor's Gate in a cluster (nil: a broker alone).
@@ -289,7 +311,7 @@ func (m *manager) info(t *topicState) TopicInfo {
 		if c := m.cfg.Cluster; c != nil {
 			leader = c.Leader(t.meta.Name, p)
 		}
-		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: leader, LeaderEpoch: t.meta.LeaderEpochs[p]})
+		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: leader, LeaderEpoch: m.leaderEpoch(t, p, leader)})
 	}
 	return ti
 }

@@ -45,11 +45,13 @@ func (m *manager) onRebalance(ctx actor.Context, r *Rebalance) {
 				ctx.Watch(pid)
 				ctx.Poison(pid)
 				t.pids[p] = nil
+				t.partitionStopped(int32(p))
 			}
 		}
 		m.spawnOwned(ctx, t, r.Owns)
 	}
 	m.publish()
+	m.readEpochsOfOthers(ctx) // leaders moved: their epochs are read again
 	if len(waiting) == 0 {
 		r.Reply.Resolve(nil)
 		return

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,10 +31,16 @@ const (
 
 // PartitionConfig is everything one partition actor needs.
 type PartitionConfig struct {
-	Dir         string
-	Topic       string
-	Partition   int32
+	Dir       string
+	Topic     string
+	Partition int32
+	// LeaderEpoch is the catalogue's epoch of the partition: the least the actor leads at.
+	// The epoch it leads at is the newest of it, the leader-epoch file's and the batches'
+	// (epochs.go), one more in a cluster when the partition moved to this broker.
 	LeaderEpoch int32
+	// NodeID is this broker (cluster): written into the partition's lock and its
+	// leader-epoch file.
+	NodeID int32
 
 	MaxMessageBytes int32
 	SegmentBytes    int64
@@ -53,6 +61,11 @@ type PartitionConfig struct {
 	// lease is held and has not been lost since the partition was started. Checked
 	// before every append and again before every acknowledgement. Nil: always.
 	Gate func() bool
+	// Lapsed (cluster) reports whether a broker's lease has lapsed, as the fence sees it.
+	// A new leader whose partition lock is held by a broker whose lease lapsed (a paused
+	// process keeps its locks) breaks the lock instead of waiting for it: the new epoch
+	// it begins keeps the paused leader's late writes out of the log. Nil: never.
+	Lapsed func(id int32) bool
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -71,6 +84,12 @@ type partitionActor struct {
 	leaderLock    *os.File
 	lockWaitSince time.Time
 	lockCancel    actor.Cancel
+	// lockBroken: the lock was held by a broker whose lease had lapsed, and this actor
+	// leads without it (taking it once it is let go).
+	lockBroken bool
+	// epoch is the leader epoch this actor leads at: stamped on every batch it appends,
+	// and the one clients' current_leader_epoch is checked against.
+	epoch int32
 	// gateClosed: fenced was seen (logged once).
 	gateClosed bool
 
@@ -120,8 +139,11 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *retentionTick:
 		p.onRetentionTick()
 	case *lockRetryTick:
-		if p.plog == nil && p.broken == nil {
+		switch {
+		case p.plog == nil && p.broken == nil:
 			p.takeLock(ctx)
+		case p.plog != nil && p.lockBroken && p.leaderLock == nil:
+			p.retakeLock(ctx)
 		}
 	}
 }
@@ -144,38 +166,118 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 // another process holds it (the previous leader stopping, or paused and not yet told it
 // lapsed) the partition answers NOT_LEADER_OR_FOLLOWER, which clients retry, and the
 // lock is tried again every lockRetry, never blocking the actor.
+//
+// A lock held by a broker whose lease has lapsed (paused, or cut off) is broken rather
+// than waited for: the new leader begins a new leader epoch, and recovery never serves
+// what the paused leader may still write once it resumes (log.go).
 func (p *partitionActor) takeLock(ctx actor.Context) {
-	held, err := p.lockLeader()
-	switch {
-	case err != nil:
-		p.broken = err
+	if p.leaderLock == nil && !p.lockBroken {
+		held, err := p.lockLeader()
+		if err != nil {
+			p.broken = err
+			p.cfg.Metrics.writeFailed("open")
+			p.log.Error().Err(err).Msg("partition_leader_lock_failed")
+			return
+		}
+		if !held {
+			holder, known := p.lockHolder()
+			if !known || holder == p.cfg.NodeID || p.cfg.Lapsed == nil || !p.cfg.Lapsed(holder) {
+				p.waitForLock(ctx, "partition_leader_lock_held_elsewhere_waiting")
+				return
+			}
+			p.lockBroken = true
+			p.log.Warn().Int32("holder", holder).Msg("partition_leader_lock_broken")
+		}
+	}
+	if err := p.open(ctx); err != nil {
+		// The leader-epoch file could not be written: nothing is served under an epoch
+		// not on disk. Tried again like a lock.
 		p.cfg.Metrics.writeFailed("open")
-		p.log.Error().Err(err).Msg("partition_leader_lock_failed")
-	case held:
-		if !p.lockWaitSince.IsZero() {
-			p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
-			p.lockWaitSince = time.Time{}
-		}
-		p.open(ctx)
-	default:
-		if p.lockWaitSince.IsZero() {
-			p.lockWaitSince = time.Now()
-			p.log.Warn().Msg("partition_leader_lock_held_elsewhere_waiting")
-		}
-		p.lockCancel = actor.After(ctx, lockRetry, &lockRetryTick{})
+		p.log.Error().Err(err).Msg("partition_leader_epoch_write_failed")
+		p.waitForLock(ctx, "")
+		return
+	}
+	if !p.lockWaitSince.IsZero() {
+		p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
+		p.lockWaitSince = time.Time{}
+	}
+	if p.lockBroken {
+		p.lockCancel = actor.After(ctx, lockRetakeEvery, &lockRetryTick{})
 	}
 }
 
-// open opens the log (the lock, in a cluster, held).
-func (p *partitionActor) open(ctx actor.Context) {
-	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log,
+// waitForLock answers NOT_LEADER_OR_FOLLOWER until the next try (event: logged when the
+// wait begins, if set).
+func (p *partitionActor) waitForLock(ctx actor.Context, event string) {
+	if p.lockWaitSince.IsZero() {
+		p.lockWaitSince = time.Now()
+		if event != "" {
+			p.log.Warn().Msg(event)
+		}
+	}
+	p.lockCancel = actor.After(ctx, lockRetry, &lockRetryTick{})
+}
+
+// retakeLock takes the lock this actor broke once its former holder lets it go, so a
+// later leader waits for this one as usual.
+func (p *partitionActor) retakeLock(ctx actor.Context) {
+	held, err := p.lockLeader()
+	if err == nil && held {
+		p.log.Info().Msg("partition_leader_lock_retaken")
+		return
+	}
+	p.lockCancel = actor.After(ctx, lockRetakeEvery, &lockRetryTick{})
+}
+
+// open opens the log (the lock, in a cluster, held or broken) and settles the leader
+// epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR);
+// the error returned is a leader-epoch file that could not be written, to try again.
+func (p *partitionActor) open(ctx actor.Context) error {
+	entries, err := readEpochs(p.cfg.Dir)
+	if err != nil {
+		// Without it a replaced leader's late writes are not told apart below the
+		// epoch begun now; the file is written anew.
+		p.cfg.Metrics.corrupted()
+		p.log.Error().Err(err).Msg("partition_leader_epochs_unreadable")
+		entries = nil
+	}
+	p.producers = producers{}
+	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: entries,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
 		p.cfg.Metrics.writeFailed("open")
 		p.log.Error().Err(err).Msg("partition_open_failed")
-		return
+		return nil
+	}
+	epoch := p.cfg.LeaderEpoch
+	if n := len(l.epochs); n > 0 {
+		epoch = max(epoch, l.epochs[n-1].Epoch)
+	}
+	last, ok := lastEpoch(entries)
+	if ok {
+		epoch = max(epoch, last.Epoch)
+	}
+	if p.cfg.Gate != nil && (!ok || last.Broker != p.cfg.NodeID || p.lockBroken || epoch > last.Epoch) {
+		// This broker begins leading the partition: a new epoch from the log end, on
+		// disk before anything is appended under it.
+		epoch++
+		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
+		fsys := p.cfg.FS
+		if fsys == nil {
+			fsys = storage.OSFS{}
+		}
+		if err := writeEpochs(fsys, p.cfg.Dir, entries); err != nil {
+			l.closeFiles()
+			return err
+		}
+		p.log.Info().Int32("leader_epoch", epoch).Int64("start_offset", l.EndOffset()).Msg("partition_leader_epoch_began")
+	}
+	l.noteEpoch(epoch, l.EndOffset())
+	p.epoch = epoch
+	if parent := ctx.Parent(); parent != nil {
+		ctx.Send(parent, &epochOpened{topic: p.cfg.Topic, partition: p.cfg.Partition, epoch: epoch})
 	}
 	p.plog = l
 	p.durable = l.EndOffset()
@@ -192,7 +294,8 @@ func (p *partitionActor) open(ctx actor.Context) {
 		ev = p.log.Info() // in a cluster, a partition taken over is worth a line
 	}
 	ev.Int64("log_start_offset", l.StartOffset()).Int64("log_end_offset", l.EndOffset()).
-		Int("producers", len(p.producers)).Msg("partition_opened")
+		Int32("leader_epoch", p.epoch).Int("producers", len(p.producers)).Msg("partition_opened")
+	return nil
 }
 
 // onStopping makes what was written durable (a graceful stop acknowledges what it can)
@@ -207,7 +310,12 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	}
 	p.end.Remove()
 	code := kerr.NotLeaderForPartition.Code
-	if p.plog != nil {
+	if p.plog != nil && p.fenced() {
+		// Another broker may lead the partition by now: nothing more is written here
+		// (not even the recovery point), and nothing more is acknowledged.
+		p.plog.closeFiles()
+		p.durable = -1
+	} else if p.plog != nil {
 		if err := p.plog.Close(); err != nil {
 			p.log.Error().Err(err).Msg("partition_close_failed")
 		} else {
@@ -305,7 +413,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
-	base, err := p.plog.append(m.records, &h, p.cfg.LeaderEpoch)
+	base, err := p.plog.append(m.records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
 		p.log.Error().Err(err).Msg("partition_append_failed")
@@ -428,9 +536,9 @@ func (p *partitionActor) fenced() bool {
 // checkEpoch is Apache's check of the client's current leader epoch (KIP-320).
 func (p *partitionActor) checkEpoch(current int32) int16 {
 	switch {
-	case current < 0 || current == p.cfg.LeaderEpoch:
+	case current < 0 || current == p.epoch:
 		return 0
-	case current > p.cfg.LeaderEpoch:
+	case current > p.epoch:
 		return kerr.UnknownLeaderEpoch.Code
 	}
 	return kerr.FencedLeaderEpoch.Code
@@ -550,7 +658,7 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 
 // epochFor is the leader epoch that wrote offset (the current one at the log end).
 func (p *partitionActor) epochFor(offset int64) int32 {
-	ep := p.cfg.LeaderEpoch
+	ep := p.epoch
 	for i := len(p.plog.epochs) - 1; i >= 0; i-- {
 		if p.plog.epochs[i].Offset <= offset {
 			if offset < p.plog.EndOffset() {
@@ -569,16 +677,16 @@ func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
 		return &EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1}
 	}
-	ep, end := p.plog.epochEnd(m.epoch, p.cfg.LeaderEpoch)
-	if end > p.highWatermark() && ep == p.cfg.LeaderEpoch {
+	ep, end := p.plog.epochEnd(m.epoch, p.epoch)
+	if end > p.highWatermark() && ep == p.epoch {
 		end = p.highWatermark()
 	}
 	return &EpochEnd{LeaderEpoch: ep, EndOffset: end}
 }
 
 func (p *partitionActor) onRetentionTick() {
-	if p.plog == nil {
-		return
+	if p.plog == nil || p.fenced() {
+		return // a fenced leader deletes nothing its successor may still serve
 	}
 	n, err := p.plog.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
 	if err != nil {
@@ -604,6 +712,9 @@ func (p *partitionActor) String() string {
 // hand-over releases it as the old actor stops).
 const lockRetry = 20 * time.Millisecond
 
+// lockRetakeEvery is how often a leader that broke its partition's lock tries to take it.
+const lockRetakeEvery = 200 * time.Millisecond
+
 // lockRetryTick tells the actor to try the partition's lock again.
 type lockRetryTick struct{}
 
@@ -624,6 +735,17 @@ func (p *partitionActor) lockLeader() (held bool, err error) {
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if err == nil {
 		p.leaderLock = f
+		// Who holds it, for a successor that finds it held (takeLock). Best effort: a
+		// lock whose holder is not known is waited for.
+		id := []byte(strconv.Itoa(int(p.cfg.NodeID)))
+		if err := f.Truncate(0); err == nil {
+			if _, err = f.WriteAt(id, 0); err == nil {
+				err = f.Sync()
+			}
+		}
+		if err != nil {
+			p.log.Warn().Err(err).Msg("partition_leader_lock_holder_write_failed")
+		}
 		return true, nil
 	}
 	f.Close()
@@ -631,6 +753,19 @@ func (p *partitionActor) lockLeader() (held bool, err error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("lock %s: %w", path, err)
+}
+
+// lockHolder is the broker the partition's lock names (known false: none readable).
+func (p *partitionActor) lockHolder() (int32, bool) {
+	b, err := os.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
+	if err != nil {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
+	if err != nil || id < 0 {
+		return 0, false
+	}
+	return int32(id), true
 }
 
 func (p *partitionActor) unlockLeader() {

@@ -93,3 +93,11 @@ type syncDone struct {
 // retentionTick runs retention (every log.retention.check.interval.ms). It does not count
 // as traffic: an idle partition still closes its files.
 type retentionTick struct{ actor.Tick }
+
+// epochOpened tells the topics manager the leader epoch a partition actor opened its log
+// at (Metadata's leader_epoch for a partition led here).
+type epochOpened struct {
+	topic     string
+	partition int32
+	epoch     int32
+}

@@ -85,6 +85,22 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 	return nil
 }
 
+// replaceRecoveryPoint records off in a new file renamed over the old one (not fsynced:
+// a lost file is safe, see above), and keeps that one open for the writes after.
+func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
+	path := filepath.Join(l.dir, recoveryPointName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, encodeRecoveryPoint(off), datamode.File()); err != nil {
+		return fmt.Errorf("write recovery point in %s: %w", l.dir, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("replace recovery point in %s: %w", l.dir, err)
+	}
+	l.closeRecoveryPoint()
+	l.recoveryPoint = off
+	return nil
+}
+
 func (l *Log) closeRecoveryPoint() {
 	if l.rpFile != nil {
 		l.rpFile.Close()

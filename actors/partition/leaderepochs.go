@@ -1,0 +1,131 @@
+package partition
+
+import (
+	"kaas/actors/actor"
+)
+
+// The leader epochs Metadata answers (epochs.go): for a partition whose actor here has
+// opened its log, the epoch it leads at; for any other, the one predicted from the
+// partition's leader-epoch file as last read and the leader in this broker's view. In a
+// cluster the files of the partitions not led here are read again at every catalogue
+// tick and after every rebalance, off the manager's mailbox.
+
+// knownEpoch is what the manager knows of one partition's leader epoch.
+type knownEpoch struct {
+	last epochEntry // the file's newest entry as last read, or this broker's own
+	ok   bool       // last is set
+	own  bool       // last is what a partition actor here opened at, and it still runs
+}
+
+// knownEpoch returns p's entry, growing the list with the topic.
+func (t *topicState) knownEpoch(p int32) *knownEpoch {
+	for int32(len(t.epochs)) <= p {
+		t.epochs = append(t.epochs, knownEpoch{})
+	}
+	return &t.epochs[p]
+}
+
+// leaderEpoch is the leader epoch Metadata answers for (t, p) led by leader (-1: none).
+func (m *manager) leaderEpoch(t *topicState, p int32, leader int32) int32 {
+	base := t.meta.LeaderEpochs[p]
+	k := t.knownEpoch(p)
+	if k.own {
+		return max(k.last.Epoch, base)
+	}
+	if m.cfg.Cluster == nil {
+		if k.ok {
+			return max(k.last.Epoch, base)
+		}
+		return base
+	}
+	return predictEpoch(k.last, k.ok, leader, base)
+}
+
+func (m *manager) onEpochOpened(e *epochOpened) {
+	t := m.topics[e.topic]
+	if t == nil || t.deleting || e.partition < 0 || e.partition >= int32(len(t.pids)) || t.pids[e.partition] == nil {
+		return
+	}
+	k := t.knownEpoch(e.partition)
+	*k = knownEpoch{last: epochEntry{Epoch: e.epoch, Broker: m.cfg.NodeID}, ok: true, own: true}
+}
+
+// partitionStopped forgets that (t, p) is led here: what its actor opened at stays the
+// last known entry, so the epoch predicted for its next leader is the next one.
+func (t *topicState) partitionStopped(p int32) {
+	if p < int32(len(t.epochs)) {
+		t.epochs[p].own = false
+	}
+}
+
+// epochsRead is the result of reading the leader-epoch files of partitions not led here.
+type epochsRead struct {
+	reads []epochRead
+}
+
+type epochRead struct {
+	topic     string
+	id        TopicID
+	partition int32
+	last      epochEntry
+	ok        bool
+}
+
+// readEpochsOfOthers reads, off the mailbox, the leader-epoch files of the partitions no
+// actor here leads (cluster), unless a read is under way.
+func (m *manager) readEpochsOfOthers(ctx actor.Context) {
+	if m.cfg.Cluster == nil || m.readingEpochs || m.stopping {
+		return
+	}
+	type want struct {
+		topic string
+		id    TopicID
+		p     int32
+		dir   string
+	}
+	var wants []want
+	for name, t := range m.topics {
+		if t.deleting {
+			continue
+		}
+		for p := int32(0); p < t.meta.Partitions; p++ {
+			if int(p) < len(t.pids) && t.pids[p] != nil && t.knownEpoch(p).own {
+				continue
+			}
+			wants = append(wants, want{topic: name, id: t.id, p: p, dir: partitionDir(m.root, name, p)})
+		}
+	}
+	if len(wants) == 0 {
+		return
+	}
+	m.readingEpochs = true
+	actor.Background(ctx, func() any {
+		out := &epochsRead{reads: make([]epochRead, 0, len(wants))}
+		for _, w := range wants {
+			entries, err := readEpochs(w.dir)
+			if err != nil {
+				continue // unreadable or being replaced: the last known entry stays
+			}
+			last, ok := lastEpoch(entries)
+			out.reads = append(out.reads, epochRead{topic: w.topic, id: w.id, partition: w.p, last: last, ok: ok})
+		}
+		return out
+	})
+}
+
+func (m *manager) onEpochsRead(r *epochsRead) {
+	m.readingEpochs = false
+	for _, e := range r.reads {
+		t := m.topics[e.topic]
+		if t == nil || t.id != e.id || t.deleting || e.partition >= t.meta.Partitions {
+			continue
+		}
+		k := t.knownEpoch(e.partition)
+		if k.own {
+			continue
+		}
+		if e.ok || !k.ok {
+			k.last, k.ok = e.last, e.ok
+		}
+	}
+}
