@@ -758,8 +758,8 @@ func (l *Log) closeIdle(active bool) {
 	for _, s := range l.segs[:n] {
 		s.close()
 	}
-	if active {
-		l.closeRecoveryPoint()
+	if active && !l.cfg.rollOnOpen {
+		l.closeRecoveryPoint() // kept open in a cluster (replaceRecoveryPoint)
 	}
 }
 

@@ -85,18 +85,28 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 	return nil
 }
 
-// replaceRecoveryPoint records off in a new file renamed over the old one (not fsynced:
-// a lost file is safe, see above), and keeps that one open for the writes after.
+// replaceRecoveryPoint (cluster) records off in a new file renamed over the old one (not
+// fsynced: a lost file is safe, see above), and keeps that file open for every write after
+// (closeIdle leaves it open): a former leader that still has the old file open writes
+// into one nobody reads again, and this leader never opens the path again, where a
+// successor's file would be.
 func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
 	path := filepath.Join(l.dir, recoveryPointName)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, encodeRecoveryPoint(off), datamode.File()); err != nil {
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, datamode.File())
+	if err != nil {
+		return fmt.Errorf("create recovery point in %s: %w", l.dir, err)
+	}
+	if _, err := f.WriteAt(encodeRecoveryPoint(off), 0); err != nil {
+		f.Close()
 		return fmt.Errorf("write recovery point in %s: %w", l.dir, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
 		return fmt.Errorf("replace recovery point in %s: %w", l.dir, err)
 	}
 	l.closeRecoveryPoint()
+	l.rpFile = f
 	l.recoveryPoint = off
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -167,6 +168,21 @@ func (l *ledger) ack(r *kgo.Record) {
 	l.mu.Lock()
 	l.acked[string(r.Value)] = fmt.Sprintf("%d/%d", r.Partition, r.Offset)
 	l.mu.Unlock()
+}
+
+// maxAcked is the largest offset acknowledged on partition p (-1: none).
+func (l *ledger) maxAcked(p int32) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	most := int64(-1)
+	for _, at := range l.acked {
+		var part int32
+		var off int64
+		if n, _ := fmt.Sscanf(at, "%d/%d", &part, &off); n == 2 && part == p {
+			most = max(most, off)
+		}
+	}
+	return most
 }
 
 func (l *ledger) consume(v string) {
@@ -483,13 +499,20 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			progress("after the leader's restart", 300)
 		case pauseBroker:
 			paused := rng.Int32N(brokers)
-			t.Logf("pausing broker %d", paused)
+			led := map[int32]int64{} // the partitions it leads, and their last acknowledged offset
+			for p := int32(0); p < parts; p++ {
+				if ld, err := leaderOf(ctx, adm, p); err == nil && ld == paused {
+					led[p] = l.maxAcked(p)
+				}
+			}
+			t.Logf("pausing broker %d (leader of partitions %v)", paused, slices.Sorted(maps.Keys(led)))
 			c.procs[paused].Pause()
 			// The fault lasts until the others have seen its lease lapse (their published
-			// views leave it out): its groups move; its partitions wait, since a paused
-			// process keeps their locks (docs/architecture.md, fencing). Resumed, it
-			// must find itself fenced before it writes: what it had in flight is checked
-			// with everything else below.
+			// views leave it out) and have taken its partitions over: its groups move, and
+			// so do its partitions, whose locks the new leaders break (a paused process
+			// keeps them; the new leader epoch keeps out what it writes once it resumes,
+			// docs/architecture.md, fencing). Resumed, it must find itself fenced before it
+			// writes: what it had in flight is checked with everything else below.
 			other := (paused + 1) % brokers
 			deadline := time.Now().Add(30 * time.Second)
 			for viewHas(t, c.dir, other, paused) {
@@ -497,6 +520,15 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 					t.Fatalf("broker %d still routes to paused broker %d", other, paused)
 				}
 				time.Sleep(20 * time.Millisecond)
+			}
+			deadline = time.Now().Add(60 * time.Second)
+			for p, before := range led {
+				for l.maxAcked(p) <= before {
+					if time.Now().After(deadline) {
+						t.Fatalf("partition %d, led by paused broker %d, took no record while it was paused (last acknowledged offset %d)", p, paused, before)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 			}
 			c.procs[paused].Resume()
 			progress("after the pause", 300)
