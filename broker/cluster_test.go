@@ -3,8 +3,10 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -253,21 +255,36 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 			}
 		}
 	}
-	// Once both brokers see each other, both lead some partitions.
-	for {
-		leaders := map[int32]bool{}
-		md, err := kadm.NewClient(adm).Metadata(ctx, "events")
+	// Once both brokers see each other, both lead some partitions, and both answer the
+	// same leader and leader epoch for each (a broker that does not lead a partition
+	// reads its epoch from the shared volume within a second).
+	moved := map[int32]bool{}
+	before := map[int32]int32{}
+	answers := func(addr string) map[int32][2]int32 {
+		md, err := kadm.NewClient(directClient(t, addr)).Metadata(ctx, "events")
 		if err != nil {
 			t.Fatal(err)
 		}
+		out := map[int32][2]int32{}
 		for _, p := range md.Topics["events"].Partitions {
-			leaders[p.Leader] = true
+			out[p.Partition] = [2]int32{p.Leader, p.LeaderEpoch}
 		}
-		if leaders[0] && leaders[1] {
+		return out
+	}
+	for {
+		fromA, fromB := answers(a.Addr()), answers(b.Addr())
+		leaders := map[int32]bool{}
+		for _, le := range fromB {
+			leaders[le[0]] = true
+		}
+		if leaders[0] && leaders[1] && maps.Equal(fromA, fromB) && len(fromB) == 4 {
+			for p, le := range fromB {
+				before[p], moved[p] = le[1], le[0] == 0
+			}
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("partition leaders %v: want both brokers leading some", leaders)
+			t.Fatalf("brokers answer %v and %v: want the same leaders and epochs, both brokers leading some", fromA, fromB)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -279,6 +296,20 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	produce(40, 60)
+	// The partitions that moved are led at the next epoch, the others at the same.
+	md, err := kadm.NewClient(directClient(t, b.Addr())).Metadata(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["events"].Partitions {
+		want := before[p.Partition]
+		if moved[p.Partition] {
+			want++
+		}
+		if p.Leader != 1 || p.LeaderEpoch != want {
+			t.Fatalf("after the stop, partition %d led by %d at epoch %d, want broker 1 at %d", p.Partition, p.Leader, p.LeaderEpoch, want)
+		}
+	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("events"), kgo.ConsumerGroup("readers"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -291,7 +322,14 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("consumed %d of 60 records", len(seen))
 		}
-		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)] = true
+			// Records carry the epoch of the leader that wrote them.
+			v, _ := strconv.Atoi(string(r.Value))
+			if v >= 40 && moved[r.Partition] && r.LeaderEpoch != before[r.Partition]+1 {
+				t.Errorf("record %s on partition %d (moved: %v) has leader epoch %d", r.Value, r.Partition, moved[r.Partition], r.LeaderEpoch)
+			}
+		})
 	}
 }
 
