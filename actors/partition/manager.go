@@ -197,8 +197,8 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *Rebalance:
 		m.onRebalance(ctx, msg)
 	case *catalogTick:
-		m.readEpochsOfOthers(ctx)
 		m.onCatalogTick(ctx)
+		m.readEpochsOfOthers(ctx)
 	case *epochOpened:
 		m.onEpochOpened(msg)
 	case *epochsRead:
@@ -233,6 +233,7 @@ func (m *manager) onStarted(ctx actor.Context) {
 	if c := m.cfg.Cluster; c != nil && c.Reload > 0 {
 		actor.Every(ctx, c.Reload, &catalogTick{})
 	}
+	m.readEpochsOfOthers(ctx)
 }
 
 // add registers a topic and spawns its partitions.
