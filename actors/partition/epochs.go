@@ -58,6 +58,11 @@ func readEpochs(dir string) ([]epochEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read leader epochs in %s: %w", dir, err)
 	}
+	return decodeEpochs(b, dir)
+}
+
+// decodeEpochs parses a leader-epoch file's bytes (dir names it in errors).
+func decodeEpochs(b []byte, dir string) ([]epochEntry, error) {
 	var f epochFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("leader epochs in %s: %w", dir, err)
