@@ -16,8 +16,9 @@ import (
 //
 //	{"epochs":[{"epoch":1,"start_offset":0,"broker":0},{"epoch":2,"start_offset":120,"broker":2}]}
 //
-// In a cluster a broker that starts leading a partition another broker led last (or whose
-// lock it had to break) begins a new epoch at the log end found by recovery: it writes the
+// In a cluster a broker that starts leading a partition another broker led last (whether
+// it took that broker's lock or broke it) begins a new epoch at the log end found by
+// recovery: it writes the
 // file (atomically, fsynced) before it appends anything, and stamps every batch it writes
 // with that epoch. The file is what makes a former leader's late write detectable: a
 // batch at or past an epoch's start offset that carries an older epoch was written by a

@@ -259,9 +259,11 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	if ok {
 		epoch = max(epoch, last.Epoch)
 	}
-	if p.cfg.Gate != nil && (!ok || last.Broker != p.cfg.NodeID || p.lockBroken || epoch > last.Epoch) {
+	if p.cfg.Gate != nil && (!ok || last.Broker != p.cfg.NodeID || epoch > last.Epoch) {
 		// This broker begins leading the partition: a new epoch from the log end, on
-		// disk before anything is appended under it.
+		// disk before anything is appended under it. (A broker that led it last keeps
+		// its epoch, also when it breaks a lapsed broker's lock again after a restart:
+		// whatever that broker still writes carries an older epoch than this one.)
 		epoch++
 		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
 		fsys := p.cfg.FS
