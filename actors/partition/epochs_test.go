@@ -138,9 +138,13 @@ func TestLeaderEpochBeginsWhenPartitionMoves(t *testing.T) {
 
 	// Broker 2 leads nothing: it answers the file's epoch while broker 1 leads, and the
 	// next one as soon as its view moves the partition to broker 0.
+	// It knows the epoch from its first answer on: a broker reads the files of a topic
+	// it learns of before it answers for it.
 	h = newHarness(t, dir, asBroker(2, &leader, nil))
 	defer h.stop()
-	h.waitEpoch("t", 2)
+	if got := h.describe("t").Partitions[0].LeaderEpoch; got != 2 {
+		t.Fatalf("first Metadata on a broker just started: leader epoch %d, want 2", got)
+	}
 	leader.Store(0)
 	h.waitEpoch("t", 3)
 }

@@ -58,6 +58,24 @@ func (t *topicState) partitionStopped(p int32) {
 	}
 }
 
+// readEpochsOf reads the leader-epoch files of a topic this broker just learnt of, in a
+// cluster, before it answers Metadata for it: a guess would be answered otherwise (the
+// next epoch of a file not read), which clients take as a leader epoch and then find
+// going back. One small read per partition, as the catalogue entry's own read costs.
+func (m *manager) readEpochsOf(t *topicState) {
+	if m.cfg.Cluster == nil {
+		return
+	}
+	for p := int32(0); p < t.meta.Partitions; p++ {
+		entries, err := readEpochs(partitionDir(m.root, t.meta.Name, p))
+		if err != nil {
+			continue // read again at the next tick
+		}
+		k := t.knownEpoch(p)
+		k.last, k.ok = lastEpoch(entries)
+	}
+}
+
 // epochsRead is the result of reading the leader-epoch files of partitions not led here.
 type epochsRead struct {
 	reads []epochRead

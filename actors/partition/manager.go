@@ -241,6 +241,7 @@ func (m *manager) add(ctx actor.Context, meta *topicMeta) *topicState {
 	t := &topicState{meta: meta, id: meta.id()}
 	m.topics[meta.Name] = t
 	m.byID[t.id] = t
+	m.readEpochsOf(t)
 	m.spawnPartitions(ctx, t)
 	return t
 }
