@@ -29,6 +29,37 @@ func asBroker(id int32, leader *atomic.Int32, lapsed func(int32) bool) func(*Con
 	}
 }
 
+// createWith creates a one-partition topic and produces n one-record batches of value.
+func (h *harness) createWith(topic string, n int, value string) {
+	h.t.Helper()
+	if ti := h.create(topic, 1); ti.ErrorCode != 0 {
+		h.t.Fatalf("create: %+v", ti)
+	}
+	for i := 0; i < n; i++ {
+		if r := h.produce(topic, 0, testBatch(-1, -1, -1, 1, 0, []byte(value))); r.ErrorCode != 0 {
+			h.t.Fatalf("produce: %+v", r)
+		}
+	}
+}
+
+// produceOnceLed produces one record of value, again while the partition answers
+// NOT_LEADER_OR_FOLLOWER (its actor waits for the lock), and fails the test on any other
+// error or after 10 s.
+func (h *harness) produceOnceLed(topic string, part int32, value []byte) *Produced {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := h.produce(topic, part, testBatch(-1, -1, -1, 1, 0, value))
+		if r.ErrorCode == 0 {
+			return r
+		}
+		if r.ErrorCode != kerr.NotLeaderForPartition.Code || time.Now().After(deadline) {
+			h.t.Fatalf("produce: %+v", r)
+		}
+		time.Sleep(5 * time.Millisecond) // polling, with a deadline
+	}
+}
+
 func (h *harness) describe(topic string) TopicInfo {
 	r := request[*Described](h, func(p actor.Promise) any { return &Describe{Names: []string{topic}, Reply: p} })
 	return r.Topics[0]
@@ -88,14 +119,7 @@ func TestLeaderEpochBeginsWhenPartitionMoves(t *testing.T) {
 	dir := t.TempDir()
 	var leader atomic.Int32
 	h := newHarness(t, dir, asBroker(0, &leader, nil))
-	if ti := h.create("t", 1); ti.ErrorCode != 0 {
-		t.Fatalf("create: %+v", ti)
-	}
-	for i := 0; i < 2; i++ {
-		if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("a"))); r.ErrorCode != 0 {
-			t.Fatalf("produce: %+v", r)
-		}
-	}
+	h.createWith("t", 2, "a")
 	h.waitEpoch("t", 1)
 	h.stop()
 
@@ -156,14 +180,7 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	dir := t.TempDir()
 	var leader atomic.Int32
 	old := newHarness(t, dir, asBroker(0, &leader, nil))
-	if ti := old.create("t", 1); ti.ErrorCode != 0 {
-		t.Fatalf("create: %+v", ti)
-	}
-	for i := 0; i < 3; i++ {
-		if r := old.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("a"))); r.ErrorCode != 0 {
-			t.Fatalf("produce: %+v", r)
-		}
-	}
+	old.createWith("t", 3, "a")
 	// Broker 0 keeps running and holding the partition's lock: it is paused, as far as
 	// the others can tell, until its lease lapses.
 	var lapsed atomic.Bool
@@ -173,19 +190,8 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 		t.Fatalf("produce while the holder's lease holds: %+v, want NOT_LEADER_OR_FOLLOWER", r)
 	}
 	lapsed.Store(true)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("b")))
-		if r.ErrorCode == 0 {
-			if r.BaseOffset != 3 {
-				t.Fatalf("first produce on the new leader at %d, want 3", r.BaseOffset)
-			}
-			break
-		}
-		if r.ErrorCode != kerr.NotLeaderForPartition.Code || time.Now().After(deadline) {
-			t.Fatalf("produce once the holder lapsed: %+v (the lock was not broken)", r)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
+	if r := h.produceOnceLed("t", 0, []byte("b")); r.BaseOffset != 3 {
+		t.Fatalf("first produce on the new leader at %d, want 3 (the lock broken)", r.BaseOffset)
 	}
 	// Broker 0 resumes and completes a write it had checked its lease for before the
 	// pause: it lands in its own segment, past where its successor began.
