@@ -188,6 +188,9 @@ func newGroupActor(cfg *Config) *groupActor {
 func (g *groupActor) Receive(ctx actor.Context) {
 	g.took = false
 	defer g.answerUntaken(ctx)
+	if g.stopped && g.afterStop(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.onStarted(ctx)
@@ -220,6 +223,24 @@ func (g *groupActor) Receive(ctx actor.Context) {
 			exists: g.exists, protocolType: g.protocolType})
 	}
 	g.publish()
+}
+
+// afterStop handles a message that reaches the actor once its stop has begun: protoactor
+// goes on delivering the mailbox while the actor waits for its offsets actor to stop, and
+// that one is already drained and gone. A request gets NOT_COORDINATOR (the client finds
+// the group's new home); a timer or a late reply is dropped (the group's state was saved
+// as the stop began). A session expiring here once reached the offsets actor that was no
+// longer there, and the panic restarted the actor, so the stop was lost and the broker
+// kept a group it had released. Lifecycle messages go on as usual (handled false).
+func (g *groupActor) afterStop(ctx actor.Context) bool {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Restarting:
+		return false
+	case Request:
+		g.took = true
+		m.fail(kerr.NotCoordinator.Code)
+	}
+	return true
 }
 
 // publish brings the group gauges up to date after each message (two comparisons when
