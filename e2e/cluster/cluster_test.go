@@ -314,7 +314,10 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 		defer prodWG.Done()
 		prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.RecordDeliveryTimeout(90*time.Second))
+			kgo.RecordDeliveryTimeout(90*time.Second),
+			// A paused broker still accepts connections: a produce to it is given up on
+			// (and retried on the partition's new leader) after 5 s, not kgo's 20 s.
+			kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second))
 		if err != nil {
 			t.Error(err)
 			return
