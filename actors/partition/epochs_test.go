@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -207,7 +209,20 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 		}
 	}
 	check("the new leader", h)
+	// Once broker 0 lets its lock go, the new leader takes it, so a later leader waits
+	// for it as usual.
 	old.stop()
+	lockFile := filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, _ := os.ReadFile(lockFile); string(b) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new leader never took the lock its former holder let go")
+		}
+		time.Sleep(5 * time.Millisecond) // polling, with a deadline
+	}
 	h.stop()
 	h = newHarness(t, dir, asBroker(1, &leader, nil))
 	check("the new leader after a restart", h)

@@ -223,6 +223,7 @@ func (p *partitionActor) waitForLock(ctx actor.Context, event string) {
 func (p *partitionActor) retakeLock(ctx actor.Context) {
 	held, err := p.lockLeader()
 	if err == nil && held {
+		p.lockBroken = false
 		p.log.Info().Msg("partition_leader_lock_retaken")
 		return
 	}
@@ -717,8 +718,9 @@ const lockRetry = 20 * time.Millisecond
 // lockRetakeEvery is how often a leader that broke its partition's lock tries to take it.
 const lockRetakeEvery = 200 * time.Millisecond
 
-// lockRetryTick tells the actor to try the partition's lock again.
-type lockRetryTick struct{}
+// lockRetryTick tells the actor to try the partition's lock again. It is no traffic: a
+// partition that retakes a broken lock still closes its idle files.
+type lockRetryTick struct{ actor.Tick }
 
 // lockLeader tries to take the partition's exclusive lock (cluster): whatever the
 // ownership controller decides, two processes never write one partition's log at once.
