@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -187,7 +188,11 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	// the others can tell, until its lease lapses.
 	var lapsed atomic.Bool
 	leader.Store(1)
-	h := newHarness(t, dir, asBroker(1, &leader, func(id int32) bool { return id == 0 && lapsed.Load() }))
+	met := NewMetrics(nil)
+	h := newHarness(t, dir, func(c *Config) {
+		asBroker(1, &leader, func(id int32) bool { return id == 0 && lapsed.Load() })(c)
+		c.Metrics = met
+	})
 	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("b"))); r.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("produce while the holder's lease holds: %+v, want NOT_LEADER_OR_FOLLOWER", r)
 	}
@@ -209,6 +214,9 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 		}
 	}
 	check("the new leader", h)
+	if n := testutil.ToFloat64(met.locksBroken); n != 1 {
+		t.Fatalf("kaas_log_leader_locks_broken_total = %v, want 1", n)
+	}
 	// Once broker 0 lets its lock go, the new leader takes it, so a later leader waits
 	// for it as usual.
 	old.stop()
@@ -228,9 +236,13 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	check("the new leader after a restart", h)
 	h.stop()
 	leader.Store(2)
-	h = newHarness(t, dir, asBroker(2, &leader, nil))
+	met = NewMetrics(nil)
+	h = newHarness(t, dir, func(c *Config) { asBroker(2, &leader, nil)(c); c.Metrics = met })
 	defer h.stop()
 	check("the next leader", h)
+	if n := testutil.ToFloat64(met.staleIgnored); n != 1 {
+		t.Fatalf("kaas_log_stale_writes_ignored_total = %v at the next leader's recovery, want 1", n)
+	}
 }
 
 func (h *harness) fetchEpoch(topic string, part int32, offset int64, epoch int32) *Fetched {

@@ -93,6 +93,7 @@ type logConfig struct {
 	log          zerolog.Logger
 	truncated    func() // counts a recovery truncation; may be nil
 	corrupted    func() // counts a corrupt range found; may be nil
+	stale        func() // counts a replaced leader's late write found; may be nil
 	// rollOnOpen (cluster): after recovery, new batches go to a segment of their own. A
 	// broker that led the partition before and was paused mid-write may still finish
 	// that write, into the old segment past where this leader found its end; a segment
@@ -305,6 +306,9 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			// segment was closed by its successor (cluster). Never served.
 			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int64("next_segment", upTo).
 				Int64("ignored_bytes", st.Size()-pos).Msg("partition_stale_tail_ignored")
+			if l.cfg.stale != nil {
+				l.cfg.stale()
+			}
 			break
 		}
 		if good && !check && !w.plausibleNext(pos+h.Size(), &h) {
@@ -319,6 +323,9 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int32("batch_epoch", h.LeaderEpoch).
 				Int32("epoch_in_force", epochAt(l.cfg.epochs, h.BaseOffset)).Int64("ignored_bytes", st.Size()-pos).
 				Msg("partition_stale_epoch_ignored")
+			if l.cfg.stale != nil {
+				l.cfg.stale()
+			}
 			s.staleAt = pos
 			break
 		}

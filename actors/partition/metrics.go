@@ -20,6 +20,8 @@ type Metrics struct {
 	truncations     prometheus.Counter
 	corrupt         prometheus.Counter
 	writeErrors     *prometheus.CounterVec // by op
+	locksBroken     prometheus.Counter
+	staleIgnored    prometheus.Counter
 
 	// Offsets, when set, receives each partition's high watermark (kaas_log_end_offset
 	// and consumer lag); set it before the first partition starts.
@@ -60,12 +62,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_log_write_errors_total", Help: "Partition log I/O that failed, by operation (open, append, fsync); the requests get KAFKA_STORAGE_ERROR.",
 		}, []string{"op"}),
+		locksBroken: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_log_leader_locks_broken_total", Help: "Partition locks a new leader broke because the broker holding them had lost its lease (paused or cut off).",
+		}),
+		staleIgnored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_log_stale_writes_ignored_total", Help: "Stretches of partition logs written by a replaced leader after its successor began, found at recovery and never served (never acknowledged).",
+		}),
 	}
 	for _, op := range []string{"open", "append", "fsync"} {
 		m.writeErrors.WithLabelValues(op) // every series from the start, at 0
 	}
 	if reg != nil {
-		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations, m.corrupt, m.writeErrors)
+		reg.MustRegister(m.appendedBytes, m.appendedBatches, m.rejected, m.syncSeconds, m.syncBatches, m.fetchedBytes, m.truncations, m.corrupt, m.writeErrors, m.locksBroken, m.staleIgnored)
 	}
 	return m
 }
@@ -105,6 +113,18 @@ func (m *Metrics) truncated() {
 func (m *Metrics) corrupted() {
 	if m != nil {
 		m.corrupt.Inc()
+	}
+}
+
+func (m *Metrics) lockBroken() {
+	if m != nil {
+		m.locksBroken.Inc()
+	}
+}
+
+func (m *Metrics) staleWrite() {
+	if m != nil {
+		m.staleIgnored.Inc()
 	}
 }
 

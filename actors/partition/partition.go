@@ -186,6 +186,7 @@ func (p *partitionActor) takeLock(ctx actor.Context) {
 				return
 			}
 			p.lockBroken = true
+			p.cfg.Metrics.lockBroken()
 			p.log.Warn().Int32("holder", holder).Msg("partition_leader_lock_broken")
 		}
 	}
@@ -238,13 +239,13 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	if err != nil {
 		// Without it a replaced leader's late writes are not told apart below the
 		// epoch begun now; the file is written anew.
-		p.cfg.Metrics.corrupted()
 		p.log.Error().Err(err).Msg("partition_leader_epochs_unreadable")
 		entries = nil
 	}
 	p.producers = producers{}
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: entries,
-		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
+		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
+		rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
