@@ -4,15 +4,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // asBroker makes a harness one broker of a three-broker cluster that leads every
@@ -265,4 +268,43 @@ func firstValue(t *testing.T, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return r.Value
+}
+
+// A partition whose lease is lost while a produce waits for its fsync acknowledges
+// nothing as it stops: its close still makes the batch durable, but the partition's new
+// leader may have recovered the log before that and begun past it, so the record would
+// never be served. Before, the stop answered the waiting produce with success.
+func TestFencedPartitionAcknowledgesNothingAtStop(t *testing.T) {
+	fsys := storage.NewFaultFS(nil)
+	entered, hold := make(chan struct{}, 1), make(chan struct{})
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpSync && strings.HasSuffix(path, ".log") {
+			entered <- struct{}{}
+			<-hold
+		}
+		return nil
+	})
+	var open atomic.Bool
+	open.Store(true)
+	sys := actor.NewSystem(zerolog.Nop())
+	pid := sys.Spawn(PartitionProps(PartitionConfig{Dir: t.TempDir(), Topic: "t", MaxMessageBytes: 1 << 20,
+		SegmentBytes: 1 << 30, FlushMessages: 1, Log: zerolog.Nop(), FS: fsys, Gate: open.Load}))
+	w := sys.NewWaiter()
+	sys.Send(pid, AppendMessage(testBatch(-1, -1, -1, 1, 0, []byte("b")), w.Promise))
+	<-entered         // written, its fsync in flight
+	open.Store(false) // the lease is lost; the ownership controller stops the partition
+	stopped := make(chan error, 1)
+	go func() { stopped <- sys.Poison(pid, 5*time.Second) }()
+	v, ok := w.Wait(5 * time.Second)
+	close(hold)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	sys.Shutdown()
+	if !ok {
+		t.Fatal("the produce was never answered")
+	}
+	if r := v.(*Produced); r.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce answered %+v as its partition stopped fenced, want NOT_LEADER_OR_FOLLOWER", r)
+	}
 }
