@@ -27,6 +27,9 @@ type harness struct {
 	dir     string
 	seq     atomic.Int64
 	logs    *logtest.Sink
+	// checkpoint, set before the first request, is the offsets actors'
+	// CheckpointInterval (0: the default).
+	checkpoint time.Duration
 }
 
 func testSettings() Settings {
@@ -78,7 +81,8 @@ func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Sett
 	h.cfg = ManagerConfig{
 		Settings: s,
 		Offsets: func(group string) *actor.Props {
-			return offsets.Props(offsets.Config{Group: group, Dir: odir, FS: fsys, Log: log, Journal: h.journal})
+			return offsets.Props(offsets.Config{Group: group, Dir: odir, FS: fsys, Log: log, Journal: h.journal,
+				CheckpointInterval: h.checkpoint})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, odir) },
 		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {

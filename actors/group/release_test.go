@@ -1,15 +1,18 @@
 package group
 
 import (
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kaas/actors/actor"
+	"kaas/actors/offsets"
 	"kaas/storage"
 )
 
 // delayDescribe holds the group actor's next DescribeGroup for a while before it is
-// handled, as a busy or slow actor would be.
+// handled, as a busy actor would be.
 type delayDescribe struct{ d time.Duration }
 
 func (f delayDescribe) Receive(a actor.Actor, msg any) bool {
@@ -30,35 +33,60 @@ func (delayDescribe) Timer(_ any, d time.Duration) (time.Duration, bool) { retur
 // restarted the group actor, its stop was lost, and the release never completed: the
 // broker kept serving a group it had let go (found by the cluster chaos run: a broker
 // paused past its members' sessions, resumed as its lease had lapsed).
+//
+// The test runs on synctest's fake clock (it takes milliseconds): the session check comes
+// due while the actor is busy, so it waits in the mailbox behind the release's stop, and
+// a commit whose journal write is held makes the release's drain of the offsets actor
+// wait out its timeout. Whether the offsets actor then stops before the group actor goes
+// through its mailbox is up to the scheduler: without the fix the test fails in about
+// half of its runs, with it in none.
 func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
 	dir := t.TempDir()
+	const session = 100 * time.Millisecond
 	inBubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, func(s *Settings) { s.InitialRebalanceDelay = 0 })
 		defer h.stop()
-		j := call[*JoinResult](h, joinMsg("g", "", 45*time.Second, time.Minute))
+		j := call[*JoinResult](h, joinMsg("g", "", session, time.Minute))
 		if s := call[*SyncResult](h, &SyncGroup{Group: "g", MemberID: j.MemberID, Generation: j.Generation}); s.ErrorCode != 0 {
 			t.Fatalf("sync %d", s.ErrorCode)
 		}
-		time.Sleep(44 * time.Second)
-		// The actor is busy from 44 s to 46 s: the session check due at 45 s waits in
-		// its mailbox, and the release's stop arrives behind it at 45.5 s. Writes from
-		// then on are slow, so the offsets actor's own stop takes its time.
-		restore := actor.SetFaults(delayDescribe{d: 2 * time.Second})
-		defer restore()
-		describe := h.send(&DescribeGroup{Group: "g"})
-		time.Sleep(1500 * time.Millisecond)
-		fsys.SetBefore(func(storage.Op, string) error {
-			time.Sleep(time.Second)
+		// A commit whose journal write does not finish until the test lets it.
+		hold, held := make(chan struct{}), make(chan struct{}, 1)
+		fsys.SetBefore(func(op storage.Op, path string) error {
+			if op == storage.OpWrite && strings.Contains(path, "__offsets_journal") {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-hold
+			}
 			return nil
 		})
+		commit := h.send(commitMsg("g", j.Generation, j.MemberID, offsets.TopicPartition{Topic: "t"}))
+		<-held
+		// The actor is busy across the session's end: the session check waits in its
+		// mailbox, and the release's stop arrives behind it.
+		time.Sleep(session * 8 / 10)
+		restore := actor.SetFaults(delayDescribe{d: session * 4 / 10})
+		defer restore()
+		describe := h.send(&DescribeGroup{Group: "g"})
+		time.Sleep(session * 3 / 10)
 		w := h.sys.NewWaiter()
 		h.sys.Send(h.mgr, &Release{Keep: func(string) bool { return false }, Reply: w.Promise})
+		// The group actor stops: its drain of the offsets actor times out on the held
+		// write, the offsets actor is told to stop but cannot yet, and the group actor
+		// goes through what is left in its mailbox.
+		synctest.Wait()
+		time.Sleep(flushTimeout)
+		synctest.Wait()
+		close(hold)
 		if _, ok := w.Wait(time.Minute); !ok {
 			t.Fatal("the release never completed")
 		}
 		fsys.SetBefore(nil)
 		get[*Description](t, describe)
+		get[*offsets.CommitResult](t, commit)
 		if n := h.logs.Count("group_actor_failed_restarting"); n != 0 {
 			t.Fatalf("the group actor failed %d times while it was released", n)
 		}
