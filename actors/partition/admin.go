@@ -86,35 +86,40 @@ func (m *manager) notWriter() bool {
 
 const notControllerMsg = "This is not the correct controller for this cluster."
 
+// topicNames lists the names of a request's topics.
+func topicNames[T any](topics []T, name func(T) string) []string {
+	out := make([]string, len(topics))
+	for i, t := range topics {
+		out[i] = name(t)
+	}
+	return out
+}
+
 // writerChecks starts a CreateTopics or CreatePartitions of the topics named: a broker
 // that does not write the catalogue answers every one NOT_CONTROLLER (ok false); else
-// count says how often each name is given (Apache fails every entry of a name given twice).
-func (m *manager) writerChecks(names []string, reply actor.Promise) (count map[string]int, ok bool) {
+// count says how often each name is given (Apache fails every entry of a name given
+// twice), and out is the answer to fill, an entry per name.
+func (m *manager) writerChecks(names []string, reply actor.Promise) (count map[string]int, out *Created, ok bool) {
 	if m.notWriter() {
 		out := &Created{}
 		for _, n := range names {
 			out.Topics = append(out.Topics, failed(n, kerr.NotController.Code, notControllerMsg))
 		}
 		reply.Resolve(out)
-		return nil, false
+		return nil, nil, false
 	}
 	count = map[string]int{}
 	for _, n := range names {
 		count[n]++
 	}
-	return count, true
+	return count, &Created{Topics: make([]TopicInfo, len(names))}, true
 }
 
 func (m *manager) handleCreateTopics(ctx actor.Context, c *CreateTopics) {
-	names := make([]string, len(c.Topics))
-	for i, t := range c.Topics {
-		names[i] = t.Name
-	}
-	count, ok := m.writerChecks(names, c.Reply)
+	count, out, ok := m.writerChecks(topicNames(c.Topics, func(t NewTopic) string { return t.Name }), c.Reply)
 	if !ok {
 		return
 	}
-	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
 	w := newWaitAll(func() { c.Reply.Resolve(out) })
 	for i, t := range c.Topics {
 		if count[t.Name] > 1 {
@@ -376,15 +381,10 @@ func (m *manager) remove(ctx actor.Context, t *topicState, answer func(error)) {
 }
 
 func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions) {
-	names := make([]string, len(c.Topics))
-	for i, t := range c.Topics {
-		names[i] = t.Name
-	}
-	count, ok := m.writerChecks(names, c.Reply)
+	count, out, ok := m.writerChecks(topicNames(c.Topics, func(t PartitionsIncrease) string { return t.Name }), c.Reply)
 	if !ok {
 		return
 	}
-	out := &Created{Topics: make([]TopicInfo, len(c.Topics))}
 	w := newWaitAll(func() { c.Reply.Resolve(out) })
 	for i, inc := range c.Topics {
 		t := m.topics[inc.Name]
