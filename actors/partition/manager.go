@@ -233,7 +233,6 @@ func (m *manager) onStarted(ctx actor.Context) {
 	if c := m.cfg.Cluster; c != nil && c.Reload > 0 {
 		actor.Every(ctx, c.Reload, &catalogTick{})
 	}
-	m.readEpochsOfOthers(ctx)
 }
 
 // add registers a topic and spawns its partitions.
