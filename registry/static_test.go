@@ -1,0 +1,131 @@
+package registry
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakePeer is a listener that keeps what it accepts, so a test can close them as a
+// peer's kernel does when its process dies, or one of them as an idle timeout does.
+type fakePeer struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	conns    []net.Conn
+	accepted chan struct{}
+}
+
+func newFakePeer(t *testing.T) *fakePeer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakePeer{ln: ln, accepted: make(chan struct{}, 16)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
+			p.accepted <- struct{}{}
+		}
+	}()
+	t.Cleanup(p.die)
+	return p
+}
+
+func (p *fakePeer) endpoint() map[string]Endpoint {
+	a := p.ln.Addr().(*net.TCPAddr)
+	return map[string]Endpoint{"PLAINTEXT": {Host: "127.0.0.1", Port: int32(a.Port)}}
+}
+
+// die closes the listener and every connection: what a kill -9 does to the process's
+// sockets.
+func (p *fakePeer) die() {
+	_ = p.ln.Close()
+	p.closeConns()
+}
+
+func (p *fakePeer) closeConns() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// waitAlive waits for the registry to report peer id's liveness as want.
+func waitAlive(t *testing.T, r *Registry, sub <-chan struct{}, id int32, want bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		if b, ok := r.Broker(id); ok && b.Alive == want && r.Synced() {
+			return
+		}
+		select {
+		case <-sub:
+		case <-deadline:
+			b, _ := r.Broker(id)
+			t.Fatalf("broker %d alive=%v, want %v", id, b.Alive, want)
+		}
+	}
+}
+
+// A peer that dies is seen dead from its connection closing, not at the next probe
+// round: the probe interval here is an hour, so only the event can tell.
+func TestStaticSeesPeerDieAtOnce(t *testing.T) {
+	p1, p2 := newFakePeer(t), newFakePeer(t)
+	s := &Static{
+		Self:  Broker{ID: 0, Endpoints: map[string]Endpoint{"PLAINTEXT": {Host: "127.0.0.1", Port: 1}}},
+		Peers: []StaticPeer{{ID: 0}, {ID: 1, Endpoints: p1.endpoint()}, {ID: 2, Endpoints: p2.endpoint()}},
+		Probe: "PLAINTEXT", Interval: time.Hour,
+	}
+	r := New(0, 3)
+	sub, unsub := r.Subscribe()
+	defer unsub()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx, r); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitAlive(t, r, sub, 1, true)
+	waitAlive(t, r, sub, 2, true)
+	<-p2.accepted
+
+	p1.die()
+	waitAlive(t, r, sub, 1, false)
+
+	// A connection closed by a live peer (its idle timeout) is dialled again at once,
+	// and the peer stays alive.
+	p2.closeConns()
+	<-p2.accepted
+	if b, _ := r.Broker(2); !b.Alive {
+		t.Fatal("a peer that closed an idle connection and accepted the next one is not alive")
+	}
+	if got := r.Brokers(); len(got) != 2 || got[0].ID != 0 || got[1].ID != 2 {
+		t.Fatalf("alive brokers %v, want 0 and 2", got)
+	}
+}
+
+// Run returns once ctx ends, with every watcher joined, also while a connection is held.
+func TestStaticStopsWhileHolding(t *testing.T) {
+	p1 := newFakePeer(t)
+	s := &Static{Self: Broker{ID: 0}, Peers: []StaticPeer{{ID: 0}, {ID: 1, Endpoints: p1.endpoint()}},
+		Probe: "PLAINTEXT", Interval: time.Hour}
+	r := New(0, 2)
+	sub, unsub := r.Subscribe()
+	defer unsub()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx, r); close(done) }()
+	waitAlive(t, r, sub, 1, true)
+	cancel()
+	<-done
+}
