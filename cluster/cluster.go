@@ -187,6 +187,41 @@ func (s *State) Partition(topic string, p int32) (int32, Status) {
 	})
 }
 
+// PartitionLeader is the leader Metadata names for (topic, p), or -1 while none serves
+// it: while this broker waits for a peer to let it go, and, for another broker's
+// partition, until that broker's published view claims it and no other live peer's
+// does. Clients told "no leader" (LEADER_NOT_AVAILABLE) ask again within moments; told a
+// leader that does not serve the partition yet, they wait out their metadata age.
+func (s *State) PartitionLeader(topic string, p int32) int32 {
+	owner, st := s.Partition(topic, p)
+	switch st {
+	case Mine:
+		return owner
+	case Elsewhere:
+		for id, pv := range s.peers {
+			o, ok := pv.PartitionOwner(topic, p)
+			claims := ok && o == id
+			if id == owner && !claims || id != owner && claims {
+				return -1
+			}
+		}
+		if _, ok := s.peers[owner]; !ok {
+			return -1
+		}
+		return owner
+	}
+	return -1
+}
+
+// Alive reports whether broker id is in the view this state routes by (a broker alone,
+// nil state: every id).
+func (s *State) Alive(id int32) bool {
+	if s == nil || !s.Ready {
+		return true
+	}
+	return id == s.View.Self || s.View.IsAlive(id)
+}
+
 // OwnsGroup reports whether this broker serves group g in this state.
 func (s *State) OwnsGroup(g string) bool { _, st := s.Group(g); return st == Mine }
 
@@ -260,6 +295,12 @@ func (c *Controller) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-sub:
+			// The registry changed: a peer may have gone (its connection ended). Look at
+			// the peers' leases and locks now, so a peer killed -9 is lapsed before the
+			// next renewal round and its keys move while clients ask again.
+			if ch, ok := c.cfg.Fence.(fence.Checker); ok {
+				ch.CheckPeers()
+			}
 		case <-c.cfg.Fence.Changes():
 		case <-c.kick:
 		case <-t.C:
