@@ -252,11 +252,10 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 	return &partition.ClusterConfig{
 		Owns: func(topic string, p int32) bool { return state().OwnsPartition(topic, p) },
 		Leader: func(topic string, p int32) int32 {
-			id, st := state().Partition(topic, p)
-			if st == cluster.Unavailable {
-				return -1
+			if st := state(); st != nil {
+				return st.PartitionLeader(topic, p)
 			}
-			return id
+			return -1
 		},
 		Catalogue: func() bool { return state().OwnsCatalogue() },
 		Gate:      b.gate,

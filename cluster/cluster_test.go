@@ -337,3 +337,98 @@ func waitGroupStatus(t *testing.T, c *Controller, applied chan struct{}, g strin
 		}
 	}
 }
+
+// partitionMovingTo finds a partition broker 0 leads with every broker alive and broker
+// `to` leads once broker 0 is gone.
+func partitionMovingTo(t *testing.T, to int32) (string, int32) {
+	t.Helper()
+	all := registry.View{Size: 3, Alive: []int32{0, 1, 2}}
+	left := registry.View{Size: 3, Alive: []int32{1, 2}}
+	for p := int32(0); p < 1000; p++ {
+		a, _ := all.PartitionOwner("t", p)
+		b, _ := left.PartitionOwner("t", p)
+		if a == 0 && b == to {
+			return "t", p
+		}
+	}
+	t.Fatal("no partition moves from broker 0")
+	return "", 0
+}
+
+// Metadata names a leader only once that broker serves the partition: while the new
+// leader has not yet published a view that gives it the partition, or another live peer
+// still claims it, the answer is no leader (LEADER_NOT_AVAILABLE, which clients ask
+// again about within moments), not a broker that would refuse the client.
+func TestPartitionLeaderOnlyOnceServed(t *testing.T) {
+	topic, p := partitionMovingTo(t, 1)
+	// Broker 2's state after broker 0 went: broker 1 should lead p.
+	view := registry.View{Self: 2, Size: 3, Alive: []int32{1, 2}}
+	st := func(peers map[int32]registry.View) *State {
+		return &State{View: view, Term: 1, Ready: true, peers: peers}
+	}
+	cases := []struct {
+		name  string
+		peers map[int32]registry.View
+		want  int32
+	}{
+		{"broker 1 has published the view that gives it p", map[int32]registry.View{1: {Self: 1, Size: 3, Alive: []int32{1, 2}}}, 1},
+		{"broker 1 still routes by the old view", map[int32]registry.View{1: {Self: 1, Size: 3, Alive: []int32{0, 1, 2}}}, -1},
+		{"broker 1 has published nothing", map[int32]registry.View{}, -1},
+		{"broker 0 (not lapsed yet) still claims p", map[int32]registry.View{
+			0: {Self: 0, Size: 3, Alive: []int32{0, 1, 2}},
+			1: {Self: 1, Size: 3, Alive: []int32{1, 2}}}, -1},
+	}
+	for _, c := range cases {
+		if got := st(c.peers).PartitionLeader(topic, p); got != c.want {
+			t.Errorf("%s: leader %d, want %d", c.name, got, c.want)
+		}
+	}
+	// Broker 1's own state: it leads p once no live peer claims it.
+	mine := &State{View: registry.View{Self: 1, Size: 3, Alive: []int32{1, 2}}, Term: 1, Ready: true,
+		peers: map[int32]registry.View{2: {Self: 2, Size: 3, Alive: []int32{1, 2}}}}
+	if got := mine.PartitionLeader(topic, p); got != 1 {
+		t.Errorf("new leader's own answer: %d, want 1", got)
+	}
+	mine.peers[0] = registry.View{Self: 0, Size: 3, Alive: []int32{0, 1, 2}}
+	if got := mine.PartitionLeader(topic, p); got != -1 {
+		t.Errorf("new leader waiting for broker 0's release: %d, want -1", got)
+	}
+	var none *State
+	if got := none.PartitionLeader(topic, p); got != -1 {
+		t.Errorf("no state: %d, want -1", got)
+	}
+}
+
+// checkedFence is a heldFence that records when it is asked to look at its peers again.
+type checkedFence struct {
+	heldFence
+	checked chan struct{}
+}
+
+func (f *checkedFence) CheckPeers() {
+	select {
+	case f.checked <- struct{}{}:
+	default:
+	}
+}
+
+// When the registry sees a peer go, the controller has the fence look at its peers at
+// once (a peer killed -9 frees its lock at once), instead of at its next round.
+func TestRegistryChangeChecksPeers(t *testing.T) {
+	reg := registry.New(0, 3)
+	reg.Set(brokers(0, 1, 2))
+	reg.MarkSynced()
+	f := &checkedFence{heldFence: heldFence{ch: make(chan struct{})}, checked: make(chan struct{}, 1)}
+	c, applied := startTest(t, reg, t.TempDir(), Config{Fence: f})
+	<-applied
+	for len(f.checked) > 0 {
+		<-f.checked
+	}
+	reg.Set(brokers(0, 2))
+	select {
+	case <-f.checked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fence was not asked to check its peers when broker 1 left the registry")
+	}
+	_ = c
+}

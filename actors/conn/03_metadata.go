@@ -38,11 +38,19 @@ func handleMetadata(c *Call) {
 	metadataTopics(c, req, resp)
 }
 
-// fillBrokers lists every alive broker with its endpoint on the request's listener.
+// fillBrokers lists every alive broker with its endpoint on the request's listener. In
+// a cluster, a broker is listed only while it is in the view this broker routes by: a
+// peer whose lease lapsed (a paused process still accepts connections, and would hold
+// every request sent to it) is left out, so clients drop it and its connections and
+// send nothing more to it.
 func fillBrokers(c *Call, resp *kmsg.MetadataResponse) {
+	var st *cluster.State
+	if c.Env.Ownership != nil {
+		st = c.Env.Ownership()
+	}
 	for _, b := range c.Env.Registry.Brokers() {
 		ep, ok := b.Endpoints[c.Listener]
-		if !ok {
+		if !ok || !st.Alive(b.ID) {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
@@ -136,6 +144,12 @@ func metadataTopic(c *Call, version int16, ti *partition.TopicInfo) kmsg.Metadat
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = []int32{p.Leader}
 		mp.ISR = []int32{p.Leader}
+		if p.Leader < 0 && mt.ErrorCode == 0 {
+			// No broker serves it right now (it is moving): Apache's answer during a
+			// leader election, which clients retry within moments.
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Replicas, mp.ISR = []int32{}, []int32{}
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
