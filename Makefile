@@ -24,8 +24,12 @@ deps:
 	$(GO) mod download
 	@if [ -x e2e/setup.sh ]; then e2e/setup.sh; fi
 
+# vet, imagetest and deploytest vet with -race: vet needs its dependencies compiled, and
+# with the same build flags as `go test -race` that compile is the tests' own (one compile
+# of each dependency, not a plain one for vet and a race one for the tests; helm and
+# client-go in deploy/test are minutes of CPU each way).
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 gotest:
 	$(GO) test -race -timeout 25m ./...
@@ -42,7 +46,7 @@ image:
 
 # imagetest builds the image in a temp dir, loads it back and runs the binary inside.
 imagetest:
-	cd deploy/image && $(GO) vet ./... && $(GO) test -race ./...
+	cd deploy/image && $(GO) vet -race ./... && $(GO) test -race ./...
 
 # k8sbin builds the Kubernetes control plane of the real-apiserver tests (e2e/kube,
 # deploy/test) into $${KAAS_TOOLS_CACHE:-$$HOME/.cache/kaas-tools}/k8s-v1.37.2/ when missing
@@ -54,7 +58,7 @@ k8sbin:
 # deploytest checks the Helm chart (lint --strict, render, strict decoding, assertions)
 # and the Grafana dashboard, in deploy/test (a module of its own: helm stays out of go.mod).
 deploytest:
-	cd deploy/test && $(GO) vet ./... && $(GO) test -race ./...
+	cd deploy/test && $(GO) vet -race ./... && $(GO) test -race ./...
 
 # test runs the tiers in turn through hack/tiers.sh, which prints the seconds each took
 # (and the total) at the end, also when one fails. It runs the Kubernetes tier for real:
