@@ -41,10 +41,12 @@ const fakeNode = "kwok-node-0"
 
 var k8sBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
-// binDir is the directory of the control-plane binaries. Missing, they are built with
-// hack/k8sbin/build.sh when the checkout has it; otherwise the test fails. Only
-// KAAS_SKIP_K8S=1, set explicitly, skips this tier, and says so.
-func binDir(t *testing.T) string {
+// binDir is the directory of the control-plane binaries. It never builds them: that is
+// `make k8sbin`'s job (hack/k8sbin/build.sh, ~15-20 min cold). Missing, they skip the test
+// with a message naming `make k8sbin`, unless KAAS_REQUIRE_K8S=1 (set by `make test`,
+// which ran k8sbin first): then a missing binary fails it. KAAS_SKIP_K8S=1 skips this tier
+// explicitly, and says so.
+func binDir(t testing.TB) string {
 	t.Helper()
 	if os.Getenv("KAAS_SKIP_K8S") == "1" {
 		t.Skip("KAAS_SKIP_K8S=1: the helm install tier against a real control plane is SKIPPED on request")
@@ -55,29 +57,25 @@ func binDir(t *testing.T) string {
 		root = filepath.Join(home, ".cache", "kaas-tools")
 	}
 	dir := filepath.Join(root, "k8s-"+k8sVersion)
-	have := func() bool {
-		for _, b := range k8sBins {
-			if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.Mode()&0o111 == 0 {
-				return false
-			}
+	var missing []string
+	for _, b := range k8sBins {
+		if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.Mode()&0o111 == 0 {
+			missing = append(missing, b)
 		}
-		_, err := os.Stat(filepath.Join(dir, "kwok-stages", "pod-ready.yaml"))
-		return err == nil
 	}
-	if have() {
+	// build.sh writes STAGES last, once the kwok stages are in place
+	if stages, err := os.ReadFile(filepath.Join(dir, "kwok-stages", "STAGES")); err != nil || !strings.HasPrefix(string(stages), "fast ") {
+		missing = append(missing, "kwok-stages")
+	}
+	if len(missing) == 0 {
 		return dir
 	}
-	script := filepath.Join("..", "..", "hack", "k8sbin", "build.sh")
-	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("kubernetes %s binaries missing in %s and no %s to build them; build them (make k8sbin) or set KAAS_SKIP_K8S=1 to skip this tier", k8sVersion, dir, script)
+	msg := fmt.Sprintf("kubernetes %s binaries missing in %s (%s): build them with `make k8sbin` (hack/k8sbin/build.sh, ~15-20 min cold)", k8sVersion, dir, strings.Join(missing, ", "))
+	if os.Getenv("KAAS_REQUIRE_K8S") == "1" {
+		t.Fatalf("%s; KAAS_REQUIRE_K8S=1 (make test) makes this tier mandatory", msg)
 	}
-	t.Logf("kubernetes %s binaries missing in %s: building them with %s (~15-20 min cold)", k8sVersion, dir, script)
-	cmd := exec.Command(script)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil || !have() {
-		t.Fatalf("%s: %v; %s still incomplete", script, err, dir)
-	}
-	return dir
+	t.Skipf("%s; the helm install tier against a real control plane is SKIPPED (KAAS_REQUIRE_K8S=1 makes this a failure)", msg)
+	return ""
 }
 
 type controlPlane struct {
