@@ -76,3 +76,48 @@ func TestCommittedOffsetsPublishedWhileOwned(t *testing.T) {
 		t.Fatalf("a stopped group still reports %d committed series", n)
 	}
 }
+
+// A committed offset that is not a position (-1 "none", -2 kafkajs's "earliest") is
+// published as it is, and makes no lag series: lag is the log end minus a position, and
+// Apache's tools show none for such a partition. A position next to it still has its lag.
+func TestNegativeCommittedOffsetHasNoLag(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(nil)
+	m.Offsets = metrics.NewOffsets(reg)
+	m.Offsets.LogEnd("t", 0).Set(10)
+	m.Offsets.LogEnd("t", 1).Set(10)
+	cfg := j.cfg
+	cfg.Group, cfg.Metrics = "reset", m
+	pid := j.sys.Spawn(Props(cfg))
+	if got := j.commitTo(pid, entry("t", 0, -2), entry("t", 1, 4)); got[0] != 0 || got[1] != 0 {
+		t.Fatalf("commit: %v", got)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, lag := map[string]float64{}, map[string]float64{}
+	for _, f := range fams {
+		for _, mm := range f.Metric {
+			var p string
+			for _, l := range mm.Label {
+				if l.GetName() == "partition" {
+					p = l.GetValue()
+				}
+			}
+			switch f.GetName() {
+			case "kaas_group_committed_offset":
+				committed[p] = mm.GetGauge().GetValue()
+			case "kaas_group_lag":
+				lag[p] = mm.GetGauge().GetValue()
+			}
+		}
+	}
+	if len(committed) != 2 || committed["0"] != -2 || committed["1"] != 4 {
+		t.Fatalf("committed series %v, want partition 0 at -2 and 1 at 4", committed)
+	}
+	if len(lag) != 1 || lag["1"] != 6 {
+		t.Fatalf("lag series %v, want only partition 1 at 6", lag)
+	}
+}

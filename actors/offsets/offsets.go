@@ -32,8 +32,6 @@ var (
 	// the group's file is behind it: serving the file could hand out older offsets. It is
 	// what Apache answers while a coordinator loads its offsets, and clients retry it.
 	codeLoading = kerr.CoordinatorLoadInProgress.Code
-	// codeBadOffset answers a committed offset or leader epoch below -1, per partition.
-	codeBadOffset = kerr.OffsetOutOfRange.Code
 	// codeFenced answers everything once the group is no longer this broker's to write
 	// (cluster): clients look the coordinator up again.
 	codeFenced = kerr.NotCoordinator.Code
