@@ -164,6 +164,9 @@ type offsetsActor struct {
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
 	metaJSON metaCache
+	// tombUnreadable: the last look found the group's tombstone unreadable (diskEpoch);
+	// no file is written until it reads again.
+	tombUnreadable bool
 
 	queue       []queued
 	flushQueued bool
