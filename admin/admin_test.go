@@ -325,6 +325,23 @@ func TestGroups(t *testing.T) {
 				}
 			})
 
+			// A committed offset that is not a position (kafkajs's resetOffsets commits -2,
+			// "earliest"; Apache stores it) shows as none, as kafka-consumer-groups shows
+			// it: no current offset and no lag, the other partitions as usual.
+			t.Run("negative committed offset", func(t *testing.T) {
+				f.commit(t, "reset", map[int32]int64{0: -2, 1: 5})
+				for _, verb := range []string{"describe", "lag"} {
+					r := on(a, "groups", verb, "--group", "reset").must(t, 0)
+					rs := rows(t, r.stdout)
+					if row := find(rs, "GROUP", "reset", "TOPIC", topic, "PARTITION", "0"); row == nil || row["CURRENT-OFFSET"] != "-" || row["LAG"] != "-" {
+						t.Fatalf("%s: partition 0 at -2: %v in\n%s", verb, row, r.stdout)
+					}
+					if row := find(rs, "GROUP", "reset", "TOPIC", topic, "PARTITION", "1"); row == nil || row["CURRENT-OFFSET"] != "5" || row["LAG"] != fmt.Sprint(perPart-5) {
+						t.Fatalf("%s: partition 1 at 5: %v in\n%s", verb, row, r.stdout)
+					}
+				}
+			})
+
 			t.Run("reset-offsets", func(t *testing.T) {
 				at := f.base.Add(5 * time.Second).UTC().Format(time.RFC3339Nano)
 				for _, m := range []struct {

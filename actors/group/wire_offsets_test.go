@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,37 @@ func TestOffsetsUnknownPartitions(t *testing.T) {
 	}
 	// The group is asked although no partition is left: its error is reported.
 	wantCode(t, "unknown group, unknown topic", od("absent", [2]any{"nope", int32(0)}).ErrorCode, kerr.GroupIDNotFound.Code)
+}
+
+// Any int64 a client commits is stored and fetched back as sent, as Apache does (its
+// OffsetCommit has no range check on the offset): kafkajs's admin.resetOffsets({earliest:
+// true}) commits -2 and its consumers resolve it on their next fetch, so a refusal
+// (OFFSET_OUT_OF_RANGE) crashed them. The values survive a broker restart.
+func TestOffsetCommitKeepsAnyOffset(t *testing.T) {
+	w := startWire(t, ptProfile)
+	w.createTopics(6, "t")
+	values := []struct {
+		offset int64
+		epoch  int32
+	}{{-2, -1}, {-1, -1}, {math.MinInt64, 3}, {math.MaxInt64, math.MaxInt32}, {-1000, -5}, {0, math.MinInt32}}
+	commit := commitReq("reset", 8, "", -1, map[string][]int32{"t": {0, 1, 2, 3, 4, 5}})
+	for i := range commit.Topics[0].Partitions {
+		p := &commit.Topics[0].Partitions[i]
+		p.Offset, p.LeaderEpoch = values[p.Partition].offset, values[p.Partition].epoch
+	}
+	allCodes(t, "commit", commitCodes(w.do(commit).(*kmsg.OffsetCommitResponse)), 0)
+	check := func(when string) {
+		t.Helper()
+		r := w.do(fetchReq(7, "reset", map[string][]int32{"t": {0, 1, 2, 3, 4, 5}})).(*kmsg.OffsetFetchResponse)
+		wantCode(t, when+": fetch", r.ErrorCode, 0)
+		for _, p := range r.Topics[0].Partitions {
+			want := values[p.Partition]
+			if p.ErrorCode != 0 || p.Offset != want.offset || p.LeaderEpoch != want.epoch || *p.Metadata != "md" {
+				t.Fatalf("%s: partition %d fetched %+v, want offset %d, leader epoch %d", when, p.Partition, p, want.offset, want.epoch)
+			}
+		}
+	}
+	check("before the restart")
+	w.restart()
+	check("after the restart")
 }

@@ -60,6 +60,8 @@ func Adopt(cfg AdoptConfig) (int, error) {
 		path := filepath.Join(cfg.OffsetsDir, FileName(g))
 		st, exists, err := readForReplay(fsys, path, g)
 		if err != nil {
+			cfg.Log.Error().Err(err).Str("group", logs.ID(g)).Int("records", len(rs)).
+				Msg("offsets_group_not_adopted_file_unusable")
 			continue
 		}
 		fileEpoch, top, applied := st.epoch, st.epoch, 0

@@ -58,13 +58,9 @@ func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
 			codes[i] = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}
-		// Apache stores any offset; kaas refuses what its file reader would take for
-		// damage (fileOffset.check): below -1, Kafka's "none", no offset or epoch means
-		// anything a consumer could resume from.
-		if e.Offset < -1 || e.LeaderEpoch < -1 {
-			codes[i] = codeBadOffset
-			continue
-		}
+		// The offset and leader epoch are stored as sent, whatever their value: Apache's
+		// OffsetCommit has no range check on either, and clients rely on it (kafkajs's
+		// resetOffsets commits -2, its "earliest", for its consumers to resolve).
 		valid++
 	}
 	if valid == 0 {

@@ -19,7 +19,14 @@ func GroupFileSaver(fsys storage.FS, dir string) func(group string, data []byte)
 		// A state left with the journal by an earlier owner never goes over the file of
 		// a newer one (the group moved: its new owner replayed this journal).
 		if mine, ok := epochOf(data); ok {
-			if disk, ok := readEpoch(fsys, filepath.Join(dir, FileName(group))); ok && disk > mine {
+			disk, ok, err := readEpoch(fsys, filepath.Join(dir, FileName(group)))
+			if err != nil {
+				// Whether a newer owner deleted the group is unknown: the state stays
+				// with the journal (which logs this and tries again) rather than bring
+				// the group back over its tombstone.
+				return err
+			}
+			if ok && disk > mine {
 				return nil
 			}
 		}
@@ -79,16 +86,18 @@ func unsavedState(u *journal.Unsaved) (s state, exists bool, err error) {
 }
 
 // readEpoch reads the ownership epoch of the group file at path (false: no file, or
-// not readable as one).
-func readEpoch(fsys storage.FS, path string) (uint64, bool) {
+// not readable as one; its actor's load reports such a file). With no file, it is the
+// epoch of the group's tombstone, and a tombstone that cannot be read is an error.
+func readEpoch(fsys storage.FS, path string) (uint64, bool, error) {
 	b, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return readTombEpoch(fsys, path) // a deleted group's epoch stays in its tombstone
 	}
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
-	return epochOf(b)
+	e, ok := epochOf(b)
+	return e, ok, nil
 }
 
 // epochOf is the ownership epoch in a group file's content.

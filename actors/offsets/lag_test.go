@@ -76,3 +76,74 @@ func TestCommittedOffsetsPublishedWhileOwned(t *testing.T) {
 		t.Fatalf("a stopped group still reports %d committed series", n)
 	}
 }
+
+// A committed offset that is not a position (-1 "none", -2 kafkajs's "earliest") is not
+// published, so it makes no lag series, here or in the dashboard's lag across brokers
+// (the leader's log end minus kaas_group_committed_offset, which would read the log end
+// plus 2): Apache's tools show no offset and no lag for such a partition. A position
+// next to it still has its lag, and a position committed over it is published again.
+func TestNegativeCommittedOffsetHasNoLag(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(nil)
+	m.Offsets = metrics.NewOffsets(reg)
+	m.Offsets.LogEnd("t", 0).Set(10)
+	m.Offsets.LogEnd("t", 1).Set(10)
+	cfg := j.cfg
+	cfg.Group, cfg.Metrics = "reset", m
+	pid := j.sys.Spawn(Props(cfg))
+	if got := j.commitTo(pid, entry("t", 0, -2), entry("t", 1, 4)); got[0] != 0 || got[1] != 0 {
+		t.Fatalf("commit: %v", got)
+	}
+	committed, lag := seriesByPartition(t, reg)
+	if len(committed) != 1 || committed["1"] != 4 {
+		t.Fatalf("committed series %v, want only partition 1 at 4", committed)
+	}
+	if len(lag) != 1 || lag["1"] != 6 {
+		t.Fatalf("lag series %v, want only partition 1 at 6", lag)
+	}
+	if got := j.commitTo(pid, entry("t", 0, 3), entry("t", 1, -1)); got[0] != 0 || got[1] != 0 {
+		t.Fatalf("second commit: %v", got)
+	}
+	committed, lag = seriesByPartition(t, reg)
+	if len(committed) != 1 || committed["0"] != 3 || len(lag) != 1 || lag["0"] != 7 {
+		t.Fatalf("committed series %v, lag %v; want only partition 0 at 3 with lag 7", committed, lag)
+	}
+	// A fresh incarnation publishes what it loads the same way.
+	if err := j.sys.Poison(pid, waitFor); err != nil {
+		t.Fatal(err)
+	}
+	pid = j.sys.Spawn(Props(cfg))
+	j.fetchFrom(pid)
+	if committed, _ = seriesByPartition(t, reg); len(committed) != 1 || committed["0"] != 3 {
+		t.Fatalf("committed series after a reload %v, want only partition 0 at 3", committed)
+	}
+}
+
+// seriesByPartition is the kaas_group_committed_offset and kaas_group_lag values in reg,
+// by partition.
+func seriesByPartition(t *testing.T, reg *prometheus.Registry) (committed, lag map[string]float64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, lag = map[string]float64{}, map[string]float64{}
+	for _, f := range fams {
+		for _, mm := range f.Metric {
+			var p string
+			for _, l := range mm.Label {
+				if l.GetName() == "partition" {
+					p = l.GetValue()
+				}
+			}
+			switch f.GetName() {
+			case "kaas_group_committed_offset":
+				committed[p] = mm.GetGauge().GetValue()
+			case "kaas_group_lag":
+				lag[p] = mm.GetGauge().GetValue()
+			}
+		}
+	}
+	return committed, lag
+}

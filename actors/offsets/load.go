@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
@@ -45,7 +46,8 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 			a.log.Error().Err(err).Msg("offsets_state_from_journal_undecodable")
 			a.broken, a.brokenAt = fmt.Errorf("state left with the journal: %w", err), a.cfg.Now()
 		}
-		if disk, ok := readEpoch(a.cfg.FS, a.path); a.cfg.Gate != nil && ok && disk > st.epoch {
+		disk, ok := a.diskEpoch()
+		if a.cfg.Gate != nil && ok && disk > st.epoch {
 			// Left by this broker as an earlier owner: the group's newer owner has
 			// replayed it since. The file is the truth.
 			a.log.Warn().Uint64("epoch", st.epoch).Uint64("file_epoch", disk).Msg("offsets_journal_state_older_than_file_dropped")
@@ -115,9 +117,15 @@ func (a *offsetsActor) load() {
 		a.st, a.exists, a.broken = newState(), false, nil
 		// A group deleted in a cluster keeps its epoch in its tombstone: a group
 		// created again goes on from there. A broker alone writes none, and a new
-		// group's first touch costs no second lookup.
+		// group's first touch costs no second lookup. A tombstone that cannot be read
+		// leaves the group unavailable, as a file that cannot be: taken for none, it
+		// would let a new group's file (and a peer's records of the deleted one) in
+		// under an older epoch than the deletion's.
 		if a.cfg.Gate != nil {
-			if e, ok := readTombEpoch(a.cfg.FS, a.path); ok {
+			switch e, ok, terr := readTombEpoch(a.cfg.FS, a.path); {
+			case terr != nil:
+				reason, a.broken = "tombstone", terr
+			case ok:
 				a.st.epoch, a.tomb = e, true
 			}
 		}
@@ -199,9 +207,27 @@ func (a *offsetsActor) mayWriteFile() bool {
 		a.fence("gate_closed")
 		return false
 	}
-	if e, ok := readEpoch(a.cfg.FS, a.path); ok && e > a.st.epoch {
+	e, ok := a.diskEpoch()
+	if ok && e > a.st.epoch {
 		a.fence("file_of_newer_epoch")
 		return false
 	}
-	return true
+	// With the group's tombstone unreadable, whether a newer owner deleted it is
+	// unknown: the write waits (the journal keeps the records) until it can be read.
+	return !a.tombUnreadable
+}
+
+// diskEpoch is readEpoch of the group's file, in a cluster. An unreadable tombstone is
+// logged once (until it is readable again) and remembered in tombUnreadable.
+func (a *offsetsActor) diskEpoch() (uint64, bool) {
+	if a.cfg.Gate == nil {
+		return 0, false
+	}
+	e, ok, err := readEpoch(a.cfg.FS, a.path)
+	if err != nil && !a.tombUnreadable {
+		a.log.Error().Err(err).Str("tombstone", filepath.Base(tombPath(a.path))).
+			Msg("offsets_tombstone_unreadable_file_not_written")
+	}
+	a.tombUnreadable = err != nil
+	return e, ok
 }

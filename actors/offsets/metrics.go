@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_offsets_load_failures_total",
-			Help: "Group offsets files that could not be loaded, by reason (corrupt, unreadable); the group answers COORDINATOR_NOT_AVAILABLE until the file is repaired.",
+			Help: "Group offsets files that could not be loaded, by reason (corrupt, unreadable, tombstone: a deleted group's tombstone that cannot be read); the group answers COORDINATOR_NOT_AVAILABLE until the file is repaired.",
 		}, []string{"reason"}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kaas_offsets_expired_total",
@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Damaged offsets journal segments moved to the quarantine directory (kept for the operator, never replayed again).",
 		}),
 	}
-	for _, r := range []string{"corrupt", "unreadable"} {
+	for _, r := range []string{"corrupt", "unreadable", "tombstone"} {
 		m.loadFailures.WithLabelValues(r)
 	}
 	for _, r := range []string{"ok", "error"} {

@@ -32,8 +32,6 @@ var (
 	// the group's file is behind it: serving the file could hand out older offsets. It is
 	// what Apache answers while a coordinator loads its offsets, and clients retry it.
 	codeLoading = kerr.CoordinatorLoadInProgress.Code
-	// codeBadOffset answers a committed offset or leader epoch below -1, per partition.
-	codeBadOffset = kerr.OffsetOutOfRange.Code
 	// codeFenced answers everything once the group is no longer this broker's to write
 	// (cluster): clients look the coordinator up again.
 	codeFenced = kerr.NotCoordinator.Code
@@ -166,6 +164,9 @@ type offsetsActor struct {
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
 	metaJSON metaCache
+	// tombUnreadable: the last look found the group's tombstone unreadable (diskEpoch);
+	// no file is written until it reads again.
+	tombUnreadable bool
 
 	queue       []queued
 	flushQueued bool
@@ -374,14 +375,18 @@ func utf16Len(s string) int {
 	return n
 }
 
-// publishAll publishes the committed offsets as the actor now serves them.
+// publishAll publishes the committed offsets as the actor now serves them. A negative
+// one (-1 "none", -2 kafkajs's "earliest": any value a client commits is kept) is not a
+// position and has no series: the leader's log end minus it is no lag.
 func (a *offsetsActor) publishAll() {
 	if a.pub == nil {
 		return
 	}
 	at := make(map[metrics.TopicPartition]int64, len(a.st.offsets))
 	for tp, c := range a.st.offsets {
-		at[metrics.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = c.Offset
+		if c.Offset >= 0 {
+			at[metrics.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = c.Offset
+		}
 	}
 	a.pub.Replace(at)
 }
@@ -397,6 +402,10 @@ func (a *offsetsActor) publishOps(ops []op) {
 			a.pub.Replace(map[metrics.TopicPartition]int64{})
 		case o.Set != nil:
 			for _, f := range o.Set {
+				if f.Offset < 0 {
+					a.pub.Delete(string(f.Topic), f.Partition) // not a position (publishAll)
+					continue
+				}
 				a.pub.Set(string(f.Topic), f.Partition, f.Offset)
 			}
 		case o.Del != nil:

@@ -3,6 +3,8 @@ package offsets
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -462,7 +464,7 @@ func TestCorruptFile(t *testing.T) {
 		"truncated":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t",`,
 		"another group": `{"version":1,"group":"other","meta":{},"offsets":[]}`,
 		"newer version": `{"version":9,"group":"g"}`,
-		"offset -5":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-5,"leader_epoch":-1,"commit_time":1}]}`,
+		"offset 2^63":   `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":9223372036854775808,"leader_epoch":-1,"commit_time":1}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, "g")
@@ -819,26 +821,66 @@ func counterValue(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// An offset or leader epoch below -1 is refused per partition (OFFSET_OUT_OF_RANGE): the
-// file reader treats such a value as damage, so it is never written. -1 ("none") is kept,
-// as Apache keeps it.
-func TestCommitRefusesOffsetsBelowMinusOne(t *testing.T) {
+// Every int64 offset and int32 leader epoch a client commits is kept as sent, as Apache
+// keeps it (its OffsetCommit has no range check on either): kafkajs's resetOffsets
+// commits -2, its "earliest", and its consumers resolve it on their next fetch. The
+// values come back from a fetch, from the journal's replay after a crash, from the file
+// a stop checkpoints, and from a fresh incarnation's load of that file.
+func TestCommitKeepsEveryOffset(t *testing.T) {
 	h := newHarness(t, "g")
-	bad := kerr.OffsetOutOfRange.Code
 	in := []Entry{
-		entry("t", 0, 5),
-		entry("t", 1, -5),
-		{TopicPartition{"t", 2}, Committed{Offset: 1, LeaderEpoch: -2}},
-		entry("t", 3, -1),
+		entry("t", 0, -2),
+		entry("t", 1, -1),
+		entry("t", 2, math.MinInt64),
+		entry("t", 3, math.MaxInt64),
+		entry("t", 4, -1000),
+		{TopicPartition{"t", 5}, Committed{Offset: 7, LeaderEpoch: -5}},
+		{TopicPartition{"t", 6}, Committed{Offset: -2, LeaderEpoch: math.MinInt32}},
+		{TopicPartition{"t", 7}, Committed{Offset: 0, LeaderEpoch: math.MaxInt32}},
 	}
-	if got := h.commit(in...); !slices.Equal(got, []int16{0, bad, bad, 0}) {
-		t.Fatalf("codes %v", got)
+	if got := h.commit(in...); !slices.Equal(got, codes(len(in), 0)) {
+		t.Fatalf("codes %v, want all 0", got)
 	}
-	h.restart()
+	want := map[TopicPartition]Committed{}
+	for _, e := range in {
+		e.CommitTime = h.nowMs.Load()
+		want[e.TopicPartition] = e.Committed
+	}
+	check := func(what string, got map[TopicPartition]Committed) {
+		t.Helper()
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: %+v\nwant %+v", what, got, want)
+		}
+	}
 	f := h.fetch()
-	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 5 || f.Offsets[TopicPartition{"t", 3}].Offset != -1 {
-		t.Fatalf("reloaded %+v (error %d)", f.Offsets, f.ErrorCode)
+	if f.ErrorCode != 0 {
+		t.Fatalf("fetch: error %d", f.ErrorCode)
 	}
+	check("fetch", f.Offsets)
+
+	// A crash now: nothing but the journal holds the commit.
+	img := h.crashImage()
+	if _, err := ReplayJournal(nil, Dir(img), JournalDir(img, 1), zerolog.Nop()); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	s, exists := groupFile(t, Dir(img), "g")
+	if !exists {
+		t.Fatal("no group file after the replay")
+	}
+	check("replayed file", s.offsets)
+
+	// A stop checkpoints the file; the next incarnation loads it.
+	h.restart()
+	s, exists = h.onDisk()
+	if !exists {
+		t.Fatal("no group file after the stop")
+	}
+	check("checkpointed file", s.offsets)
+	f = h.fetch()
+	if f.ErrorCode != 0 {
+		t.Fatalf("fetch after reload: error %d", f.ErrorCode)
+	}
+	check("fetch after reload", f.Offsets)
 }
 
 // An offsets actor has no way to make a change durable but the journal: a Config

@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -14,6 +15,7 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	for i, ops := range [][]op{
 		{{Set: []fileOffset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}}},
+		{{Set: []fileOffset{{Topic: "t", Partition: 0, Offset: -2, LeaderEpoch: -1}, {Topic: "t", Partition: 1, Offset: math.MinInt64, LeaderEpoch: math.MinInt32}}}},
 		{{Del: []fileTP{{Topic: "t", Partition: 1}}}, {Clear: true}},
 		{{Meta: []byte(`{"protocol_type":"consumer","generation":3}`), NoCreate: true}},
 	} {

@@ -188,11 +188,11 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			if err != nil {
 				// The records stay in the journal (replayed again at the next start).
 				keep[group] = true
-				log.Error().Err(err).Str("group", logs.ID(group)).Str("file", FileName(group)).
+				log.Error().Err(err).AnErr("file_error", res.readErr).Str("group", logs.ID(group)).Str("file", FileName(group)).
 					Msg("offsets_journal_records_not_applied_file_unusable_not_saved_kept_in_journal")
 				continue
 			}
-			log.Error().Str("group", logs.ID(group)).Str("file", FileName(group)).Str("saved_to", saved).
+			log.Error().Err(res.readErr).Str("group", logs.ID(group)).Str("file", FileName(group)).Str("saved_to", saved).
 				Int("records", len(raw[group])).Msg("offsets_journal_records_not_applied_file_unusable")
 		default:
 			if res.wrote {
@@ -390,6 +390,7 @@ func readHolds(fsys storage.FS, journalDir string, log zerolog.Logger) (map[stri
 // replayed is one group's outcome in replayGroup.
 type replayed struct {
 	applied  bool  // false: the file cannot be read or understood, and is untouched
+	readErr  error // why, when not applied
 	wrote    bool  // the file was written or removed
 	writeErr error // writing or removing the file failed; st and exists are what it should hold
 	st       state
@@ -406,7 +407,7 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 	path := filepath.Join(dir, name)
 	st, exists, err := readForReplay(fsys, path, group)
 	if err != nil {
-		return replayed{}, nil
+		return replayed{readErr: err}, nil
 	}
 	had := exists
 	fileEpoch := st.epoch
@@ -485,14 +486,18 @@ func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]byte) (st
 
 // readForReplay reads the group file at path for a replay or an adoption: its state, or
 // with no file an empty state under the epoch of the group's tombstone, if any. An error:
-// the file cannot be read or understood, or holds another group; it is left alone (the
-// group's actor reports it).
+// the file, or with no file the tombstone, cannot be read or understood, or the file
+// holds another group; it is left alone (the group's actor reports it too).
 func readForReplay(fsys storage.FS, path, group string) (state, bool, error) {
 	st := newState()
 	b, err := fsys.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if e, ok := readTombEpoch(fsys, path); ok {
+		e, ok, err := readTombEpoch(fsys, path)
+		if err != nil {
+			return st, false, err
+		}
+		if ok {
 			st.epoch = e
 		}
 		return st, false, nil

@@ -355,18 +355,16 @@ func decodeFile(b []byte) (string, state, error) {
 	return string(*f.Group), s, nil
 }
 
-// check refuses what the broker never writes: a negative partition, an offset or leader
-// epoch below -1 (Kafka's "none", which a commit may carry; OffsetCommit refuses
-// anything lower), a negative commit time. A file or journal record that holds one was
-// damaged or edited, and is treated as corrupt rather than served.
+// check refuses what the broker never writes: a negative partition, a negative commit
+// time. A file or journal record that holds one was damaged or edited, and is treated as
+// corrupt rather than served. The offset and leader epoch are not checked: any int64 and
+// int32 is a value a client may commit and Apache stores (kafkajs commits -2 for
+// "earliest"), so only the structure of the file, and the journal frame's checksum, tell
+// damage from data.
 func (o fileOffset) check() error {
 	switch {
 	case o.Partition < 0:
 		return fmt.Errorf("topic %q partition %d is negative", o.Topic, o.Partition)
-	case o.Offset < -1:
-		return fmt.Errorf("topic %q partition %d: offset %d is below -1", o.Topic, o.Partition, o.Offset)
-	case o.LeaderEpoch < -1:
-		return fmt.Errorf("topic %q partition %d: leader epoch %d is below -1", o.Topic, o.Partition, o.LeaderEpoch)
 	case o.CommitTime < 0:
 		return fmt.Errorf("topic %q partition %d: commit time %d is negative", o.Topic, o.Partition, o.CommitTime)
 	}

@@ -3,6 +3,8 @@ package offsets
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -157,8 +159,9 @@ func TestDecodeFileRejects(t *testing.T) {
 		"trailing":       `{"version":1,"group":"g","meta":{},"offsets":[]} {}`,
 		"duplicate":      `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0},{"topic":"t","partition":0}]}`,
 		"negative part":  `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":-1}]}`,
-		"offset -5":      `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-5,"leader_epoch":-1,"commit_time":1}]}`,
-		"epoch -2":       `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1,"leader_epoch":-2,"commit_time":1}]}`,
+		"offset 2^63":    `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":9223372036854775808,"leader_epoch":-1,"commit_time":1}]}`,
+		"epoch 2^31":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1,"leader_epoch":2147483648,"commit_time":1}]}`,
+		"offset 1.5":     `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1.5,"leader_epoch":-1,"commit_time":1}]}`,
 		"commit time -1": `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":1,"leader_epoch":-1,"commit_time":-1}]}`,
 		"generation -1":  `{"version":1,"group":"g","meta":{"generation":-1},"offsets":[]}`,
 		"empty since -1": `{"version":1,"group":"g","meta":{"empty_since":-1},"offsets":[]}`,
@@ -171,10 +174,21 @@ func TestDecodeFileRejects(t *testing.T) {
 			t.Errorf("%s: decodeFile(%q) accepted it", name, in)
 		}
 	}
-	// -1 is Kafka's "no offset" and "no leader epoch": a commit may carry it.
-	none := `{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-1,"leader_epoch":-1,"commit_time":1}]}`
-	if _, _, err := decodeFile([]byte(none)); err != nil {
-		t.Errorf("decodeFile refused offset -1: %v", err)
+	// Any int64 offset and int32 leader epoch is a value a client may commit (Apache
+	// stores them unchecked): a file is judged by its structure, not by their range.
+	for _, v := range []struct {
+		offset int64
+		epoch  int32
+	}{{-1, -1}, {-2, -1}, {math.MinInt64, math.MinInt32}, {math.MaxInt64, math.MaxInt32}, {-1000, -5}} {
+		in := fmt.Sprintf(`{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":%d,"leader_epoch":%d,"commit_time":1}]}`, v.offset, v.epoch)
+		_, s, err := decodeFile([]byte(in))
+		if err != nil {
+			t.Errorf("decodeFile refused offset %d, leader epoch %d: %v", v.offset, v.epoch, err)
+			continue
+		}
+		if got := s.offsets[TopicPartition{"t", 0}]; got.Offset != v.offset || got.LeaderEpoch != v.epoch {
+			t.Errorf("offset %d, leader epoch %d decoded as %+v", v.offset, v.epoch, got)
+		}
 	}
 }
 
@@ -225,6 +239,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"duplicates": []byte(`{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0},{"topic":"t","partition":0}]}`),
 		"version2":   []byte(`{"version":2,"group":"g","meta":{},"offsets":[]}`),
 		"members":    members,
+		"negative":   []byte(`{"version":1,"group":"g","meta":{},"offsets":[{"topic":"t","partition":0,"offset":-2,"leader_epoch":-1,"metadata":"","commit_time":1,"expire_time":0},{"topic":"t","partition":1,"offset":-9223372036854775808,"leader_epoch":-2147483648,"metadata":"","commit_time":1,"expire_time":0}]}`),
 	}
 	for name, b := range seeds {
 		content := "go test fuzz v1\n[]byte(" + quoteGo(b) + ")\n"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"kaas/logs"
 	"kaas/storage"
 )
 
@@ -74,17 +75,23 @@ func decodeTombstone(b []byte) (tombFile, error) {
 }
 
 // readTombEpoch is the epoch of the tombstone beside the group file at path (false: no
-// tombstone, or not readable).
-func readTombEpoch(fsys storage.FS, path string) (uint64, bool) {
-	b, err := fsys.ReadFile(tombPath(path))
+// tombstone). A tombstone that cannot be read or understood is an error, never taken
+// for no tombstone: it fences a deleted group's older records, and its readers keep
+// that fence (they refuse to serve, write or replay the group) until it is repaired.
+func readTombEpoch(fsys storage.FS, path string) (uint64, bool, error) {
+	tp := tombPath(path)
+	b, err := fsys.ReadFile(tp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
 	if err != nil {
-		return 0, false
+		return 0, false, fmt.Errorf("read tombstone %s: %w", tp, err)
 	}
 	t, err := decodeTombstone(b)
 	if err != nil {
-		return 0, false
+		return 0, false, fmt.Errorf("%s: %w", tp, err)
 	}
-	return t.Epoch, true
+	return t.Epoch, true, nil
 }
 
 // putTombstone makes data (a tombstone) durable beside the group file name in dir, then
@@ -99,10 +106,26 @@ func putTombstone(fsys storage.FS, dir, name string, data []byte) error {
 	return storage.RemoveDurably(fsys, dir, name)
 }
 
+// UnreadableTombstones is DropTombstones' error for the tombstones it could not read or
+// understand: they are kept (a tombstone fences a deleted group's older records), and
+// the others were still dropped.
+type UnreadableTombstones struct {
+	Count int
+	First string // the path of the first one
+	Err   error  // why the first one could not be read
+}
+
+func (u *UnreadableTombstones) Error() string {
+	return fmt.Sprintf("%d unreadable tombstones kept, the first %s: %v", u.Count, u.First, u.Err)
+}
+
+func (u *UnreadableTombstones) Unwrap() error { return u.Err }
+
 // DropTombstones removes the tombstones in dir of the groups owns says this broker
 // serves (nil: all) that are older than before, and returns how many it removed. It runs
 // off the actors (the groups manager's retention sweep); a group written again meanwhile
-// has removed its own.
+// has removed its own. A tombstone it cannot read or understand is kept and the sweep
+// goes on; they are reported together, as an *UnreadableTombstones.
 func DropTombstones(fsys storage.FS, dir string, before time.Time, owns func(string) bool) (int, error) {
 	names, err := fsys.ReadDirNames(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -112,17 +135,36 @@ func DropTombstones(fsys storage.FS, dir string, before time.Time, owns func(str
 		return 0, fmt.Errorf("list %s: %w", dir, err)
 	}
 	n := 0
+	var bad *UnreadableTombstones
+	unreadable := func(path string, err error) {
+		if bad == nil {
+			bad = &UnreadableTombstones{First: path, Err: err}
+		}
+		bad.Count++
+	}
 	for _, name := range names {
 		if !strings.HasSuffix(name, tombSuffix) {
 			continue
 		}
 		path := filepath.Join(dir, name)
 		b, err := fsys.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing: its group was written again
+		}
 		if err != nil {
+			unreadable(path, err)
 			continue
 		}
 		t, err := decodeTombstone(b)
-		if err != nil || TombstoneName(string(t.Group)) != name || t.DeletedMs >= before.UnixMilli() {
+		if err != nil {
+			unreadable(path, err)
+			continue
+		}
+		if TombstoneName(string(t.Group)) != name {
+			unreadable(path, fmt.Errorf("holds group %q", logs.ID(string(t.Group))))
+			continue
+		}
+		if t.DeletedMs >= before.UnixMilli() {
 			continue
 		}
 		if owns != nil && !owns(string(t.Group)) {
@@ -132,6 +174,9 @@ func DropTombstones(fsys storage.FS, dir string, before time.Time, owns func(str
 			return n, fmt.Errorf("remove tombstone %s: %w", path, err)
 		}
 		n++
+	}
+	if bad != nil {
+		return n, bad
 	}
 	return n, nil
 }
