@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,87 +22,124 @@ import (
 // reads and any of them may rewrite (acls.json, users.json). A change is a
 // read-modify-write under flock(2) on <name>.lock, so two brokers changing it at once do
 // not lose each other's change, written atomically through storage; every broker notices
-// a change on disk by polling its size, mtime and inode (Poll).
+// a change on disk by polling its size, mtime, ctime and inode (Poll).
+//
+// These files carry rights, so they fail closed: once this process has taken up a
+// version of the file, a file that is gone, empty, unreadable or not a regular file is
+// refused like a corrupt one, and what is in force stays. Only
+// a file that was never there (a fresh install) reads as none.
 type sharedFile struct {
 	fs   storage.FS
 	dir  string
 	name string
 
-	mu    sync.Mutex // serializes this broker's updates and polls
-	stamp stamp      // of the content last parsed (or last refused)
+	mu      sync.Mutex // serializes this broker's updates and polls
+	stamp   stamp      // of the content last parsed (or last refused)
+	present bool       // a version of the file was taken up or written: from now on it must be there
 }
 
 // stamp tells one version of a file from another without reading it: a rename over it
-// changes the inode, an edit in place its size or mtime.
+// changes the inode, an edit in place its size or mtime, a chmod its ctime.
 type stamp struct {
 	exists bool
 	size   int64
 	mtime  int64
+	ctime  int64
 	ino    uint64
+	mode   fs.FileMode
 }
 
 func stampOf(fi fs.FileInfo) stamp {
-	s := stamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	s := stamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.ino = st.Ino
+		s.ctime = st.Ctim.Nano()
 	}
 	return s
 }
 
 func (f *sharedFile) path() string { return filepath.Join(f.dir, f.name) }
 
-// read returns the file's bytes and stamp; a missing file is nil bytes, no error.
+// errMissing is a shared file that is not there.
+var errMissing = errors.New("missing")
+
+// read returns the file's bytes and stamp: errMissing when there is no file, another
+// error (with the stamp, when there is one) when it cannot be read or is not a regular
+// file.
 func (f *sharedFile) read() ([]byte, stamp, error) {
-	fi, err := os.Stat(f.path())
+	path := f.path()
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, stamp{}, nil
+		return nil, stamp{}, errMissing
 	}
 	if err != nil {
-		return nil, stamp{}, fmt.Errorf("stat %s: %w", f.path(), err)
+		return nil, stamp{}, fmt.Errorf("stat %s: %w", path, err)
 	}
-	b, err := f.fs.ReadFile(f.path())
+	s := stampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return nil, s, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	// O_NONBLOCK: a FIFO put there since the Stat must not hang the poller.
+	file, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, stamp{}, nil
+		return nil, stamp{}, errMissing
 	}
 	if err != nil {
-		return nil, stamp{}, fmt.Errorf("read %s: %w", f.path(), err)
+		return nil, s, fmt.Errorf("open %s: %w", path, err)
 	}
-	return b, stampOf(fi), nil
+	defer file.Close()
+	if fi, err = file.Stat(); err != nil {
+		return nil, s, fmt.Errorf("stat %s: %w", path, err)
+	}
+	s = stampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return nil, s, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(file)
+	if err != nil {
+		return nil, s, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, s, nil
 }
 
-// changed says whether the file on disk is not the version last parsed.
-func (f *sharedFile) changed() (bool, error) {
-	fi, err := os.Stat(f.path())
-	var s stamp
+// current is the file's content for a load or an update: nil with no error for a file
+// that was never there; an error for one that is gone, empty or unreadable after a
+// version of it was taken up, or empty or unreadable at all.
+func (f *sharedFile) current() ([]byte, stamp, error) {
+	b, s, err := f.read()
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, errMissing) && !f.present:
+		return nil, stamp{}, nil // a fresh install
+	case errors.Is(err, errMissing):
+		return nil, stamp{}, fmt.Errorf("%s was removed: restore it, or write an empty list to mean none", f.path())
 	case err != nil:
-		return false, fmt.Errorf("stat %s: %w", f.path(), err)
-	default:
-		s = stampOf(fi)
+		return nil, s, err
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, s, fmt.Errorf("%s is empty: restore it, or write an empty list to mean none", f.path())
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return s != f.stamp, nil
+	return b, s, nil
 }
 
-// load reads the file and hands its bytes to parse (nil for a missing file) when it is
-// not the version last parsed; force reads it whatever its stamp.
+// load reads the file and hands its bytes to parse (nil for a file that was never there)
+// when it is not the version last parsed; force reads it whatever its stamp.
 func (f *sharedFile) load(force bool, parse func([]byte) error) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, s, err := f.read()
-	if err != nil {
-		return false, err
-	}
+	b, s, err := f.current()
 	if !force && s == f.stamp {
 		return false, nil
 	}
-	// The stamp is taken even when parse refuses the content: a broken file is reported
+	// The stamp is taken even when the content is refused: a broken file is reported
 	// once per version, not once per poll.
 	f.stamp = s
+	if err != nil {
+		return false, err
+	}
 	if err := parse(b); err != nil {
 		return false, fmt.Errorf("%s: %w", f.path(), err)
+	}
+	if b != nil {
+		f.present = true
 	}
 	return true, nil
 }
@@ -124,7 +163,7 @@ func (f *sharedFile) update(change func(old []byte) ([]byte, error), parse func(
 		return fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	defer func() { _ = unix.Flock(int(lf.Fd()), unix.LOCK_UN) }()
-	old, _, err := f.read()
+	old, _, err := f.current()
 	if err != nil {
 		return err
 	}
@@ -138,6 +177,7 @@ func (f *sharedFile) update(change func(old []byte) ([]byte, error), parse func(
 	if fi, err := os.Stat(f.path()); err == nil {
 		f.stamp = stampOf(fi)
 	}
+	f.present = true
 	return parse(b)
 }
 
