@@ -2,15 +2,18 @@ package auth
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 
@@ -25,8 +28,8 @@ import (
 // a change on disk by polling its size, mtime, ctime and inode (Poll).
 //
 // These files carry rights, so they fail closed: once this process has taken up a
-// version of the file, a file that is gone, empty, unreadable or not a regular file is
-// refused like a corrupt one, and what is in force stays. Only
+// version of the file, a file that is gone, empty, unreadable or not a regular file (a
+// symlink is not followed) is refused like a corrupt one, and what is in force stays. Only
 // a file that was never there (a fresh install) reads as none.
 type sharedFile struct {
 	fs   storage.FS
@@ -65,10 +68,11 @@ var errMissing = errors.New("missing")
 
 // read returns the file's bytes and stamp: errMissing when there is no file, another
 // error (with the stamp, when there is one) when it cannot be read or is not a regular
-// file.
+// file. A symlink is refused, not followed: the rights are this file's, not those of
+// wherever a link points.
 func (f *sharedFile) read() ([]byte, stamp, error) {
 	path := f.path()
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, stamp{}, errMissing
 	}
@@ -77,10 +81,11 @@ func (f *sharedFile) read() ([]byte, stamp, error) {
 	}
 	s := stampOf(fi)
 	if !fi.Mode().IsRegular() {
-		return nil, s, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+		return nil, s, fmt.Errorf("%s is not a regular file (%s; a symlink is not followed)", path, fi.Mode().Type())
 	}
-	// O_NONBLOCK: a FIFO put there since the Stat must not hang the poller.
-	file, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	// O_NOFOLLOW: the name may have become a symlink since the Lstat; O_NONBLOCK: nor
+	// may a FIFO put there hang the poller.
+	file, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, stamp{}, errMissing
 	}
@@ -174,7 +179,7 @@ func (f *sharedFile) update(change func(old []byte) ([]byte, error), parse func(
 	if err := storage.WriteFileAtomic(f.fs, f.dir, f.name, b); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(f.path()); err == nil {
+	if fi, err := os.Lstat(f.path()); err == nil {
 		f.stamp = stampOf(fi)
 	}
 	f.present = true
@@ -195,4 +200,85 @@ func flockTimeout(f *os.File, timeout time.Duration) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// checkKeys refuses a JSON document in which an object holds a key twice: encoding/json
+// keeps the last one, so a second "permission" would silently turn a hand-written DENY
+// into an ALLOW. In an object that decodes into a struct (isMap false for its depth, the
+// top-level object being depth 0) keys that differ only in case are the same key too, as
+// encoding/json matches field names case-insensitively; in one that decodes into a map
+// (user names) they are different keys.
+func checkKeys(b []byte, isMap func(depth int) bool) error {
+	type frame struct {
+		obj, fold, wantKey bool
+		keys               map[string]bool
+	}
+	var stack []*frame
+	depth := 0 // objects open
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].obj {
+			stack[n-1].wantKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+			top := stack[n-1]
+			if tok == json.Delim('}') {
+				stack = stack[:n-1]
+				depth--
+				valueDone()
+				continue
+			}
+			key, _ := tok.(string)
+			k := key
+			if top.fold {
+				k = foldKey(key)
+			}
+			if top.keys[k] {
+				return fmt.Errorf("key %q appears twice in one object", key)
+			}
+			top.keys[k] = true
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, fold: !isMap(depth), wantKey: true, keys: map[string]bool{}})
+			depth++
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+// foldKey is key with each rune replaced by the smallest of its case-folding orbit, so
+// that foldKey(x) == foldKey(y) exactly when encoding/json takes x and y for one field.
+func foldKey(key string) string {
+	var sb strings.Builder
+	for _, r := range key {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
 }

@@ -173,10 +173,16 @@ func (c *Credentials) parse(b []byte) error {
 	return nil
 }
 
+// decodeUsers reads users.json (nil: a file that was never there, no users). No key may
+// appear twice (checkKeys); user names and mechanisms (depths 1 and 2) are map keys, told
+// apart by case.
 func decodeUsers(b []byte) (usersFile, error) {
 	f := usersFile{Version: 1, Users: map[string]map[string]Credential{}}
-	if len(b) == 0 {
+	if b == nil {
 		return f, nil
+	}
+	if err := checkKeys(b, func(d int) bool { return d == 1 || d == 2 }); err != nil {
+		return f, fmt.Errorf("parse users: %w", err)
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return f, fmt.Errorf("parse users: %w", err)
