@@ -18,6 +18,10 @@ import (
 	"kaas/storage"
 )
 
+// authFailureLogInterval is how often sasl_authentication_failed is logged at most (the
+// first failure at once, then one line per interval saying how many were held back).
+const authFailureLogInterval = 10 * time.Second
+
 // startSecurity builds what the listeners' security protocols and the authorizer need:
 // the TLS configuration (SSL, SASL_SSL), the SASL credentials (always: the SCRAM APIs
 // manage them even on a broker without a SASL listener), the authorizer
@@ -30,6 +34,7 @@ func (b *Broker) startSecurity() error {
 		return fmt.Errorf("load SASL users: %w", err)
 	}
 	b.env.Credentials = creds
+	b.env.AuthFailureLog = logs.NewLimiter(authFailureLogInterval)
 	if b.cfg.Authorizer == "simple" {
 		supers, err := auth.ParseSuperUsers(b.cfg.SuperUsers)
 		if err != nil {
