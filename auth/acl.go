@@ -117,7 +117,7 @@ func (a *ACL) UnmarshalJSON(b []byte) error {
 
 // Validate refuses what CreateAcls refuses with INVALID_REQUEST: a resource type, pattern
 // type, operation or permission that is not a concrete one, a CLUSTER resource not named
-// kafka-cluster, an empty name or host, a principal that is not Type:name.
+// kafka-cluster, an empty name or host, a principal that is not User:name (ParsePrincipal).
 func (a ACL) Validate() error {
 	switch a.ResourceType {
 	case Topic, Group, Cluster, TransactionalID:

@@ -61,14 +61,9 @@ func NewAuthorizer(cfg AuthorizerConfig) (*Authorizer, error) {
 }
 
 func (a *Authorizer) parse(b []byte) error {
-	var f aclFile
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, &f); err != nil {
-			return fmt.Errorf("parse ACLs: %w", err)
-		}
-		if f.Version != 1 {
-			return fmt.Errorf("ACL file version %d is not 1", f.Version)
-		}
+	f, err := decodeACLFile(b)
+	if err != nil {
+		return err
 	}
 	a.rules.Store(NewRules(f.ACLs))
 	a.version.Add(1)
@@ -173,13 +168,22 @@ func (a *Authorizer) Delete(filters []Filter) ([][]ACL, error) {
 	return matched, nil
 }
 
+// decodeACLFile reads acls.json (nil: a file that was never there, no ACLs). Every rule
+// must be valid (ACL.UnmarshalJSON) and no key may appear twice (checkKeys): a rule that
+// would not apply as written refuses the whole file.
 func decodeACLFile(b []byte) (aclFile, error) {
-	f := aclFile{Version: 1}
-	if len(b) == 0 {
-		return f, nil
+	if b == nil {
+		return aclFile{Version: 1}, nil
+	}
+	var f aclFile
+	if err := checkKeys(b, func(int) bool { return false }); err != nil {
+		return f, fmt.Errorf("parse ACLs: %w", err)
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return f, fmt.Errorf("parse ACLs: %w", err)
+	}
+	if f.Version != 1 {
+		return f, fmt.Errorf("ACL file version %d is not 1", f.Version)
 	}
 	return f, nil
 }

@@ -22,11 +22,18 @@ func User(name string) Principal { return Principal{Type: "User", Name: name} }
 
 func (p Principal) String() string { return p.Type + ":" + p.Name }
 
-// ParsePrincipal reads "User:alice" (the name may hold further colons).
+// ParsePrincipal reads "User:alice" as Apache's SecurityUtils.parseKafkaPrincipal splits
+// it: the type up to the first colon, the name after it (it may hold further colons).
+// Every principal kaas gives a connection is of type User, compared case-sensitively, so
+// any other type ("user:alice", "Group:x") is refused: an ACL or super user naming it
+// would silently never apply. User:* is the wildcard of ACLs.
 func ParsePrincipal(s string) (Principal, error) {
 	typ, name, ok := strings.Cut(s, ":")
 	if !ok || typ == "" || name == "" {
 		return Principal{}, fmt.Errorf("principal %q: want Type:name, like User:alice", s)
+	}
+	if typ != "User" {
+		return Principal{}, fmt.Errorf("principal %q: the type must be User (case-sensitive), like User:alice", s)
 	}
 	return Principal{Type: typ, Name: name}, nil
 }

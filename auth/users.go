@@ -80,7 +80,7 @@ func NewCredential(mechanism, password string, iterations int) (Credential, erro
 	if h == nil {
 		return Credential{}, fmt.Errorf("unknown SCRAM mechanism %q", mechanism)
 	}
-	salt := make([]byte, 32)
+	salt := make([]byte, saltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return Credential{}, err
 	}
@@ -136,13 +136,14 @@ type Credentials struct {
 	secret []byte
 }
 
-// NewCredentials loads users.json (no file: no users). A file that does not parse
-// refuses the start.
+// NewCredentials loads users.json (no file: no users) and the secret unknown users'
+// credentials derive from (LoadSecret). A file that does not parse refuses the start.
 func NewCredentials(cfg CredentialsConfig) (*Credentials, error) {
-	c := &Credentials{cfg: cfg, file: sharedFile{fs: cfg.FS, dir: cfg.Dir, name: UsersFile}, secret: make([]byte, 32)}
-	if _, err := rand.Read(c.secret); err != nil {
+	secret, err := LoadSecret(cfg.FS, cfg.Dir)
+	if err != nil {
 		return nil, err
 	}
+	c := &Credentials{cfg: cfg, file: sharedFile{fs: cfg.FS, dir: cfg.Dir, name: UsersFile}, secret: secret}
 	empty := map[string]map[string]Credential{}
 	c.users.Store(&empty)
 	if _, err := c.file.load(true, c.parse); err != nil {
@@ -173,10 +174,16 @@ func (c *Credentials) parse(b []byte) error {
 	return nil
 }
 
+// decodeUsers reads users.json (nil: a file that was never there, no users). No key may
+// appear twice (checkKeys); user names and mechanisms (depths 1 and 2) are map keys, told
+// apart by case.
 func decodeUsers(b []byte) (usersFile, error) {
 	f := usersFile{Version: 1, Users: map[string]map[string]Credential{}}
-	if len(b) == 0 {
+	if b == nil {
 		return f, nil
+	}
+	if err := checkKeys(b, func(d int) bool { return d == 1 || d == 2 }); err != nil {
+		return f, fmt.Errorf("parse users: %w", err)
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return f, fmt.Errorf("parse users: %w", err)
@@ -211,12 +218,23 @@ func (c *Credentials) Lookup(user, mechanism string) (Credential, bool) {
 	return cr, ok
 }
 
-// fake is the credential of a user that does not exist: the same for the same name
-// during this process, and matching no password.
+// FakeIterations is the iteration count of an unknown user's credential: the count
+// real users get by default (kaas users set --iterations, Apache's kafka-configs).
+const FakeIterations = MinIterations
+
+// saltLen is the length of a salt NewCredential makes, and so of an unknown user's.
+const saltLen = 32
+
+// fake is the credential of a user that does not exist, matching no password. Its salt
+// looks like a real user's (the same length and iterations) and is the same from every
+// broker sharing the volume and across restarts, derived from the cluster's secret: a
+// salt that changed between asks, or between brokers, would tell that the user is not
+// there.
 func (c *Credentials) fake(user, mechanism string) Credential {
 	h := hashOf(mechanism)
-	k := hmacOf(sha256.New, c.secret, mechanism+"\x00"+user)
-	return Credential{Salt: k[:16], Iterations: MinIterations, StoredKey: hmacOf(h, k, "stored"), ServerKey: hmacOf(h, k, "server")}
+	salt := hmacOf(sha256.New, c.secret, mechanism+"\x00"+user)[:saltLen]
+	k := hmacOf(sha256.New, c.secret, "keys\x00"+mechanism+"\x00"+user)
+	return Credential{Salt: salt, Iterations: FakeIterations, StoredKey: hmacOf(h, k, "stored"), ServerKey: hmacOf(h, k, "server")}
 }
 
 // VerifyPlain checks a PLAIN password against the user's SCRAM-SHA-512 credential, or

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,8 +144,8 @@ func TestSASLMechanismsWithFranzGo(t *testing.T) {
 			t.Errorf("%s successes counted: %v", m, got)
 		}
 	}
-	if n := sink.Count("sasl_authentication_failed"); n < 6 {
-		t.Errorf("sasl_authentication_failed logged %d times, want one per failure (6)", n)
+	if n := len(sink.Events("sasl_authentication_failed")); n < 1 {
+		t.Errorf("sasl_authentication_failed logged %d times, want the first failure at least", n)
 	}
 	if strings.Contains(sink.String(), password) {
 		t.Fatalf("the broker's log holds the password:\n%s", sink)
@@ -251,5 +252,41 @@ func TestFailedAuthenticationClosesDespiteFlood(t *testing.T) {
 		if !r.Closed(5 * time.Second) {
 			t.Fatalf("v%d: a client flooding after a failed authentication is still connected", v)
 		}
+	}
+}
+
+// A client guessing passwords as fast as it can does not flood the log: the first failure
+// is logged, the rest at most once per interval with the number held back, while each one
+// is still counted in the metric.
+func TestFailedAuthenticationLogRateLimited(t *testing.T) {
+	b, sink := saslBroker(t, nil)
+	addr := b.ListenerAddr("SASL_PLAINTEXT")
+	const failures = 100
+	for i := range failures {
+		r := brokertest.Dial(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(1)
+		hs.Mechanism = "PLAIN"
+		if resp := r.Roundtrip(hs, 1).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
+			t.Fatalf("handshake: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		a := kmsg.NewPtrSASLAuthenticateRequest()
+		a.SetVersion(2)
+		a.SASLAuthBytes = []byte("\x00nobody\x00guess-" + strconv.Itoa(i))
+		if resp := r.Roundtrip(a, 2).(*kmsg.SASLAuthenticateResponse); resp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Fatalf("guess %d: %v", i, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if !r.Closed(5 * time.Second) {
+			t.Fatal("the connection stays open after a failed authentication")
+		}
+	}
+	if got := testutil.ToFloat64(b.Metrics().SASLAuthentications.WithLabelValues("PLAIN", "failure")); got != failures {
+		t.Fatalf("failures counted: %v, want %d", got, failures)
+	}
+	lines := sink.Events("sasl_authentication_failed")
+	// One line per 10 s: a hundred failures would have to take a minute and a half to
+	// reach ten lines.
+	if len(lines) < 1 || len(lines) > failures/10 {
+		t.Fatalf("%d sasl_authentication_failed lines for %d failures, want the first and then at most one per interval", len(lines), failures)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,6 +175,76 @@ func TestTLSCertificateReloadedFromDisk(t *testing.T) {
 	}
 	if string(after.Raw) != string(pemCert(t, second.certFile).Raw) {
 		t.Fatal("served a certificate that is neither")
+	}
+}
+
+// A reload of the certificate is logged once, and so is a certificate file that is
+// refused (the pair in force stays served): one event per version of the files, however
+// many handshakes see it, and no key material.
+func TestTLSCertificateReloadAndRefusalLogged(t *testing.T) {
+	first, second := newPKI(t), newPKI(t)
+	c := brokertest.Config(t)
+	c.Listeners = []config.Listener{{Name: "SSL", Host: "127.0.0.1"}}
+	c.SSLCertificateLocation, c.SSLKeyLocation = first.certFile, first.keyFile
+	b, sink, err := brokertest.StartLogged(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caOf(t, first))
+	pool.AddCert(caOf(t, second))
+	handshakes := func(n int) *x509.Certificate {
+		var cert *x509.Certificate
+		for range n {
+			nc, err := tls.Dial("tcp", b.ListenerAddr("SSL"), &tls.Config{RootCAs: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert = nc.ConnectionState().PeerCertificates[0]
+			nc.Close()
+		}
+		return cert
+	}
+	stamp := time.Now()
+	put := func(path string, raw []byte) {
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stamp = stamp.Add(time.Minute) // later than any before, whatever the clock's granularity
+		_ = os.Chtimes(path, stamp, stamp)
+	}
+	original := pemCert(t, first.certFile)
+	handshakes(3)
+	put(first.certFile, []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"))
+	if got := handshakes(5); string(got.Raw) != string(original.Raw) {
+		t.Fatal("a refused certificate file leaves the pair in force served")
+	}
+	refused := sink.Events("tls_certificate_refused_previous_kept")
+	if len(refused) != 1 {
+		t.Fatalf("%d refusals logged, want 1:\n%s", len(refused), sink)
+	}
+	for _, f := range []string{second.certFile, second.keyFile} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(filepath.Join(filepath.Dir(first.certFile), filepath.Base(f)), raw)
+	}
+	if got := handshakes(5); string(got.Raw) != string(pemCert(t, second.certFile).Raw) {
+		t.Fatal("the renewed certificate is served")
+	}
+	reloaded := sink.Events("tls_certificate_reloaded")
+	if len(reloaded) != 1 || len(sink.Events("tls_certificate_refused_previous_kept")) != 1 {
+		t.Fatalf("want one reload and one refusal logged:\n%s", sink)
+	}
+	keyPEM, err := os.ReadFile(second.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range append(refused, reloaded...) {
+		if strings.Contains(line, "PRIVATE KEY") || strings.Contains(line, string(keyPEM[40:80])) {
+			t.Fatalf("key material in %s", line)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"kaas/auth"
 	"kaas/cluster"
 	"kaas/config"
+	"kaas/logs"
 	"kaas/metrics"
 	"kaas/registry"
 )
@@ -37,6 +38,10 @@ type Env struct {
 	// allowed); Credentials are the SASL users (nil: no SASL listener).
 	Authorizer  *auth.Authorizer
 	Credentials *auth.Credentials
+	// AuthFailureLog rate-limits sasl_authentication_failed across the broker's
+	// connections, so a client guessing passwords does not flood the log (every failure
+	// is still counted); nil logs each one.
+	AuthFailureLog *logs.Limiter
 
 	// RequestBytes bounds the bytes held by request frames being read, across the broker
 	// (queued.max.request.bytes); ResponseBytes counts the bytes of responses built and

@@ -94,9 +94,13 @@ func (a *connActor) failAuth(mechanism, user, reason string) {
 		a.met.SASLAuthentications.WithLabelValues(mechanism, "failure").Inc()
 	}
 	// The user name the client gave is bounded (logs.ID); what it sent as a password
-	// never reaches a log line.
-	a.log.Warn().Str("mechanism", mechanism).Str("user", logs.ID(user)).Str("reason", reason).
-		Msg("sasl_authentication_failed")
+	// never reaches a log line. A brute force would log a line per guess: the first is
+	// logged, then one per interval with the number held back (the metric counts each).
+	e := a.log.Warn()
+	if l := a.env.AuthFailureLog; l != nil {
+		e = l.Event(e)
+	}
+	e.Str("mechanism", mechanism).Str("user", logs.ID(user)).Str("reason", reason).Msg("sasl_authentication_failed")
 	if a.cfg.FailedAuthDelay <= 0 {
 		a.env.System.Send(a.self, &authFailedClose{})
 		return
