@@ -21,6 +21,13 @@ type Metrics struct {
 	Requests        *prometheus.CounterVec // by api, version, error
 	RequestSeconds  *prometheus.HistogramVec
 
+	// AcceptErrors counts failed accepts by listener and reason (emfile, enfile, enobufs,
+	// enomem, econnaborted, timeout, other); the listener retries them with a backoff.
+	// ConnectionsRefused counts connections closed as soon as they were accepted, by
+	// listener and reason (max_connections_per_ip).
+	AcceptErrors       *prometheus.CounterVec
+	ConnectionsRefused *prometheus.CounterVec
+
 	// Memory clients can pin (actors/conn): bytes held by partly read requests, readers
 	// waiting for them, bytes of responses built but not yet written, and requests held
 	// until their connection's responses drain.
@@ -65,6 +72,12 @@ func New() *Metrics {
 		ClosedBadInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_connections_closed_bad_input_total", Help: "Connections closed because the client broke the protocol, by reason.",
 		}, []string{"reason"}),
+		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_accept_errors_total", Help: "Failed accepts of a Kafka listener, retried with a backoff, by listener and reason (emfile, enfile, enobufs, enomem, econnaborted, timeout, other).",
+		}, []string{"listener", "reason"}),
+		ConnectionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_connections_refused_total", Help: "Connections closed as soon as they were accepted, by listener and reason (max_connections_per_ip).",
+		}, []string{"listener", "reason"}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_requests_total", Help: "Requests answered, by API, version and top-level error code.",
 		}, []string{"api", "version", "error"}),
@@ -111,7 +124,7 @@ func New() *Metrics {
 			m.OwnershipMoves.WithLabelValues(kind, dir) // every series from the start, at 0
 		}
 	}
-	r.MustRegister(m.ActorRestarts, m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
+	r.MustRegister(m.ActorRestarts, m.OpenConnections, m.Connections, m.ClosedBadInput, m.AcceptErrors, m.ConnectionsRefused, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		m.RegistryBrokersAlive, m.LeaseHeld, m.OwnershipMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
