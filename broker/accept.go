@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 
@@ -103,8 +104,28 @@ func (b *Broker) accept(l *listener) {
 				Msg("listener_accept_recovered")
 			failures, delay = 0, 0
 		}
-		b.serve(l, nc)
+		// Apache's order: wait for one of max.connections, then check the address.
+		if !b.quotas.waitSlot(b.quit, func() { b.onAcceptPaused(l) }) {
+			_ = nc.Close()
+			return
+		}
+		ip := ipOf(nc)
+		if ok, limit := b.quotas.admit(ip); !ok {
+			_ = nc.Close()
+			b.met.ConnectionsRefused.WithLabelValues(l.name, "max_connections_per_ip").Inc()
+			l.refuseLog.Event(b.log.Warn()).Str("listener", l.name).Str("remote", nc.RemoteAddr().String()).
+				Str("reason", "max_connections_per_ip").Int("limit", limit).Msg("connection_refused")
+			continue
+		}
+		b.serve(l, nc, ip)
 	}
+}
+
+// onAcceptPaused counts and logs a listener that stops accepting at max.connections.
+func (b *Broker) onAcceptPaused(l *listener) {
+	b.met.AcceptPaused.WithLabelValues(l.name).Inc()
+	l.pauseLog.Event(b.log.Warn()).Str("listener", l.name).Int32("max_connections", b.cfg.MaxConnections).
+		Msg("listener_accept_paused")
 }
 
 // quitting reports whether Stop has begun.
@@ -129,12 +150,14 @@ func (b *Broker) wait(d time.Duration) bool {
 	}
 }
 
-// serve makes nc a connection actor, or closes it when the broker is stopping.
-func (b *Broker) serve(l *listener, nc net.Conn) {
+// serve makes nc, counted in under ip, a connection actor, or closes it when the broker
+// is stopping. Either way it is counted out once.
+func (b *Broker) serve(l *listener, nc net.Conn, ip netip.Addr) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.stopping {
 		_ = nc.Close()
+		b.quotas.release(ip)
 		return
 	}
 	b.connsWG.Add(1)
@@ -161,6 +184,7 @@ func (b *Broker) serve(l *listener, nc net.Conn) {
 			b.mu.Lock()
 			delete(b.conns, pid)
 			b.mu.Unlock()
+			b.quotas.release(ip)
 			b.connsWG.Done()
 		},
 	}))

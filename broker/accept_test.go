@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker"
@@ -97,6 +98,12 @@ func TestAcceptRetriesAfterEMFILE(t *testing.T) {
 	if n := sample(fams, "kaas_accept_errors_total", "listener", "PLAINTEXT", "reason", "enfile"); n != 0 {
 		t.Fatalf("kaas_accept_errors_total{reason=enfile} = %v, want 0", n)
 	}
+	if n := sample(fams, "kaas_connections_refused_total", "listener", "PLAINTEXT", "reason", "max_connections_per_ip"); n != 0 {
+		t.Fatalf("kaas_connections_refused_total = %v, want 0", n)
+	}
+	if n := sample(fams, "kaas_accept_paused_total", "listener", "PLAINTEXT"); n != 0 {
+		t.Fatalf("kaas_accept_paused_total = %v, want 0", n)
+	}
 	if got := sink.Events("listener_accept_failed"); len(got) != 1 || !strings.Contains(got[0], "emfile") {
 		t.Fatalf("accept failures logged as %q, want one line (rate-limited) naming emfile", got)
 	}
@@ -112,5 +119,129 @@ func TestAcceptRetriesAfterEMFILE(t *testing.T) {
 	}
 	if got := sink.Events("listener_accept_recovered"); len(got) != 1 || !strings.Contains(got[0], `"failures":5`) {
 		t.Fatalf("recovery logged as %q, want one line counting the 5 failures", got)
+	}
+}
+
+// served sends an ApiVersions on r and reads its answer: the connection is served.
+func served(t *testing.T, r *brokertest.Raw, corr int32) {
+	t.Helper()
+	if resp := r.Roundtrip(kmsg.NewPtrApiVersionsRequest(), corr).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions: error %d", resp.ErrorCode)
+	}
+}
+
+// max.connections.per.ip: a connection past the limit from one address is closed as soon
+// as it is accepted (and counted), the others go on; a closed one frees its place; an
+// override for the address raises its limit.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	c := brokertest.Config(t)
+	c.HTTPListen = "127.0.0.1:0"
+	c.MaxConnectionsPerIP = 2
+	b, sink, err := brokertest.StartLogged(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := brokertest.Dial(t, b.Addr()), brokertest.Dial(t, b.Addr())
+	served(t, c1, 1)
+	served(t, c2, 1)
+	c3 := brokertest.Dial(t, b.Addr())
+	if !c3.Closed(10 * time.Second) {
+		t.Fatal("a third connection from 127.0.0.1 was kept open past max.connections.per.ip=2")
+	}
+	served(t, c1, 2)
+	served(t, c2, 2)
+	if n := sample(scrape(t, b.HTTPAddr()), "kaas_connections_refused_total", "listener", "PLAINTEXT", "reason", "max_connections_per_ip"); n != 1 {
+		t.Fatalf("kaas_connections_refused_total{reason=max_connections_per_ip} = %v, want 1", n)
+	}
+	if got := sink.Events("connection_refused"); len(got) != 1 || !strings.Contains(got[0], `"limit":2`) {
+		t.Fatalf("refusal logged as %q, want one line with the limit", got)
+	}
+
+	// c1 closes: once the broker has seen it go, a new connection takes its place.
+	c1.C.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := brokertest.Dial(t, b.Addr())
+		r.Send(kmsg.NewPtrApiVersionsRequest(), 1)
+		if _, err := r.ReadFrame(10 * time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a connection closed did not free its place under max.connections.per.ip")
+		}
+		// A poll with a deadline: the broker counts c1 out once its actor has stopped.
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	c = brokertest.Config(t)
+	c.MaxConnectionsPerIP = 2
+	c.MaxConnectionsPerIPOverrides = map[string]int32{"localhost": 3} // a name, resolved at start
+	b2 := brokertest.StartWith(t, c)
+	for i := 0; i < 3; i++ {
+		served(t, brokertest.Dial(t, b2.Addr()), 1)
+	}
+	if !brokertest.Dial(t, b2.Addr()).Closed(10 * time.Second) {
+		t.Fatal("a fourth connection from 127.0.0.1 was kept open past its override of 3")
+	}
+}
+
+// An override whose host does not resolve stops the broker from starting.
+func TestMaxConnectionsPerIPOverrideUnresolvable(t *testing.T) {
+	c := brokertest.Config(t)
+	c.MaxConnectionsPerIPOverrides = map[string]int32{"no-such-host.invalid": 1}
+	if _, _, err := brokertest.StartLogged(t, c); err == nil || !strings.Contains(err.Error(), "max.connections.per.ip.overrides") {
+		t.Fatalf("start with an unresolvable override: %v, want a refusal naming the setting", err)
+	}
+}
+
+// max.connections: at the limit the listener stops accepting until a connection closes,
+// then serves the one that waited; the count comes back down exactly once per connection.
+func TestMaxConnectionsWaitsForAClose(t *testing.T) {
+	c := brokertest.Config(t)
+	c.HTTPListen = "127.0.0.1:0"
+	c.MaxConnections = 2
+	b := brokertest.StartWith(t, c)
+	paused := func(n float64) {
+		t.Helper()
+		waitMetric(t, b.HTTPAddr(), "kaas_accept_paused_total", func(f map[string]*dto.MetricFamily) bool {
+			return sample(f, "kaas_accept_paused_total", "listener", "PLAINTEXT") == n
+		})
+	}
+	c1, c2 := brokertest.Dial(t, b.Addr()), brokertest.Dial(t, b.Addr())
+	served(t, c1, 1)
+	served(t, c2, 1)
+	c3 := brokertest.Dial(t, b.Addr())
+	c3.Send(kmsg.NewPtrApiVersionsRequest(), 1)
+	paused(1)
+	// The listener waits for a slot: c3 is not served, nor counted as a connection.
+	if n := sample(scrape(t, b.HTTPAddr()), "kaas_connections_accepted_total", "listener", "PLAINTEXT"); n != 2 {
+		t.Fatalf("kaas_connections_accepted_total = %v while at max.connections=2, want 2", n)
+	}
+	if _, err := c3.ReadFrame(100 * time.Millisecond); err == nil {
+		t.Fatal("a third connection was served at max.connections=2")
+	}
+	c1.C.Close()
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if corr := c3.Recv(resp); corr != 1 || resp.ErrorCode != 0 {
+		t.Fatalf("the waiting connection's ApiVersions: corr %d error %d", corr, resp.ErrorCode)
+	}
+	served(t, c2, 2)
+
+	// c2 and c3 close: two new connections are served and a third waits again, so each
+	// connection was counted out once (twice would let the third in).
+	c2.C.Close()
+	c3.C.Close()
+	c4, c5 := brokertest.Dial(t, b.Addr()), brokertest.Dial(t, b.Addr())
+	served(t, c4, 1)
+	served(t, c5, 1)
+	// c4 or c5 may have waited for c2 and c3 to be counted out; both are served now, so
+	// the next pause is c6's.
+	before := sample(scrape(t, b.HTTPAddr()), "kaas_accept_paused_total", "listener", "PLAINTEXT")
+	c6 := brokertest.Dial(t, b.Addr())
+	c6.Send(kmsg.NewPtrApiVersionsRequest(), 1)
+	paused(before + 1)
+	c4.C.Close()
+	if corr := c6.Recv(kmsg.NewPtrApiVersionsResponse()); corr != 1 {
+		t.Fatalf("corr %d", corr)
 	}
 }

@@ -62,8 +62,11 @@ type Broker struct {
 	stopping bool
 	connsWG  sync.WaitGroup
 	acceptWG sync.WaitGroup
-	// quit is closed when Stop begins: an accept loop waiting to retry returns at once.
+	// quit is closed when Stop begins: an accept loop waiting to retry, or for a
+	// connection to close, returns at once.
 	quit chan struct{}
+	// quotas counts the connections open against max.connections(.per.ip).
+	quotas *connQuotas
 
 	stopOnce sync.Once
 	stopErr  error
@@ -73,9 +76,12 @@ type listener struct {
 	name string
 	ln   net.Listener
 	// failing is the accept failure under way (nil while accepting works); /readyz
-	// reports it. failLog rate-limits its log lines.
-	failing atomic.Pointer[acceptFailure]
-	failLog *logs.Limiter
+	// reports it. failLog, refuseLog and pauseLog rate-limit the lines of failed accepts,
+	// connections refused and pauses at max.connections.
+	failing   atomic.Pointer[acceptFailure]
+	failLog   *logs.Limiter
+	refuseLog *logs.Limiter
+	pauseLog  *logs.Limiter
 }
 
 // Option changes how Start builds a broker (tests use them).
@@ -101,6 +107,11 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 		opt(&o)
 	}
 	b := &Broker{cfg: cfg, log: log, conns: map[*actor.PID]struct{}{}, met: metrics.New(), quit: make(chan struct{})}
+	quotas, err := newConnQuotas(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.quotas = quotas
 	// Process-wide, set before anything under data.dir is made.
 	datamode.Set(cfg.DataFileMode)
 	clusterDir := filepath.Join(cfg.DataDir, "__cluster")
@@ -137,10 +148,14 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 		if o.wrapListener != nil {
 			ln = o.wrapListener(l.Name, ln)
 		}
-		b.listeners = append(b.listeners, &listener{name: l.Name, ln: ln, failLog: logs.NewLimiter(acceptFailLogInterval)})
+		b.listeners = append(b.listeners, &listener{name: l.Name, ln: ln, failLog: logs.NewLimiter(acceptFailLogInterval),
+			refuseLog: logs.NewLimiter(acceptFailLogInterval), pauseLog: logs.NewLimiter(acceptFailLogInterval)})
+		// Every series from the start, at 0.
 		for _, e := range acceptErrorReasons {
-			b.met.AcceptErrors.WithLabelValues(l.Name, e) // every series from the start, at 0
+			b.met.AcceptErrors.WithLabelValues(l.Name, e)
 		}
+		b.met.ConnectionsRefused.WithLabelValues(l.Name, "max_connections_per_ip")
+		b.met.AcceptPaused.WithLabelValues(l.Name)
 	}
 	self := registry.Broker{ID: cfg.NodeID, Endpoints: map[string]registry.Endpoint{}}
 	for _, l := range b.listeners {
