@@ -1,10 +1,13 @@
 package broker_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -243,5 +246,79 @@ func TestMaxConnectionsWaitsForAClose(t *testing.T) {
 	c4.C.Close()
 	if corr := c6.Recv(kmsg.NewPtrApiVersionsResponse()); corr != 1 {
 		t.Fatalf("corr %d", corr)
+	}
+}
+
+// The real thing, in a child process (the file descriptor limit is process-wide): with
+// its limit lowered and every descriptor but one taken, a client's socket takes the last
+// one, so the broker's accept of that client fails with EMFILE. The broker is not ready
+// while it cannot accept, and serves the client once descriptors are free again.
+func TestAcceptSurvivesRealEMFILE(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("counts descriptors in /proc/self/fd")
+	}
+	if os.Getenv("KAAS_TEST_EMFILE_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAcceptSurvivesRealEMFILE$", "-test.v")
+		cmd.Env = append(os.Environ(), "KAAS_TEST_EMFILE_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestAcceptSurvivesRealEMFILE") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	b, sink, err := brokertest.StartLogged(t, brokertest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := syscall.Rlimit{Cur: uint64(len(open) + 32), Max: uint64(len(open) + 32)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatalf("lower RLIMIT_NOFILE: %v", err)
+	}
+	var burnt []int
+	defer func() {
+		for _, fd := range burnt {
+			_ = syscall.Close(fd)
+		}
+	}()
+	for {
+		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if errors.Is(err, syscall.EMFILE) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("open /dev/null: %v", err)
+		}
+		burnt = append(burnt, fd)
+	}
+	_ = syscall.Close(burnt[len(burnt)-1])
+	burnt = burnt[:len(burnt)-1]
+	r := brokertest.Dial(t, b.Addr()) // takes the last descriptor
+	r.Send(kmsg.NewPtrApiVersionsRequest(), 1)
+
+	// A poll with a deadline: Ready is a function, not an event.
+	deadline := time.Now().Add(20 * time.Second)
+	for err := b.Ready(); err == nil || !strings.Contains(err.Error(), "cannot accept"); err = b.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready while the listener is out of descriptors: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, fd := range burnt {
+		_ = syscall.Close(fd)
+	}
+	burnt = nil
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if corr := r.Recv(resp); corr != 1 || resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions after descriptors were freed: corr %d error %d", corr, resp.ErrorCode)
+	}
+	if err := b.Ready(); err != nil {
+		t.Fatalf("not ready after accepting again: %v", err)
+	}
+	if got := sink.Events("listener_accept_failed"); len(got) != 1 || !strings.Contains(got[0], `"reason":"emfile"`) {
+		t.Fatalf("accept failures logged as %q, want one emfile line", got)
 	}
 }
