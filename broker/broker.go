@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +27,7 @@ import (
 	"kaas/actors/conn"
 	"kaas/config"
 	"kaas/datamode"
+	"kaas/logs"
 	"kaas/metrics"
 	"kaas/registry"
 	"kaas/storage"
@@ -60,6 +62,11 @@ type Broker struct {
 	stopping bool
 	connsWG  sync.WaitGroup
 	acceptWG sync.WaitGroup
+	// quit is closed when Stop begins: an accept loop waiting to retry, or for a
+	// connection to close, returns at once.
+	quit chan struct{}
+	// quotas counts the connections open against max.connections(.per.ip).
+	quotas *connQuotas
 
 	stopOnce sync.Once
 	stopErr  error
@@ -68,14 +75,43 @@ type Broker struct {
 type listener struct {
 	name string
 	ln   net.Listener
+	// failing is the accept failure under way (nil while accepting works); /readyz
+	// reports it. failLog, refuseLog and pauseLog rate-limit the lines of failed accepts,
+	// connections refused and pauses at max.connections.
+	failing   atomic.Pointer[acceptFailure]
+	failLog   *logs.Limiter
+	refuseLog *logs.Limiter
+	pauseLog  *logs.Limiter
+}
+
+// Option changes how Start builds a broker (tests use them).
+type Option func(*options)
+
+type options struct {
+	wrapListener func(name string, ln net.Listener) net.Listener
+}
+
+// WithListenerWrap makes Start accept each Kafka listener's connections from what wrap
+// returns for it (tests inject accept failures this way).
+func WithListenerWrap(wrap func(name string, ln net.Listener) net.Listener) Option {
+	return func(o *options) { o.wrapListener = wrap }
 }
 
 // Start binds every listener, starts the actors and serves until Stop.
-func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
+func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: log, conns: map[*actor.PID]struct{}{}, met: metrics.New()}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	b := &Broker{cfg: cfg, log: log, conns: map[*actor.PID]struct{}{}, met: metrics.New(), quit: make(chan struct{})}
+	quotas, err := newConnQuotas(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.quotas = quotas
 	// Process-wide, set before anything under data.dir is made.
 	datamode.Set(cfg.DataFileMode)
 	clusterDir := filepath.Join(cfg.DataDir, "__cluster")
@@ -109,7 +145,17 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 			b.closeListeners()
 			return nil, fmt.Errorf("listen %s: %w", l, err)
 		}
-		b.listeners = append(b.listeners, &listener{name: l.Name, ln: ln})
+		if o.wrapListener != nil {
+			ln = o.wrapListener(l.Name, ln)
+		}
+		b.listeners = append(b.listeners, &listener{name: l.Name, ln: ln, failLog: logs.NewLimiter(acceptFailLogInterval),
+			refuseLog: logs.NewLimiter(acceptFailLogInterval), pauseLog: logs.NewLimiter(acceptFailLogInterval)})
+		// Every series from the start, at 0.
+		for _, e := range acceptErrorReasons {
+			b.met.AcceptErrors.WithLabelValues(l.Name, e)
+		}
+		b.met.ConnectionsRefused.WithLabelValues(l.Name, "max_connections_per_ip")
+		b.met.AcceptPaused.WithLabelValues(l.Name)
 	}
 	self := registry.Broker{ID: cfg.NodeID, Endpoints: map[string]registry.Endpoint{}}
 	for _, l := range b.listeners {
@@ -203,56 +249,6 @@ func (b *Broker) Env() *conn.Env { return b.env }
 // ClusterID is the id kept in the data dir.
 func (b *Broker) ClusterID() string { return b.env.ClusterID }
 
-func (b *Broker) accept(l *listener) {
-	defer b.acceptWG.Done()
-	for {
-		nc, err := l.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return
-		}
-		b.mu.Lock()
-		if b.stopping {
-			b.mu.Unlock()
-			_ = nc.Close()
-			continue
-		}
-		b.connsWG.Add(1)
-		if b.cfg.UsesTLS(l.name) {
-			nc = tls.Server(nc, b.tls)
-		}
-		var pid *actor.PID
-		done := make(chan struct{})
-		pid = b.sys.Spawn(conn.Props(conn.Config{
-			Env:                     b.env,
-			Conn:                    nc,
-			Listener:                l.name,
-			MaxFrame:                b.cfg.MaxRequestBytes,
-			Idle:                    b.cfg.ConnectionsMaxIdle,
-			MaxInflight:             b.cfg.MaxInflightPerConn,
-			MaxQueuedResponseBytes:  b.cfg.ConnMaxQueuedResponseBytes,
-			FrameTimeout:            b.cfg.SocketRequestReadTimeout,
-			SASL:                    b.cfg.UsesSASL(l.name),
-			Mechanisms:              b.cfg.SASLMechanisms,
-			FailedAuthDelay:         b.cfg.FailedAuthDelay,
-			MaxUnauthenticatedFrame: b.cfg.SASLMaxReceiveSize,
-			OnStop: func() {
-				<-done
-				b.mu.Lock()
-				delete(b.conns, pid)
-				b.mu.Unlock()
-				b.connsWG.Done()
-			},
-		}))
-		b.conns[pid] = struct{}{}
-		close(done)
-		b.mu.Unlock()
-	}
-}
-
 func (b *Broker) closeListeners() {
 	for _, l := range b.listeners {
 		_ = l.ln.Close()
@@ -269,6 +265,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 
 func (b *Broker) stop(ctx context.Context) error {
 	start := time.Now()
+	close(b.quit)
 	b.closeListeners()
 	b.acceptWG.Wait()
 	b.mu.Lock()
@@ -334,13 +331,20 @@ func (b *Broker) waitConns(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Ready reports whether the broker can serve: listeners bound and the data dir writable.
+// Ready reports whether the broker can serve: not stopping, every listener accepting, in
+// a cluster the registry synced and the lease held, and the data dir writable.
 func (b *Broker) Ready() error {
 	b.mu.Lock()
 	stopping := b.stopping
 	b.mu.Unlock()
 	if stopping {
 		return errors.New("stopping")
+	}
+	for _, l := range b.listeners {
+		if f := l.failing.Load(); f != nil {
+			return fmt.Errorf("listener %s cannot accept connections since %s (%s): %w",
+				l.name, f.since.UTC().Format(time.RFC3339), f.reason, f.err)
+		}
 	}
 	if c := b.cluster; c != nil {
 		switch st := c.ctl.State(); {

@@ -49,6 +49,13 @@ type Config struct {
 	QueuedMaxResponseBytes     int64
 	SocketRequestReadTimeout   time.Duration
 
+	// Apache's connection quotas: connections open across the listeners (at the limit the
+	// listeners stop accepting until one closes), and from one IP address (one more is
+	// closed once accepted), with per-host overrides keyed by host name or IP as given.
+	MaxConnections               int32
+	MaxConnectionsPerIP          int32
+	MaxConnectionsPerIPOverrides map[string]int32
+
 	// Consumer groups.
 	GroupInitialRebalanceDelay time.Duration
 	GroupMinSessionTimeout     time.Duration
@@ -186,6 +193,9 @@ func Default() Config {
 		QueuedMaxResponseBytes:     256 << 20,
 		SocketRequestReadTimeout:   60000 * time.Millisecond,
 
+		MaxConnections:      math.MaxInt32,
+		MaxConnectionsPerIP: math.MaxInt32,
+
 		GroupInitialRebalanceDelay:  3000 * time.Millisecond,
 		GroupMinSessionTimeout:      6000 * time.Millisecond,
 		GroupMaxSessionTimeout:      1800000 * time.Millisecond,
@@ -300,6 +310,14 @@ func settings(c *Config) []setting {
 		int64Setting("connection.max.queued.response.bytes", "bytes of responses built but not yet written one connection may hold before its requests wait (no Apache key: Apache mutes a connection while a response is outstanding)", &c.ConnMaxQueuedResponseBytes),
 		int64Setting("queued.max.response.bytes", "bytes of responses built but not yet written across the broker before Fetches wait (no Apache key)", &c.QueuedMaxResponseBytes),
 		msSetting("socket.request.read.timeout.ms", "close a connection whose request frame has not arrived whole this long after its first byte (no Apache key)", &c.SocketRequestReadTimeout),
+		intSetting("max.connections", "most connections open across the listeners; at the limit the listeners stop accepting until one closes (2147483647: no limit)", &c.MaxConnections),
+		intSetting("max.connections.per.ip", "most connections open from one IP address; one more is closed as soon as it is accepted (0, allowed only with overrides, lets in only the hosts listed there)", &c.MaxConnectionsPerIP),
+		{"max.connections.per.ip.overrides", "comma-separated host:count pairs (host name or IP; a name is resolved at start) setting max.connections.per.ip for those addresses",
+			func(c *Config, v string) (err error) {
+				c.MaxConnectionsPerIPOverrides, err = ParseConnectionOverrides(v)
+				return err
+			},
+			func(c *Config) string { return joinConnectionOverrides(c.MaxConnectionsPerIPOverrides) }},
 		strSetting("log.level", "debug, info, warn or error", &c.LogLevel),
 		strSetting("log.format", "json or console (default: console on a terminal, else json)", &c.LogFormat),
 		msSetting("shutdown.timeout.ms", "how long a graceful stop may drain before it forces", &c.ShutdownTimeout),
@@ -460,6 +478,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("queued.max.response.bytes must be positive")
 	case c.SocketRequestReadTimeout <= 0:
 		return fmt.Errorf("socket.request.read.timeout.ms must be positive")
+	case c.MaxConnections < 1:
+		return fmt.Errorf("max.connections must be at least 1")
+	case c.MaxConnectionsPerIP < 0:
+		return fmt.Errorf("max.connections.per.ip must not be negative")
+	case c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0:
+		return fmt.Errorf("max.connections.per.ip can be zero only with max.connections.per.ip.overrides (else no client could connect)")
 	case c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout:
 		return fmt.Errorf("group.min.session.timeout.ms is above group.max.session.timeout.ms")
 	case c.GroupMaxSize < 1:
@@ -655,6 +679,53 @@ func (c *Config) validateSecurity() error {
 		return fmt.Errorf("security.files.poll.interval.ms must be positive")
 	}
 	return nil
+}
+
+// ParseConnectionOverrides reads max.connections.per.ip.overrides, "host:count,host:count",
+// as Apache's parseCsvMap does: the count follows the last colon, so an IPv6 address may
+// be a host ("::1:5"; "[::1]:5" also works). A host is a name or an IP address; it is
+// resolved when the broker starts.
+func ParseConnectionOverrides(v string) (map[string]int32, error) {
+	out := map[string]int32{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		i := strings.LastIndexByte(part, ':')
+		if i < 0 {
+			return nil, fmt.Errorf("%q: want host:count", part)
+		}
+		host := strings.TrimSpace(part[:i])
+		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1]
+		}
+		if host == "" || strings.ContainsAny(host, " \t/[]") {
+			return nil, fmt.Errorf("%q: want host:count with a host name or IP address", part)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(part[i+1:]), 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the count must be a number from 0 to 2147483647", part)
+		}
+		if _, dup := out[host]; dup {
+			return nil, fmt.Errorf("host %s given twice", host)
+		}
+		out[host] = int32(n)
+	}
+	return out, nil
+}
+
+func joinConnectionOverrides(m map[string]int32) string {
+	hosts := make([]string, 0, len(m))
+	for h := range m {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	parts := make([]string, len(hosts))
+	for i, h := range hosts {
+		parts[i] = h + ":" + strconv.Itoa(int(m[h]))
+	}
+	return strings.Join(parts, ",")
 }
 
 // ParseSecurityProtocolMap reads "NAME:PROTOCOL,NAME2:PROTOCOL".

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"maps"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -164,6 +166,45 @@ func TestUnspecifiedListenerIsAdvertisedByHostName(t *testing.T) {
 	for _, name := range []string{"PLAINTEXT", "OTHER"} {
 		if adv := c.Advertised(name, 0); adv.Host != host {
 			t.Fatalf("%s advertised as %q, want the host name %q", name, adv.Host, host)
+		}
+	}
+}
+
+// Apache's connection limits: unlimited by default, overrides parsed as Apache's
+// parseCsvMap does (split on commas, the count after the last colon, so an IPv6 address
+// may be a key), and every bad entry refused at start.
+func TestConnectionLimits(t *testing.T) {
+	c, err := Parse(nil, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != math.MaxInt32 || c.MaxConnectionsPerIP != math.MaxInt32 || len(c.MaxConnectionsPerIPOverrides) != 0 {
+		t.Fatalf("defaults: max %d, per ip %d, overrides %v", c.MaxConnections, c.MaxConnectionsPerIP, c.MaxConnectionsPerIPOverrides)
+	}
+	c, err = Parse([]string{"--max.connections=100", "--max.connections.per.ip=0",
+		"--max.connections.per.ip.overrides= 127.0.0.1:5 , kaas-0.kaas:20,::1:3,[fe80::1]:0"},
+		env(map[string]string{"KAAS_MAX_CONNECTIONS_PER_IP": "7"}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int32{"127.0.0.1": 5, "kaas-0.kaas": 20, "::1": 3, "fe80::1": 0}
+	if c.MaxConnections != 100 || c.MaxConnectionsPerIP != 0 || !maps.Equal(c.MaxConnectionsPerIPOverrides, want) {
+		t.Fatalf("max %d, per ip %d, overrides %v; want 100, 0, %v", c.MaxConnections, c.MaxConnectionsPerIP, c.MaxConnectionsPerIPOverrides, want)
+	}
+	for _, args := range [][]string{
+		{"--max.connections.per.ip.overrides=127.0.0.1"},
+		{"--max.connections.per.ip.overrides=127.0.0.1:x"},
+		{"--max.connections.per.ip.overrides=127.0.0.1:-1"},
+		{"--max.connections.per.ip.overrides=:5"},
+		{"--max.connections.per.ip.overrides=a b:5"},
+		{"--max.connections.per.ip.overrides=h:1,h:2"},
+		{"--max.connections.per.ip=0"}, // Apache: zero only with overrides
+		{"--max.connections.per.ip=-1"},
+		{"--max.connections=0"},
+		{"--max.connections=x"},
+	} {
+		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", args)
 		}
 	}
 }

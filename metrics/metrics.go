@@ -21,6 +21,15 @@ type Metrics struct {
 	Requests        *prometheus.CounterVec // by api, version, error
 	RequestSeconds  *prometheus.HistogramVec
 
+	// AcceptErrors counts failed accepts by listener and reason (emfile, enfile, enobufs,
+	// enomem, econnaborted, timeout, other); the listener retries them with a backoff.
+	// ConnectionsRefused counts connections closed as soon as they were accepted, by
+	// listener and reason (max_connections_per_ip). AcceptPaused counts the times a
+	// listener stopped accepting because max.connections were open, by listener.
+	AcceptErrors       *prometheus.CounterVec
+	ConnectionsRefused *prometheus.CounterVec
+	AcceptPaused       *prometheus.CounterVec
+
 	// Memory clients can pin (actors/conn): bytes held by partly read requests, readers
 	// waiting for them, bytes of responses built but not yet written, and requests held
 	// until their connection's responses drain.
@@ -65,6 +74,15 @@ func New() *Metrics {
 		ClosedBadInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_connections_closed_bad_input_total", Help: "Connections closed because the client broke the protocol, by reason.",
 		}, []string{"reason"}),
+		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_accept_errors_total", Help: "Failed accepts of a Kafka listener, retried with a backoff, by listener and reason (emfile, enfile, enobufs, enomem, econnaborted, timeout, other).",
+		}, []string{"listener", "reason"}),
+		ConnectionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_connections_refused_total", Help: "Connections closed as soon as they were accepted, by listener and reason (max_connections_per_ip).",
+		}, []string{"listener", "reason"}),
+		AcceptPaused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kaas_accept_paused_total", Help: "Times a Kafka listener stopped accepting until a connection closed because max.connections were open, by listener.",
+		}, []string{"listener"}),
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_requests_total", Help: "Requests answered, by API, version and top-level error code.",
 		}, []string{"api", "version", "error"}),
@@ -111,7 +129,7 @@ func New() *Metrics {
 			m.OwnershipMoves.WithLabelValues(kind, dir) // every series from the start, at 0
 		}
 	}
-	r.MustRegister(m.ActorRestarts, m.OpenConnections, m.Connections, m.ClosedBadInput, m.Requests, m.RequestSeconds,
+	r.MustRegister(m.ActorRestarts, m.OpenConnections, m.Connections, m.ClosedBadInput, m.AcceptErrors, m.ConnectionsRefused, m.AcceptPaused, m.Requests, m.RequestSeconds,
 		m.RequestBytesQueued, m.RequestReadsWaiting, m.ResponseBytesUnwritten, m.RequestsHeld,
 		m.RegistryBrokersAlive, m.LeaseHeld, m.OwnershipMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
