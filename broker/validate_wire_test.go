@@ -92,7 +92,9 @@ func TestProduceValidatesRecords(t *testing.T) {
 		}
 		cases = append(cases,
 			bad{cd.name + " flag over garbage", batchOf(attrs, 1, garbage), kerr.CorruptMessage.Code},
-			bad{cd.name + " past message.max.bytes once decompressed", batchOf(attrs, 1, small), kerr.MessageTooLarge.Code})
+			bad{cd.name + " truncated", batchOf(attrs, 1, small[:len(small)/2]), kerr.CorruptMessage.Code})
+		// message.max.bytes holds the batch as sent, as in Apache: the whole of small is
+		// accepted (actors/partition's TestProduceHighlyCompressible).
 	}
 	for _, bc := range cases {
 		// Two partitions in one request: the bad batch is refused on its own partition only.

@@ -62,7 +62,8 @@ func handleProduce(c *Call) {
 
 // produceDirect sends each partition its batch, in request order, from the connection
 // (route.go), with the topics manager's codes for partitions the catalogue does not
-// name: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION; REQUEST_TIMED_OUT for a partition
+// name: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (in a cluster, once the manager
+// has read the catalogue again: unknownHere); REQUEST_TIMED_OUT for a partition
 // that does not answer within the request's timeout or stops first.
 func produceDirect(c *Call, req *kmsg.ProduceRequest) {
 	routes := c.Env.Catalog.Routes()
@@ -91,9 +92,17 @@ func produceDirect(c *Call, req *kmsg.ProduceRequest) {
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			r := routes.Find(t.Topic, t.TopicID, p.Partition)
-			if r.PID == nil {
+			switch {
+			case r.PID == nil && unknownHere(c, r.Code):
+				ref := []partition.PartitionRef{{Topic: t.Topic, ID: t.TopicID, Partition: p.Partition}}
+				a.ask(g, i, c.Env.Topics, func(reply actor.Promise) any {
+					return partition.ResolveMessage(ref, func(codes []int16) any {
+						return &partition.Produced{ErrorCode: codes[0], BaseOffset: -1, LogStartOffset: -1}
+					}, reply)
+				})
+			case r.PID == nil:
 				g.results[i] = &partition.Produced{ErrorCode: r.Code, BaseOffset: -1, LogStartOffset: -1}
-			} else {
+			default:
 				records := p.Records
 				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.AppendMessage(records, reply) })
 			}

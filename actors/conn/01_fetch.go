@@ -92,9 +92,31 @@ func handleFetch(c *Call) {
 		// topics manager hop and no fetcher actor (route.go).
 		a := c.conn
 		msg.Reply = actor.PromiseFunc(func(v any) { a.convertAndComplete(c, convert, v) })
+		if unknown := unknownFetched(c, msg); len(unknown) > 0 {
+			// Started once the manager has read the catalogue again, by the catalogue
+			// it publishes then (a fetch, unlike a produce, has no order to keep).
+			askTopics(c, partition.ResolveMessage(unknown, func([]int16) any { return nil },
+				c.Await(func(any) kmsg.Response { a.startFetch(msg); return nil })))
+			return
+		}
 		a.startFetch(msg)
 		return
 	}
 	msg.Reply = c.Await(convert)
 	askTopics(c, msg)
+}
+
+// unknownFetched are the partitions of f that the published catalogue does not name and
+// that may exist all the same (unknownHere).
+func unknownFetched(c *Call, f *partition.Fetch) []partition.PartitionRef {
+	var out []partition.PartitionRef
+	routes := c.Env.Catalog.Routes()
+	for _, t := range f.Topics {
+		for _, p := range t.Partitions {
+			if r := routes.Find(t.Name, t.ID, p.Partition); r.PID == nil && unknownHere(c, r.Code) {
+				out = append(out, partition.PartitionRef{Topic: t.Name, ID: t.ID, Partition: p.Partition})
+			}
+		}
+	}
+	return out
 }

@@ -32,7 +32,8 @@ func handleListOffsets(c *Call) {
 }
 
 // listOffsetsDirect asks each partition from the connection (route.go), with the topics
-// manager's codes: UNKNOWN_TOPIC_OR_PARTITION for what the catalogue does not name,
+// manager's codes: UNKNOWN_TOPIC_OR_PARTITION for what the catalogue does not name (in
+// a cluster, once the manager has read the catalogue again: unknownHere),
 // REQUEST_TIMED_OUT for a partition that does not answer or stops first.
 func listOffsetsDirect(c *Call, req *kmsg.ListOffsetsRequest, topics []partition.OffsetTopic) {
 	routes := c.Env.Catalog.Routes()
@@ -60,9 +61,15 @@ func listOffsetsDirect(c *Call, req *kmsg.ListOffsetsRequest, topics []partition
 	for _, t := range topics {
 		for _, q := range t.Partitions {
 			r := routes.Find(t.Name, partition.TopicID{}, q.Partition)
-			if r.PID == nil {
+			switch {
+			case r.PID == nil && unknownHere(c, r.Code):
+				ref := []partition.PartitionRef{{Topic: t.Name, Partition: q.Partition}}
+				a.ask(g, i, c.Env.Topics, func(reply actor.Promise) any {
+					return partition.ResolveMessage(ref, func(codes []int16) any { return none(codes[0]) }, reply)
+				})
+			case r.PID == nil:
 				g.results[i] = none(r.Code)
-			} else {
+			default:
 				q := q
 				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.ListOffsetMessage(q, reply) })
 			}

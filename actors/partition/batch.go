@@ -105,8 +105,8 @@ type produceError struct {
 // validateProduced checks what a producer sent for one partition as Apache's
 // ProduceRequest.validateRecords and LogValidator do: exactly one RecordBatch v2, its
 // length and CRC-32C intact, within max.message.bytes, no control batch, counts that
-// agree, and every record readable (validateRecords: a compressed batch is decompressed
-// to check it, and stored as sent).
+// agree, and every record readable (validateRecords: a compressed batch is streamed
+// through its decoder to check it, and stored as sent).
 func validateProduced(records []byte, maxBytes int32) (header, *produceError) {
 	if len(records) < batchHeaderSize {
 		if len(records) >= offMagic+1 && records[offMagic] != 2 {

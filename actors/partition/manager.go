@@ -191,6 +191,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.handleListOffsets(ctx, msg)
 	case *EpochEnds:
 		m.handleEpochEnds(ctx, msg)
+	case *resolveUnknown:
+		m.handleResolve(ctx, msg)
 	case *InitProducerID:
 		m.handleInitProducerID(ctx, msg)
 	case *filesRemoved:

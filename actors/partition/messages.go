@@ -108,6 +108,31 @@ type TopicPartition struct {
 	Partition int32
 }
 
+// PartitionRef names one partition of a data request: by topic name, or by topic id
+// when the name is empty (Produce and Fetch v13+).
+type PartitionRef struct {
+	Topic     string
+	ID        TopicID
+	Partition int32
+}
+
+// ResolveMessage asks the topics manager about partitions the published catalogue did
+// not name (a connection sends it): in a cluster a topic created through another broker
+// exists before this broker's next catalogue read, so the manager reads the catalogue
+// first (readOnMiss). reply gets answer(codes), one per partition:
+// UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID for what truly does not exist, and
+// NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh, for what does
+// (led here from now on, or by another broker).
+func ResolveMessage(parts []PartitionRef, answer func(codes []int16) any, reply actor.Promise) any {
+	return &resolveUnknown{parts: parts, answer: answer, reply: reply}
+}
+
+type resolveUnknown struct {
+	parts  []PartitionRef
+	answer func([]int16) any
+	reply  actor.Promise
+}
+
 // PartitionsExist asks whether partitions exist, for OffsetCommit's
 // UNKNOWN_TOPIC_OR_PARTITION (Apache checks the metadata cache). Reply: *Existence.
 type PartitionsExist struct {

@@ -51,6 +51,49 @@ func (m *manager) lookup(name string, id TopicID, p int32) (*topicState, *actor.
 	return t, t.pids[p], 0
 }
 
+// readUnknown re-reads the catalogue another broker writes (readOnMiss) when refs name
+// a topic, a topic id or a partition this broker does not know: a partition of a topic
+// created through another broker is then routed, or answered NOT_LEADER_OR_FOLLOWER,
+// instead of UNKNOWN_TOPIC_OR_PARTITION until the next catalogue tick.
+func (m *manager) readUnknown(ctx actor.Context, refs []PartitionRef) {
+	var names []string
+	var ids []TopicID
+	beyond := false
+	for _, r := range refs {
+		var t *topicState
+		if r.Topic == "" && r.ID != (TopicID{}) {
+			if t = m.byID[r.ID]; t == nil {
+				ids = append(ids, r.ID)
+			}
+		} else if t = m.topics[r.Topic]; t == nil {
+			names = append(names, r.Topic)
+		}
+		if t != nil && r.Partition >= t.meta.Partitions {
+			beyond = true
+		}
+	}
+	if len(names) > 0 || len(ids) > 0 || beyond {
+		m.readOnMiss(ctx, names, ids, beyond)
+	}
+}
+
+// handleResolve answers a connection's partitions that the published catalogue did not
+// name (ResolveMessage). One that exists after the re-read is NOT_LEADER_OR_FOLLOWER
+// even when its actor now runs here: the request is not sent on, so a later request of
+// the same connection, routed directly, never overtakes it.
+func (m *manager) handleResolve(ctx actor.Context, r *resolveUnknown) {
+	m.readUnknown(ctx, r.parts)
+	codes := make([]int16, len(r.parts))
+	for i, p := range r.parts {
+		if _, _, code := m.lookup(p.Topic, p.ID, p.Partition); code != 0 {
+			codes[i] = code
+		} else {
+			codes[i] = kerr.NotLeaderForPartition.Code
+		}
+	}
+	r.reply.Resolve(r.answer(codes))
+}
+
 // nested maps flat results back to topics × partitions.
 func nested[T any](sizes []int, flat []any) [][]T {
 	out := make([][]T, len(sizes))
@@ -97,6 +140,13 @@ func (m *manager) spawnCollect(ctx actor.Context, asks []ask, results []any, tim
 }
 
 func (m *manager) handleProduce(ctx actor.Context, pr *Produce) {
+	var refs []PartitionRef
+	for _, t := range pr.Topics {
+		for _, p := range t.Partitions {
+			refs = append(refs, PartitionRef{Topic: t.Name, ID: t.ID, Partition: p.Partition})
+		}
+	}
+	m.readUnknown(ctx, refs)
 	var asks []ask
 	var results []any
 	sizes := make([]int, len(pr.Topics))
@@ -128,6 +178,13 @@ func (m *manager) handleProduce(ctx actor.Context, pr *Produce) {
 }
 
 func (m *manager) handleFetch(ctx actor.Context, f *Fetch) {
+	var refs []PartitionRef
+	for _, t := range f.Topics {
+		for _, p := range t.Partitions {
+			refs = append(refs, PartitionRef{Topic: t.Name, ID: t.ID, Partition: p.Partition})
+		}
+	}
+	m.readUnknown(ctx, refs)
 	out := &FetchResult{Topics: make([]FetchedTopic, len(f.Topics))}
 	var slots []fetchSlot
 	for i, t := range f.Topics {
@@ -148,7 +205,14 @@ func (m *manager) handleFetch(ctx actor.Context, f *Fetch) {
 	actor.Spawn(ctx, actor.PropsOf(func() actor.Actor { return fr }))
 }
 
-func (m *manager) offsetAsks(topics []OffsetTopic, build func(q OffsetQuery, reply actor.Promise) any, unknown func(code int16) any) ([]ask, []any, []int) {
+func (m *manager) offsetAsks(ctx actor.Context, topics []OffsetTopic, build func(q OffsetQuery, reply actor.Promise) any, unknown func(code int16) any) ([]ask, []any, []int) {
+	var refs []PartitionRef
+	for _, t := range topics {
+		for _, q := range t.Partitions {
+			refs = append(refs, PartitionRef{Topic: t.Name, Partition: q.Partition})
+		}
+	}
+	m.readUnknown(ctx, refs)
 	var asks []ask
 	var results []any
 	sizes := make([]int, len(topics))
@@ -170,7 +234,7 @@ func (m *manager) offsetAsks(topics []OffsetTopic, build func(q OffsetQuery, rep
 
 func (m *manager) handleListOffsets(ctx actor.Context, l *ListOffsets) {
 	none := func(code int16) any { return &Listed{ErrorCode: code, Timestamp: -1, Offset: -1, LeaderEpoch: -1} }
-	asks, results, sizes := m.offsetAsks(l.Topics, func(q OffsetQuery, reply actor.Promise) any {
+	asks, results, sizes := m.offsetAsks(ctx, l.Topics, func(q OffsetQuery, reply actor.Promise) any {
 		return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
 	}, none)
 	reply := l.Reply
@@ -181,7 +245,7 @@ func (m *manager) handleListOffsets(ctx actor.Context, l *ListOffsets) {
 
 func (m *manager) handleEpochEnds(ctx actor.Context, e *EpochEnds) {
 	none := func(code int16) any { return &EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1} }
-	asks, results, sizes := m.offsetAsks(e.Topics, func(q OffsetQuery, reply actor.Promise) any {
+	asks, results, sizes := m.offsetAsks(ctx, e.Topics, func(q OffsetQuery, reply actor.Promise) any {
 		return &epochEndOf{epoch: q.LeaderEpoch, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
 	}, none)
 	reply := e.Reply

@@ -1,11 +1,13 @@
 package partition
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -47,32 +49,68 @@ func (p *partitionActor) logRejected(perr *produceError, size int) {
 
 // validateRecords walks every record of a batch whose header already passed
 // validateProduced, as Apache's LogValidator does by iterating the batch
-// (DefaultRecordBatch's iterators and DefaultRecord.readFrom): a compressed batch is
-// decompressed first, its output bounded by maxBytes. Records are stored as sent, so
-// whatever a consumer would fail to read is refused here instead of stalling every
-// consumer of the partition behind it.
+// (DefaultRecordBatch's iterators and DefaultRecord.readFrom). A compressed batch is
+// streamed through its codec's decoder and its records parsed as they come out
+// (validateMessagesAndAssignOffsetsCompressed's streaming iterator): what it allocates
+// does not grow with what it decompresses to, and max.message.bytes holds the batch
+// as sent, not decompressed, as in Apache. Records are stored as sent, so whatever a
+// consumer would fail to read is refused here instead of stalling every consumer of
+// the partition behind it.
 //
 // Codes: data the codec cannot decode is CORRUPT_MESSAGE (Apache's decompression
 // stream fails with a KafkaException, which it answers as UNKNOWN_SERVER_ERROR; the
 // batch is corrupt, and a client treats that code as such); records that decompress
-// past maxBytes are MESSAGE_TOO_LARGE; a record whose structure is broken is
+// past decompressLimit are MESSAGE_TOO_LARGE; a record whose structure is broken is
 // INVALID_RECORD, Apache's InvalidRecordException.
 func validateRecords(h *header, batch []byte, maxBytes int32) *produceError {
+	return validateRecordsWithin(h, batch, decompressLimit(maxBytes))
+}
+
+// minDecompressLimit and decompressFactor bound the work of validating one compressed
+// batch: its records may decompress to max(256 MiB, 32 × max.message.bytes). Apache
+// has no bound; this one is far above what clients send (a batch is at most
+// max.message.bytes compressed, and real data compresses tenfold or less), and keeps
+// a zip bomb of a few KiB from costing seconds of a partition's time.
+const (
+	minDecompressLimit = 256 << 20
+	decompressFactor   = 32
+)
+
+func decompressLimit(maxBytes int32) int64 {
+	return max(minDecompressLimit, decompressFactor*int64(maxBytes))
+}
+
+// validateRecordsWithin is validateRecords with the decompressed bound given.
+func validateRecordsWithin(h *header, batch []byte, limit int64) *produceError {
 	codec := h.Attributes & attrCompression
 	recs := batch[batchHeaderSize:]
 	if codec == codecNone {
 		return walkRecords(recs, h.RecordCount)
 	}
-	buf := getBuffer()
-	defer putBuffer(buf)
-	out, err := decompress(buf, recs, codec, int64(maxBytes))
-	switch {
-	case errors.Is(err, errTooLarge):
-		return &produceError{kerr.MessageTooLarge.Code, "record batch decompresses to more than max.message.bytes"}
-	case err != nil:
+	s := streamPool.Get().(*recordStream)
+	defer s.release()
+	if err := s.open(codec, recs, limit); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return tooLarge(limit)
+		}
 		return &produceError{kerr.CorruptMessage.Code, codecName(codec) + " record batch does not decompress"}
 	}
-	return walkRecords(out, h.RecordCount)
+	index, why := walkStream(&s.rr, h.RecordCount)
+	switch {
+	case s.lim.over:
+		return tooLarge(limit)
+	case s.lim.err != nil:
+		return &produceError{kerr.CorruptMessage.Code, codecName(codec) + " record batch does not decompress"}
+	case why == "":
+		return nil
+	case index < 0:
+		return &produceError{kerr.InvalidRecord.Code, why}
+	}
+	return invalidRecord(index, why)
+}
+
+func tooLarge(limit int64) *produceError {
+	return &produceError{kerr.MessageTooLarge.Code, fmt.Sprintf("record batch decompresses to more than %d bytes", limit)}
 }
 
 // walkRecords checks that recs holds exactly count v2 records (DefaultRecord: length,
@@ -199,164 +237,355 @@ func codecName(codec int16) string {
 	return "uncompressed"
 }
 
-// decompress decodes src into buf with the libraries franz-go uses, reading at most
-// limit bytes of output: a small batch that would inflate without bound (a zip bomb)
-// fails with errTooLarge before it can allocate more.
-func decompress(buf *bytes.Buffer, src []byte, codec int16, limit int64) ([]byte, error) {
+// walkStream is walkRecords over decompressed records read from rr: exactly count
+// records whose offset deltas run 0, 1, ... count-1, and nothing after them. Keys,
+// values and headers are skipped, never held. It answers the index of the record at
+// fault (-1 for the batch as a whole) and why, or "" when the records are sound; a
+// read that failed (the decoder's error, the bound) shows in rr's source.
+func walkStream(rr *recReader, count int32) (int32, string) {
+	for i := int32(0); i < count; i++ {
+		rr.rem = math.MaxInt64
+		if _, err := rr.br.Peek(1); err != nil {
+			return -1, "the batch holds fewer records than its count"
+		}
+		length, ok := rr.varint32()
+		if !ok || length < 0 {
+			return i, "bad record length"
+		}
+		rr.rem = int64(length)
+		if why := rr.record(i); why != "" {
+			if rr.failed {
+				return i, "record length past the end of the batch"
+			}
+			return i, why
+		}
+		if rr.rem != 0 {
+			return i, "record length does not match its fields"
+		}
+	}
+	if _, err := rr.br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return -1, "the batch does not decompress" // the source's error says which
+		}
+		return -1, "the batch holds more bytes than its records"
+	}
+	return 0, ""
+}
+
+// recReader reads the fields of one record, never past rem bytes.
+type recReader struct {
+	br     *bufio.Reader
+	rem    int64 // bytes left in the current record
+	failed bool  // a read from br failed: the batch ended, or its decoder or bound did
+}
+
+// record parses one record body of rr.rem bytes as checkRecord does.
+func (rr *recReader) record(index int32) string {
+	if _, ok := rr.byte(); !ok {
+		return "record has no attributes"
+	}
+	if _, ok := rr.uvarint(binary.MaxVarintLen64); !ok {
+		return "bad timestamp delta"
+	}
+	delta, ok := rr.varint32()
+	if !ok {
+		return "bad offset delta"
+	}
+	if delta != index {
+		return "offset deltas are not consecutive from 0"
+	}
+	if !rr.skipBytes(true) {
+		return "bad key length"
+	}
+	if !rr.skipBytes(true) {
+		return "bad value length"
+	}
+	headers, ok := rr.varint32()
+	if !ok || headers < 0 || int64(headers) > rr.rem {
+		return "bad header count"
+	}
+	for j := int32(0); j < headers; j++ {
+		if !rr.skipBytes(false) {
+			return "bad header key length"
+		}
+		if !rr.skipBytes(true) {
+			return "bad header value length"
+		}
+	}
+	return ""
+}
+
+func (rr *recReader) byte() (byte, bool) {
+	if rr.rem <= 0 {
+		return 0, false
+	}
+	b, err := rr.br.ReadByte()
+	if err != nil {
+		rr.failed = true
+		return 0, false
+	}
+	rr.rem--
+	return b, true
+}
+
+// uvarint reads an unsigned varint of at most n bytes, refusing one that overflows 64
+// bits as binary.Uvarint does.
+func (rr *recReader) uvarint(n int) (uint64, bool) {
+	var x uint64
+	for i, s := 0, uint(0); i < n; i, s = i+1, s+7 {
+		b, ok := rr.byte()
+		if !ok {
+			return 0, false
+		}
+		if b < 0x80 {
+			if i == binary.MaxVarintLen64-1 && b > 1 {
+				return 0, false
+			}
+			return x | uint64(b)<<s, true
+		}
+		x |= uint64(b&0x7f) << s
+	}
+	return 0, false
+}
+
+// varint32 reads a zigzag varint of at most five bytes that fits an int32 (varint32).
+func (rr *recReader) varint32() (int32, bool) {
+	u, ok := rr.uvarint(5)
+	if !ok || u > 0xffffffff {
+		return 0, false
+	}
+	return int32(uint32(u)>>1) ^ -int32(uint32(u)&1), true
+}
+
+// skipBytes skips a varint-length-prefixed field without holding it (skipBytes).
+func (rr *recReader) skipBytes(nullable bool) bool {
+	l, ok := rr.varint32()
+	switch {
+	case !ok:
+		return false
+	case l < 0:
+		return nullable
+	case int64(l) > rr.rem:
+		return false
+	}
+	n, err := rr.br.Discard(int(l))
+	rr.rem -= int64(n)
+	if err != nil {
+		rr.failed = true
+		return false
+	}
+	return true
+}
+
+// recordStream is one pooled decompression pipeline: the compressed bytes, the codec's
+// decoder (each keeps a window bounded by its format, not by the output), a bound on
+// what comes out, and a small buffer the records are parsed from.
+type recordStream struct {
+	src    onlyReader
+	gz     gzip.Reader
+	lz4    *lz4.Reader
+	zstd   *zstd.Decoder
+	xerial xerialReader
+	snappy []byte // a raw snappy block, decoded whole
+	raw    bytes.Reader
+	lim    boundedReader
+	rr     recReader
+}
+
+// streamBuffer is the buffer records are parsed from; values are skipped through it.
+const streamBuffer = 32 << 10
+
+var streamPool = sync.Pool{New: func() any {
+	return &recordStream{lz4: lz4.NewReader(nil), rr: recReader{br: bufio.NewReaderSize(nil, streamBuffer)}}
+}}
+
+// open readies s to read the records of src, compressed with codec, up to limit bytes.
+func (s *recordStream) open(codec int16, src []byte, limit int64) error {
+	s.src.r.Reset(src)
+	var r io.Reader
 	switch codec {
 	case codecGzip:
-		d := gzipPool.Get().(*streamDecoder)
-		defer gzipPool.Put(d)
-		d.src.Reset(src)
-		if err := d.gz.Reset(&d.src); err != nil {
-			return nil, fmt.Errorf("gzip header: %w", err)
+		if err := s.gz.Reset(&s.src); err != nil {
+			return fmt.Errorf("gzip header: %w", err)
 		}
-		return readLimited(buf, &d.gz, limit)
+		r = &s.gz
 	case codecLz4:
-		d := lz4Pool.Get().(*streamDecoder)
-		defer lz4Pool.Put(d)
-		d.src.Reset(src)
-		d.lz4.Reset(&d.src)
-		return readLimited(buf, d.lz4, limit)
-	case codecSnappy:
-		out, err := decodeSnappy(buf.Bytes()[:0], src, limit)
-		if err == nil {
-			keep(buf, out)
-		}
-		return out, err
+		s.lz4.Reset(&s.src)
+		r = s.lz4
 	case codecZstd:
-		d := zstdPool.Get().(*zstd.Decoder)
-		defer zstdPool.Put(d)
-		// The decoder refuses a frame that declares, or grows to, more than the bound
-		// (counted over all frames) before allocating for it. The bound is also the
-		// largest window a frame may declare, and a stream encoder declares its level's
-		// window without knowing the content size (the Java client's zstd-jni: 2 MiB at
-		// level 3, 8 MiB at 19), so the bound is at least zstdMaxWindow; DecodeAll keeps
-		// its history in the output, so a window costs nothing beyond what is decoded,
-		// and the output is held to limit below.
-		bound := max(limit, zstdMaxWindow)
-		if err := d.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(uint64(bound))); err != nil {
-			return nil, fmt.Errorf("zstd reset: %w", err)
+		if s.zstd == nil {
+			// Concurrency 1: the stream is decoded on the caller's goroutine, none is
+			// started.
+			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+			if err != nil {
+				return fmt.Errorf("zstd decoder: %w", err)
+			}
+			s.zstd = d
 		}
-		out, err := d.DecodeAll(src, buf.Bytes()[:0])
-		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, errTooLarge
+		// A frame may declare a window up to the bound before anything is allocated for
+		// it. A stream encoder declares its level's window without knowing the content
+		// size (the Java client's zstd-jni: 2 MiB at level 3, 8 MiB at 19), so the bound
+		// is at least zstdMaxWindow.
+		window := max(limit/decompressFactor, zstdMaxWindow)
+		if err := s.zstd.ResetWithOptions(&s.src, zstd.WithDecoderMaxMemory(uint64(window))); err != nil {
+			return fmt.Errorf("zstd: %w", err)
 		}
+		r = s.zstd
+	case codecSnappy:
+		if len(src) >= 16 && bytes.HasPrefix(src, xerialHeader) {
+			s.xerial.reset(src[16:], limit)
+			r = &s.xerial
+			break
+		}
+		out, err := decodeSnappyBlock(s.snappy[:0], src, limit)
 		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
+			return err
 		}
-		keep(buf, out)
-		if int64(len(out)) > limit {
-			return nil, errTooLarge
-		}
-		return out, nil
+		s.snappy = out
+		s.raw.Reset(out)
+		r = &s.raw
+	default:
+		return errors.New("unknown compression codec")
 	}
-	return nil, errors.New("unknown compression codec")
+	s.lim = boundedReader{r: r, limit: limit}
+	s.rr.br.Reset(&s.lim)
+	return nil
 }
 
-// readLimited reads r to its end into buf, failing past limit bytes.
-func readLimited(buf *bytes.Buffer, r io.Reader, limit int64) ([]byte, error) {
-	buf.Reset()
-	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+// release drops every reference to the batch and pools s, unless a raw snappy block
+// grew it past maxPooledBuffer.
+func (s *recordStream) release() {
+	s.src.r.Reset(nil)
+	s.lim = boundedReader{}
+	s.rr.br.Reset(nil)
+	s.rr.failed = false
+	s.raw.Reset(nil)
+	s.xerial.reset(nil, 0)
+	if s.zstd != nil {
+		_ = s.zstd.Reset(nil)
 	}
-	if n > limit {
+	if cap(s.snappy) > maxPooledBuffer || cap(s.xerial.buf) > maxPooledBuffer {
+		if s.zstd != nil {
+			s.zstd.Close()
+		}
+		return
+	}
+	streamPool.Put(s)
+}
+
+// onlyReader hides bytes.Reader's other methods from the decoders: the zstd decoder
+// decodes a source it can see whole in one piece, holding all of its output.
+type onlyReader struct{ r bytes.Reader }
+
+func (o *onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// boundedReader passes at most limit bytes; past them it fails with errTooLarge. It
+// keeps the decoder's first error other than io.EOF.
+type boundedReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+	over  bool
+	err   error
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.over {
+		return 0, errTooLarge
+	}
+	if room := b.limit + 1 - b.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.r.Read(p)
+	if b.n += int64(n); b.n > b.limit {
+		b.over = true
+		return 0, errTooLarge
+	}
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// snappyMaxRatio is the most a snappy block expands: a three-byte copy yields at most 64
+// bytes. A block that claims more uses S2's extensions (or lies), and no Java consumer
+// reads it.
+const snappyMaxRatio = 22
+
+// decodeSnappyBlock decodes one raw snappy block (franz-go sends one, unframed) into
+// dst. A block cannot be decoded in pieces (a copy may reach back to its start), so it
+// is decoded whole; snappyMaxRatio keeps that to a bounded multiple of the batch as
+// sent.
+func decodeSnappyBlock(dst, src []byte, limit int64) ([]byte, error) {
+	l, err := s2.DecodedLen(src)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("snappy: %w", err)
+	case int64(l) > snappyMaxRatio*int64(len(src)):
+		return nil, fmt.Errorf("snappy: a %d-byte block claims %d bytes", len(src), l)
+	case int64(l) > limit:
 		return nil, errTooLarge
 	}
-	return buf.Bytes(), nil
-}
-
-// xerialHeader opens snappy-java's framed stream (the Java producer's snappy):
-// a magic, then version and minimum compatible version; then blocks, each a big-endian
-// length and one raw snappy block. franz-go sends a raw block without framing.
-var xerialHeader = []byte{130, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-func decodeSnappy(dst, src []byte, limit int64) ([]byte, error) {
-	if len(src) < 16 || !bytes.HasPrefix(src, xerialHeader) {
-		if l, err := s2.DecodedLen(src); err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		} else if int64(l) > limit {
-			return nil, errTooLarge
-		}
-		return s2.Decode(dst[:cap(dst)], src)
+	if cap(dst) < l {
+		dst = make([]byte, l)
 	}
-	src = src[16:]
-	var total int64
-	for rem := src; len(rem) > 0; {
-		if len(rem) < 4 {
-			return nil, errors.New("snappy: torn xerial block length")
-		}
-		size := binary.BigEndian.Uint32(rem)
-		rem = rem[4:]
-		if int64(size) > int64(len(rem)) {
-			return nil, errors.New("snappy: xerial block past the end")
-		}
-		l, err := s2.DecodedLen(rem[:size])
-		if err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		}
-		if total += int64(l); total > limit {
-			return nil, errTooLarge
-		}
-		rem = rem[size:]
-	}
-	if int64(cap(dst)) < total {
-		dst = make([]byte, 0, total)
-	}
-	out := dst[:0]
-	for len(src) > 0 {
-		size := binary.BigEndian.Uint32(src)
-		block := src[4 : 4+size]
-		src = src[4+size:]
-		l, _ := s2.DecodedLen(block)
-		at := len(out)
-		d, err := s2.Decode(out[at:at+l], block)
-		if err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		}
-		out = out[:at+len(d)]
+	out, err := s2.Decode(dst[:l], src)
+	if err != nil {
+		return nil, fmt.Errorf("snappy: %w", err)
 	}
 	return out, nil
 }
 
-// streamDecoder is a pooled gzip or lz4 reader with the bytes.Reader it reads from.
-type streamDecoder struct {
-	src bytes.Reader
-	gz  gzip.Reader
-	lz4 *lz4.Reader
+// xerialHeader opens snappy-java's framed stream (the Java producer's snappy):
+// a magic, then version and minimum compatible version; then blocks, each a big-endian
+// length and one raw snappy block.
+var xerialHeader = []byte{130, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// xerialReader decodes snappy-java's blocks one at a time.
+type xerialReader struct {
+	src   []byte // the blocks not yet decoded
+	buf   []byte // the block decoded last
+	out   []byte // what of it is unread
+	limit int64
+	err   error
 }
 
-var (
-	gzipPool = sync.Pool{New: func() any { return new(streamDecoder) }}
-	lz4Pool  = sync.Pool{New: func() any { return &streamDecoder{lz4: lz4.NewReader(nil)} }}
-	zstdPool = sync.Pool{New: func() any {
-		// Concurrency 1: DecodeAll decodes on the caller's goroutine, and the pool gives
-		// each partition actor its own decoder.
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			panic(fmt.Sprintf("zstd decoder: %v", err)) // only for invalid options
+func (x *xerialReader) reset(src []byte, limit int64) {
+	*x = xerialReader{src: src, buf: x.buf[:0], limit: limit}
+}
+
+func (x *xerialReader) Read(p []byte) (int, error) {
+	for len(x.out) == 0 {
+		if x.err != nil {
+			return 0, x.err
 		}
-		return d
-	}}
-	bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-)
+		if len(x.src) == 0 {
+			return 0, io.EOF
+		}
+		x.out, x.err = x.next()
+	}
+	n := copy(p, x.out)
+	x.out = x.out[n:]
+	return n, nil
+}
 
-// maxPooledBuffer keeps a buffer grown by one very large batch from staying pooled.
+func (x *xerialReader) next() ([]byte, error) {
+	if len(x.src) < 4 {
+		return nil, errors.New("snappy: torn xerial block length")
+	}
+	size := binary.BigEndian.Uint32(x.src)
+	if int64(size) > int64(len(x.src)-4) {
+		return nil, errors.New("snappy: xerial block past the end")
+	}
+	block := x.src[4 : 4+size]
+	x.src = x.src[4+size:]
+	out, err := decodeSnappyBlock(x.buf[:0], block, x.limit)
+	if err != nil {
+		return nil, err
+	}
+	x.buf = out
+	return out, nil
+}
+
+// maxPooledBuffer keeps a buffer grown by one very large snappy block from staying pooled.
 const maxPooledBuffer = 4 << 20
-
-func getBuffer() *bytes.Buffer { return bufPool.Get().(*bytes.Buffer) }
-
-func putBuffer(b *bytes.Buffer) {
-	if b.Cap() <= maxPooledBuffer {
-		b.Reset()
-		bufPool.Put(b)
-	}
-}
-
-// keep makes buf own out when a decoder allocated a larger array, so the pool keeps it.
-func keep(buf *bytes.Buffer, out []byte) {
-	if cap(out) > buf.Cap() {
-		*buf = *bytes.NewBuffer(out[:0])
-	}
-}

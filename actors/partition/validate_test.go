@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	mrand "math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -155,7 +156,7 @@ func TestValidateRecords(t *testing.T) {
 			t.Fatalf("%s bomb is %d bytes", c.name, len(b))
 		}
 		cases = append(cases,
-			tc{c.name + " decompresses past max", b, 100 << 10, kerr.MessageTooLarge.Code},
+			tc{c.name + " decompresses past max (held as sent)", b, 100 << 10, 0},
 			tc{c.name + " decompresses within max", b, 1 << 20, 0})
 	}
 	for _, c := range cases {
@@ -298,4 +299,126 @@ func FuzzValidateRecords(f *testing.F) {
 			t.Fatalf("%d bytes after the last record accepted", len(raw))
 		}
 	})
+}
+
+// highlyCompressible are the records of a batch that decompresses to about 3 MiB: one
+// record of 3 MiB of zeros, and 3072 records of 1 KiB of zeros.
+func highlyCompressible() map[string]struct {
+	count int32
+	raw   []byte
+} {
+	many := make([][]byte, 3072)
+	for i := range many {
+		many[i] = make([]byte, 1<<10)
+	}
+	return map[string]struct {
+		count int32
+		raw   []byte
+	}{
+		"one 3 MiB record": {1, testRecords(seqDeltas(1), make([]byte, 3<<20))},
+		"3072 records":     {3072, testRecords(seqDeltas(3072), many...)},
+	}
+}
+
+// TestValidateCompressibleBeyondMaxBytes: Apache holds max.message.bytes against the
+// batch as sent, so a few KiB that decompress to 3 MiB are accepted under the default
+// 1 MiB limit (franz-go's TestConsumeMaxDecompressBatchBytes produces one).
+func TestValidateCompressibleBeyondMaxBytes(t *testing.T) {
+	const maxBytes = 1048588 // the default max.message.bytes
+	for name, in := range highlyCompressible() {
+		for _, c := range codecs {
+			comp, attrs := compressWith(t, c.codec, in.raw)
+			b := wrapRecords(attrs, in.count, comp)
+			if len(b) > maxBytes/4 {
+				t.Fatalf("%s %s: %d bytes compressed", c.name, name, len(b))
+			}
+			if _, perr := validateProduced(b, maxBytes); perr != nil {
+				t.Errorf("%s, %s: %d bytes sent, %d decompressed: refused %d (%s)",
+					c.name, name, len(b), len(in.raw), perr.code, perr.msg)
+			}
+		}
+		b := wrapRecords(codecSnappy, in.count, xerialFrame(in.raw, 32<<10))
+		if _, perr := validateProduced(b, maxBytes); perr != nil {
+			t.Errorf("xerial snappy, %s: refused %d (%s)", name, perr.code, perr.msg)
+		}
+	}
+}
+
+// TestValidateDecompressLimit: records that decompress past the bound on validation work
+// are refused with MESSAGE_TOO_LARGE, each codec, one record or many.
+func TestValidateDecompressLimit(t *testing.T) {
+	for name, in := range highlyCompressible() {
+		for _, c := range codecs {
+			comp, attrs := compressWith(t, c.codec, in.raw)
+			h := parseHeader(wrapRecords(attrs, in.count, comp))
+			b := wrapRecords(attrs, in.count, comp)
+			if perr := validateRecordsWithin(&h, b, 1<<20); perr == nil || perr.code != kerr.MessageTooLarge.Code {
+				t.Errorf("%s, %s past a 1 MiB bound: %v", c.name, name, perr)
+			}
+			if perr := validateRecordsWithin(&h, b, 4<<20); perr != nil {
+				t.Errorf("%s, %s within a 4 MiB bound: %v", c.name, name, perr)
+			}
+		}
+	}
+}
+
+// TestValidateMemoryIndependentOfSize: validating a compressed batch streams its records
+// through the decoder, so what it allocates does not grow with what the batch
+// decompresses to (64 MiB here). A raw snappy block (franz-go's snappy) cannot be
+// decoded in pieces, so it is decoded whole; its size is bounded by the batch's, which
+// TestValidateSnappyRatio checks.
+func TestValidateMemoryIndependentOfSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decompresses 64 MiB per codec")
+	}
+	const decompressed = 64 << 20
+	many := make([][]byte, 64)
+	for i := range many {
+		many[i] = make([]byte, 1<<20)
+	}
+	inputs := map[string]struct {
+		count int32
+		raw   []byte
+	}{
+		"one record":   {1, testRecords(seqDeltas(1), make([]byte, decompressed))},
+		"many records": {64, testRecords(seqDeltas(64), many...)},
+	}
+	for name, in := range inputs {
+		batches := map[string][]byte{"xerial snappy": wrapRecords(codecSnappy, in.count, xerialFrame(in.raw, 32<<10))}
+		for _, c := range codecs {
+			if c.name == "snappy" {
+				continue
+			}
+			comp, attrs := compressWith(t, c.codec, in.raw)
+			batches[c.name] = wrapRecords(attrs, in.count, comp)
+		}
+		for codec, b := range batches {
+			if _, perr := validateProduced(b, 16<<20); perr != nil { // warms the pools
+				t.Fatalf("%s, %s: %v", codec, name, perr)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, perr := validateProduced(b, 16<<20)
+			runtime.ReadMemStats(&after)
+			if perr != nil {
+				t.Fatalf("%s, %s: %v", codec, name, perr)
+			}
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%s, %s: %d bytes sent, %d allocated", codec, name, len(b), alloc)
+			if alloc > decompressed/16 {
+				t.Errorf("%s, %s: %d bytes allocated to validate %d decompressed", codec, name, alloc, decompressed)
+			}
+		}
+	}
+}
+
+// TestValidateSnappyRatio: a snappy block expands at most 64 bytes for every 3 it holds,
+// so one that claims more is no snappy block (it would take S2's extensions, which no
+// Java consumer reads) and is refused before anything is allocated for it.
+func TestValidateSnappyRatio(t *testing.T) {
+	claim := binary.AppendUvarint(nil, 100<<20)
+	b := wrapRecords(codecSnappy, 1, append(claim, bytes.Repeat([]byte{0xfe, 0x01, 0x00}, 30)...))
+	if _, perr := validateProduced(b, 1<<20); perr == nil || perr.code != kerr.CorruptMessage.Code {
+		t.Fatalf("a 100-byte snappy block claiming 100 MiB: %v", perr)
+	}
 }
