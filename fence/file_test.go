@@ -1,12 +1,21 @@
 package fence
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"kaas/storage"
 )
 
 func newTestFile(t *testing.T, dir string, self int32) *File {
@@ -81,7 +90,7 @@ func TestFileFencePausedHolderLapses(t *testing.T) {
 	if Valid(a) {
 		t.Fatal("the paused holder still thinks it may write after its peer saw it lapse")
 	}
-	if a.lockFree(0) {
+	if a.probeLock(0, 0) != lockHeld {
 		t.Fatal("the paused holder's lock should still be held")
 	}
 }
@@ -121,4 +130,171 @@ func TestFileFenceWatchesBrokerBeyondPeers(t *testing.T) {
 	waitFor(t, b, "broker 3 alive", func() bool { return !b.Lapsed(3) })
 	beyond.Stop()
 	waitFor(t, b, "broker 3 lapsed", func() bool { return b.Lapsed(3) })
+}
+
+// syncBuffer is a log sink safe for the fence's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startPair starts brokers 0 and 1 on long leases (a peer lapses only through its lock
+// here, never through a slow renewal on a loaded machine).
+func startPair(t *testing.T) (dir string, a, b *File) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "nodes")
+	mk := func(id int32) *File {
+		return NewFile(FileConfig{Dir: dir, Self: id, Peers: []int32{0, 1}, Duration: 20 * time.Second,
+			Renew: 100 * time.Millisecond, Log: zerolog.Nop()})
+	}
+	a, b = mk(0), mk(1)
+	for _, f := range []*File{a, b} {
+		if err := f.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Stop)
+	}
+	waitFor(t, b, "a alive", func() bool { return !b.Lapsed(0) })
+	return dir, a, b
+}
+
+// A live peer whose lock file is deleted, or replaced by a new file nobody holds, is
+// still alive: its lease is fresh and the lock it holds is on the old inode. Before,
+// a failed open (or a lock taken on the new file) was read as "dead", its partition
+// locks were broken and new leader epochs begun while it still acknowledged writes.
+func TestFileFencePeerWithLockFileGoneStaysAlive(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replace bool
+	}{{"deleted", false}, {"replaced", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _, b := startPair(t)
+			path := LockPath(dir, 0)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if tc.replace {
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.watchPeers()
+			if b.Lapsed(0) {
+				t.Fatalf("peer 0 with its lock file %s is taken for lapsed while its lease is fresh", tc.name)
+			}
+		})
+	}
+}
+
+// Any other failure to open a peer's lock file (EMFILE, EIO, EACCES) is "unknown", never
+// "dead": the lease decides.
+func TestFileFencePeerLockOpenErrorIsNotDeath(t *testing.T) {
+	_, _, b := startPair(t)
+	b.openLock = func(string, int, os.FileMode) (*os.File, error) { return nil, syscall.EMFILE }
+	b.watchPeers()
+	if b.Lapsed(0) {
+		t.Fatal("an EMFILE opening peer 0's lock file made it lapsed")
+	}
+}
+
+// A broker whose own lock file is deleted or replaced no longer holds the lock a second
+// process with its id would take: it fences itself, stops renewing and says so.
+func TestFileFenceOwnerFencesItselfWhenItsLockFileGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replace bool
+	}{{"deleted", false}, {"replaced", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "nodes")
+			var logs syncBuffer
+			a := NewFile(FileConfig{Dir: dir, Self: 0, Peers: []int32{0, 1}, Duration: 20 * time.Second,
+				Renew: 100 * time.Millisecond, Log: zerolog.New(&logs)})
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer a.Stop()
+			a.cancel() // renewals from here on are the test's
+			a.wg.Wait()
+			path := LockPath(dir, 0)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if tc.replace {
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.renewOnce(); err == nil {
+				t.Fatalf("a renewal with the lock file %s succeeded", tc.name)
+			}
+			if Valid(a) || !a.Lapsed(0) {
+				t.Fatal("a broker that lost its lock file still may write")
+			}
+			if err := a.renewOnce(); err == nil || Valid(a) {
+				t.Fatal("a fenced broker renewed again")
+			}
+			if !strings.Contains(logs.String(), `"message":"fence_lock_file_lost"`) {
+				t.Fatalf("no fence_lock_file_lost event in %s", logs.String())
+			}
+		})
+	}
+}
+
+// A second process for a broker id whose lock file was deleted takes a new lock file, but
+// the lease of the first, still renewed, refuses it. The renewing first process is this
+// test: each time the second reads the lease, it has moved on.
+func TestFileFenceSecondProcessRefusedWhileLeaseRenews(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lease := filepath.Join(dir, leaseName(0))
+	var mu sync.Mutex
+	counter := 7
+	write := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		counter++
+		b := fmt.Sprintf(`{"broker":0,"counter":%d,"pid":1,"lock_ino":1}`, counter)
+		if err := os.WriteFile(lease, []byte(b), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	write()
+	fsys := storage.NewFaultFS(nil)
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpRead && path == lease {
+			write()
+		}
+		return nil
+	})
+	second := newTestFile(t, dir, 0)
+	second.fsys = fsys
+	err := second.Start(context.Background())
+	if err == nil {
+		second.Stop()
+		t.Fatal("a second process started while the first renews its lease")
+	}
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("start: %v, want ErrInUse", err)
+	}
+	// Once the lease stops moving (the first process fenced itself or is gone) for a
+	// lease duration, the id may start.
+	fsys.SetBefore(nil)
+	if err := second.Start(context.Background()); err != nil {
+		t.Fatalf("start after the lease stopped: %v", err)
+	}
+	second.Stop()
 }
