@@ -2,8 +2,8 @@ package broker
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"kaas/storage"
@@ -22,8 +22,8 @@ func TestClusterIDWriteIsDurable(t *testing.T) {
 			if id, err := loadClusterID(fsys, dir); !errors.Is(err, storage.ErrInjected) {
 				t.Fatalf("cluster id %q, error %v; want the injected %s failure", id, err, op)
 			}
-			if _, err := os.Stat(filepath.Join(dir, "cluster.id.tmp")); !os.IsNotExist(err) {
-				t.Fatalf("a tmp file is left: %v", err)
+			if left, _ := filepath.Glob(filepath.Join(dir, "*"+storage.TmpSuffix)); len(left) > 0 {
+				t.Fatalf("a tmp file is left: %v", left)
 			}
 			id, err := loadClusterID(fsys, dir)
 			if err != nil || len(id) != 22 {
@@ -34,5 +34,41 @@ func TestClusterIDWriteIsDurable(t *testing.T) {
 				t.Fatalf("third start read %q, %v; want %q", again, err, id)
 			}
 		})
+	}
+}
+
+// Brokers started together on a fresh data dir each make the cluster id: every one
+// succeeds and all read the same id. Before, they shared one temporary name, and one's
+// rename found the file already renamed away by another ("rename cluster.id.tmp: no
+// such file or directory").
+func TestClusterIDMadeByManyAtOnce(t *testing.T) {
+	const brokers, rounds = 16, 50
+	for r := 0; r < rounds; r++ {
+		dir := t.TempDir()
+		ids := make([]string, brokers)
+		errs := make([]error, brokers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range brokers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ids[i], errs[i] = loadClusterID(storage.OSFS{}, dir)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range brokers {
+			if errs[i] != nil {
+				t.Fatalf("round %d: broker %d: %v", r, i, errs[i])
+			}
+			if ids[i] != ids[0] {
+				t.Fatalf("round %d: broker %d read %q, broker 0 %q", r, i, ids[i], ids[0])
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*"+storage.TmpSuffix)); len(left) > 0 {
+			t.Fatalf("round %d: temporary files left: %v", r, left)
+		}
 	}
 }
