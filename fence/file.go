@@ -1,10 +1,12 @@
 package fence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,8 +32,10 @@ import (
 //     provided the file it took is the one the lease names (its inode): a lock file
 //     deleted or replaced under a live holder proves nothing, and neither does any error
 //     opening or locking it (EMFILE, EIO, EACCES): then only the lease decides.
-//   - broker-<id>.lease, a small file rewritten (atomically, fsynced) every renew
-//     interval with a counter and the inode of the holder's lock file. A paused process
+//   - broker-<id>.lease, a fixed-size record overwritten in place (fdatasynced, with a
+//     checksum: a torn record reads as unknown, keeping what was known) every renew
+//     interval with a counter and the inode of the holder's lock file; a renewal needs
+//     no free space, so a full volume stops writes, not the lease. A paused process
 //     (SIGSTOP, a frozen VM, a partitioned NFS client) keeps its flock, but stops
 //     renewing: a peer that sees the counter unchanged for a whole lease duration on its
 //     own clock treats it as Lapsed. A lease still moving wins over a missing lock file.
@@ -122,10 +126,51 @@ type leaseFile struct {
 	// another inode (the file replaced) learns nothing of the holder. 0 in a lease of
 	// a version before it.
 	LockIno uint64 `json:"lock_ino,omitempty"`
+	// Sum is leaseSum of the record (nil in a lease of a version before it).
+	Sum *uint32 `json:"sum,omitempty"`
 }
 
 // errLeaseTorn is a lease file that is not a whole record.
 var errLeaseTorn = errors.New("lease record unreadable")
+
+// leaseSize is the size of a lease record: one JSON object padded with spaces, so that
+// a renewal overwrites the same bytes of the same file (no new blocks: a full volume
+// still renews) and the file holds nothing past a shorter record.
+const leaseSize = 256
+
+// leaseSum is the checksum of a record: CRC-32C of its JSON without the sum.
+func leaseSum(l leaseFile) uint32 {
+	l.Sum = nil
+	b, _ := json.Marshal(l)
+	return crc32.Checksum(b, crcTable)
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeLease is l's record, leaseSize bytes.
+func encodeLease(l leaseFile) []byte {
+	sum := leaseSum(l)
+	l.Sum = &sum
+	b, _ := json.Marshal(l)
+	out := bytes.Repeat([]byte{' '}, leaseSize)
+	copy(out, b)
+	out[leaseSize-1] = '\n'
+	return out
+}
+
+// decodeLease reads a record of broker id: errLeaseTorn when it is not one whole record
+// (a renewal cut short, two renewals' halves, another broker's). A record without a sum
+// (a version before it, written whole by a rename) is taken as it is.
+func decodeLease(b []byte, id int32) (leaseFile, error) {
+	var l leaseFile
+	if err := json.Unmarshal(b, &l); err != nil || l.Broker != id {
+		return leaseFile{}, errLeaseTorn
+	}
+	if l.Sum != nil && *l.Sum != leaseSum(l) {
+		return leaseFile{}, errLeaseTorn
+	}
+	return l, nil
+}
 
 // readLease reads broker id's lease: an error satisfying fs.ErrNotExist when there is
 // none, errLeaseTorn (wrapped) when it is not a whole record of id.
@@ -135,11 +180,36 @@ func (f *File) readLease(id int32) (leaseFile, error) {
 	if err != nil {
 		return leaseFile{}, err
 	}
-	var l leaseFile
-	if err := json.Unmarshal(b, &l); err != nil || l.Broker != id {
-		return leaseFile{}, fmt.Errorf("%s: %w", path, errLeaseTorn)
+	l, err := decodeLease(b, id)
+	if err != nil {
+		return leaseFile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return l, nil
+}
+
+// writeLease makes rec this broker's lease: written over the existing file in place and
+// fdatasynced, so a renewal needs no free space; the file is made (through a rename) only
+// when there is none. A write cut short leaves a torn record, which readers take for
+// "unknown" and the next renewal makes whole.
+func (f *File) writeLease(rec []byte) error {
+	name := leaseName(f.self)
+	path := filepath.Join(f.dir, name)
+	w, err := f.fsys.OpenWrite(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return storage.WriteFileAtomic(f.fsys, f.dir, name, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if _, err = w.Write(rec); err != nil {
+		err = fmt.Errorf("write %s: %w", path, err)
+	} else if err = w.Datasync(); err != nil {
+		err = fmt.Errorf("fdatasync %s: %w", path, err)
+	}
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", path, cerr)
+	}
+	return err
 }
 
 // errLockLost is a renewal refused because this broker's lock file is gone or replaced.
@@ -305,8 +375,7 @@ func (f *File) renewOnce() error {
 	f.counter++
 	n, ino := f.counter, f.lockIno
 	f.mu.Unlock()
-	b, _ := json.Marshal(leaseFile{Broker: f.self, Counter: n, PID: os.Getpid(), LockIno: ino})
-	if err := storage.WriteFileAtomic(f.fsys, f.dir, leaseName(f.self), b); err != nil {
+	if err := f.writeLease(encodeLease(leaseFile{Broker: f.self, Counter: n, PID: os.Getpid(), LockIno: ino})); err != nil {
 		return err
 	}
 	f.mu.Lock()

@@ -298,3 +298,135 @@ func TestFileFenceSecondProcessRefusedWhileLeaseRenews(t *testing.T) {
 	}
 	second.Stop()
 }
+
+// fullVolume makes fsys fail what a full volume fails: any new file, any write of a
+// temporary file. Overwriting the blocks of an existing file still works.
+func fullVolume(fsys *storage.FaultFS) {
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpCreate || (op == storage.OpWrite && strings.HasSuffix(path, storage.TmpSuffix)) {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+}
+
+// On a full volume the lease is still renewed (in place: no new blocks), its peers see
+// it move, and a broker restarts on it. Before, each renewal wrote a new temporary file,
+// failed with ENOSPC, and every broker's lease lapsed: reads stopped with the writes.
+func TestFileFenceRenewsOnAFullVolume(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	fsys := storage.NewFaultFS(nil)
+	mk := func(id int32) *File {
+		f := NewFile(FileConfig{Dir: dir, Self: id, Peers: []int32{0, 1}, Duration: 20 * time.Second,
+			Renew: 100 * time.Millisecond, Log: zerolog.Nop()})
+		f.fsys = fsys
+		return f
+	}
+	a, b := mk(0), mk(1)
+	for _, f := range []*File{a, b} {
+		if err := f.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Stop()
+	}
+	a.cancel() // renewals from here on are the test's
+	a.wg.Wait()
+	fullVolume(fsys)
+	before := a.ValidUntil()
+	if err := a.renewOnce(); err != nil {
+		t.Fatalf("renewal on a full volume: %v", err)
+	}
+	if !a.ValidUntil().After(before) || !Valid(a) {
+		t.Fatal("a renewal on a full volume did not extend the lease")
+	}
+	b.watchPeers()
+	b.mu.Lock()
+	seen := b.seen[0].counter
+	b.mu.Unlock()
+	if seen != a.counter || b.Lapsed(0) {
+		t.Fatalf("peer read counter %d (lapsed %v), want %d", seen, b.Lapsed(0), a.counter)
+	}
+	// A restart on the full volume.
+	a.Stop()
+	again := mk(0)
+	if err := again.Start(context.Background()); err != nil {
+		t.Fatalf("restart on a full volume: %v", err)
+	}
+	again.Stop()
+}
+
+// A renewal that fails extends nothing; a record cut short in its middle (a write torn
+// by a crash or a full NFS server) is read by a peer as unknown: it keeps what it knew,
+// the last counter, and does not take the holder for lapsed. The next renewal writes a
+// whole record.
+func TestFileFenceTornLeaseKeepsWhatIsInForce(t *testing.T) {
+	dir, a, b := startPair(t)
+	a.cancel()
+	a.wg.Wait()
+	fsys := storage.NewFaultFS(nil)
+	a.fsys = fsys
+	b.watchPeers()
+	b.mu.Lock()
+	known := b.seen[0].counter
+	b.mu.Unlock()
+	before := a.ValidUntil()
+	fsys.FailNext(storage.OpWrite, syscall.ENOSPC)
+	if err := a.renewOnce(); err == nil {
+		t.Fatal("a renewal whose write failed succeeded")
+	}
+	if a.ValidUntil() != before {
+		t.Fatal("a failed renewal extended the lease")
+	}
+	// The first bytes of a record with another counter over the one in place.
+	path := filepath.Join(dir, leaseName(0))
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := encodeLease(leaseFile{Broker: 0, Counter: known + 1000, PID: 1, LockIno: 1})
+	if _, err := w.WriteAt(next[:30], 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if _, err := a.readLease(0); !errors.Is(err, errLeaseTorn) {
+		t.Fatalf("reading a torn record: %v, want errLeaseTorn", err)
+	}
+	b.watchPeers()
+	b.mu.Lock()
+	got := b.seen[0].counter
+	b.mu.Unlock()
+	if got != known || b.Lapsed(0) {
+		t.Fatalf("peer after a torn record: counter %d (lapsed %v), want %d kept", got, b.Lapsed(0), known)
+	}
+	if err := a.renewOnce(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := a.readLease(0); err != nil || l.Counter != a.counter {
+		t.Fatalf("after a whole renewal: %+v, %v", l, err)
+	}
+}
+
+// A record that parses but whose checksum does not match (two renewals' halves) is torn.
+func TestLeaseRecordChecksum(t *testing.T) {
+	rec := encodeLease(leaseFile{Broker: 2, Counter: 41, PID: 7, LockIno: 99})
+	if len(rec) != leaseSize {
+		t.Fatalf("record of %d bytes, want %d", len(rec), leaseSize)
+	}
+	if l, err := decodeLease(rec, 2); err != nil || l.Counter != 41 || l.LockIno != 99 {
+		t.Fatalf("decode: %+v, %v", l, err)
+	}
+	bad := bytes.Replace(rec, []byte(`"counter":41`), []byte(`"counter":42`), 1)
+	if _, err := decodeLease(bad, 2); !errors.Is(err, errLeaseTorn) {
+		t.Fatalf("a record with another counter than its checksum: %v", err)
+	}
+	if _, err := decodeLease(rec[:30], 2); !errors.Is(err, errLeaseTorn) {
+		t.Fatalf("a record cut short: %v", err)
+	}
+	if _, err := decodeLease(rec, 3); !errors.Is(err, errLeaseTorn) {
+		t.Fatalf("another broker's record: %v", err)
+	}
+	// A lease of a version before the checksum is read.
+	if l, err := decodeLease([]byte(`{"broker":2,"counter":5,"pid":1}`), 2); err != nil || l.Counter != 5 {
+		t.Fatalf("legacy record: %+v, %v", l, err)
+	}
+}
