@@ -92,6 +92,15 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 			b.cluster.stop()
 		}
 	}()
+	// A static cluster's size is kept beside its id: a broker started with another
+	// refuses before it takes a lease its peers would watch (registry=kubernetes takes
+	// its size from the StatefulSet, changed by helm upgrade).
+	static := cfg.Registry == "static"
+	if static {
+		if err := checkClusterSize(storage.OSFS{}, clusterDir, cfg.ClusterSize); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.startFence(); err != nil {
 		return nil, err
 	}
@@ -99,6 +108,11 @@ func Start(cfg config.Config, log zerolog.Logger) (*Broker, error) {
 	clusterID, err := loadClusterID(storage.OSFS{}, clusterDir)
 	if err != nil {
 		return nil, err
+	}
+	if static {
+		if err := recordClusterSize(storage.OSFS{}, clusterDir, cfg.ClusterSize); err != nil {
+			return nil, err
+		}
 	}
 	for _, l := range cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr())

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"kaas/storage"
@@ -92,4 +94,51 @@ func writeSynced(fsys storage.FS, path string, data []byte) error {
 		err = fmt.Errorf("close %s: %w", path, cerr)
 	}
 	return err
+}
+
+// ErrClusterSize is the error of a broker started with another cluster size than the
+// one its data directory's cluster was made with.
+var ErrClusterSize = errors.New("cluster size differs from the data directory's")
+
+// clusterSizeName is the file, beside cluster.id, that keeps the size of a static
+// cluster: every broker hashes groups and partitions over it, so one started with
+// another peer list would route keys its peers route elsewhere.
+const clusterSizeName = "cluster.size"
+
+// checkClusterSize refuses size when the data dir already records another (read only:
+// a refused broker takes no lease its peers would watch).
+func checkClusterSize(fsys storage.FS, dir string, size int) error {
+	raw, err := fsys.ReadFile(filepath.Join(dir, clusterSizeName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read cluster size: %w", err)
+	}
+	return sameClusterSize(raw, dir, size)
+}
+
+// recordClusterSize records size on the first start (brokers started together: the
+// first written wins, writeOnce) and refuses a size other than the one recorded.
+func recordClusterSize(fsys storage.FS, dir string, size int) error {
+	raw, err := writeOnce(fsys, dir, clusterSizeName, []byte(strconv.Itoa(size)+"\n"))
+	if err != nil {
+		return fmt.Errorf("write cluster size: %w", err)
+	}
+	return sameClusterSize(raw, dir, size)
+}
+
+// sameClusterSize compares the content of the size file with size. An unreadable file
+// refuses the start: it keeps the size in force, whatever it was.
+func sameClusterSize(raw []byte, dir string, size int) error {
+	path := filepath.Join(dir, clusterSizeName)
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || n < 1 {
+		return fmt.Errorf("cluster size file %s holds %q, not a size: write the cluster's size (its broker count) into it", path, bytes.TrimSpace(raw))
+	}
+	if n != size {
+		return fmt.Errorf("%w: cluster.size %d, but the cluster of this data directory has %d brokers (%s): start every broker with cluster.size=%d and the same peer list; to resize the cluster, write the new size into that file first, then restart the brokers with it",
+			ErrClusterSize, size, n, path, n)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -70,5 +71,52 @@ func TestClusterIDMadeByManyAtOnce(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(dir, "*"+storage.TmpSuffix)); len(left) > 0 {
 			t.Fatalf("round %d: temporary files left: %v", r, left)
 		}
+	}
+}
+
+// Brokers of two sizes started together on a fresh data dir: one size is recorded, every
+// broker of it starts, every broker of the other is refused. A size file that holds no
+// size refuses every start.
+func TestClusterSizeRecordedOnce(t *testing.T) {
+	for r := 0; r < 20; r++ {
+		dir := t.TempDir()
+		sizes := []int{3, 4, 3, 4, 3, 4, 3, 4}
+		errs := make([]error, len(sizes))
+		var wg sync.WaitGroup
+		for i, size := range sizes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = recordClusterSize(storage.OSFS{}, dir, size)
+			}()
+		}
+		wg.Wait()
+		won := map[int]bool{}
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won[sizes[i]] = true
+			case !errors.Is(err, ErrClusterSize):
+				t.Fatalf("round %d: size %d: %v", r, sizes[i], err)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("round %d: sizes started: %v, want exactly one", r, won)
+		}
+		for size := range won {
+			if err := checkClusterSize(storage.OSFS{}, dir, size); err != nil {
+				t.Fatal(err)
+			}
+			if err := checkClusterSize(storage.OSFS{}, dir, 7-size); !errors.Is(err, ErrClusterSize) {
+				t.Fatalf("size %d after %d was recorded: %v", 7-size, size, err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, clusterSizeName), []byte("three\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkClusterSize(storage.OSFS{}, dir, 3); err == nil {
+		t.Fatal("a size file holding no size let a broker start")
 	}
 }
