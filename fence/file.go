@@ -423,7 +423,7 @@ func (f *File) loop(ctx context.Context) {
 }
 
 // watchPeers reads every peer's lease and probes its lock: the configured peers and any
-// other broker with a lock file here (one beyond the cluster size, while a helm upgrade
+// other broker with a lock or lease file here (one beyond the cluster size, while a helm upgrade
 // shrinks the cluster: it still serves until it stops).
 func (f *File) watchPeers() {
 	now := time.Now()
@@ -445,7 +445,8 @@ func (f *File) watchPeers() {
 	}
 }
 
-// watched is the configured peers and the ids of the other lock files in the directory.
+// watched is the configured peers and the ids of the other lock and lease files in the
+// directory (a lease alone: a broker beyond the size whose lock file was deleted).
 func (f *File) watched() []int32 {
 	ids := f.peers
 	names, err := f.fsys.ReadDirNames(f.dir)
@@ -457,11 +458,19 @@ func (f *File) watched() []int32 {
 		if !ok {
 			continue
 		}
-		if num, ok = strings.CutSuffix(num, ".lock"); !ok {
+		lock, isLock := strings.CutSuffix(num, ".lock")
+		lease, isLease := strings.CutSuffix(num, ".lease")
+		if !isLock && !isLease {
 			continue
 		}
+		if isLock {
+			num = lock
+		} else {
+			num = lease
+		}
 		id, err := strconv.ParseInt(num, 10, 32)
-		if err != nil || int32(id) == f.self || slices.Contains(f.peers, int32(id)) || LockPath(f.dir, int32(id)) != filepath.Join(f.dir, n) {
+		if err != nil || int32(id) == f.self || slices.Contains(ids, int32(id)) ||
+			(isLock && LockPath(f.dir, int32(id)) != filepath.Join(f.dir, n)) || (isLease && leaseName(int32(id)) != n) {
 			continue
 		}
 		if len(ids) == len(f.peers) {

@@ -430,3 +430,28 @@ func TestLeaseRecordChecksum(t *testing.T) {
 		t.Fatalf("legacy record: %+v, %v", l, err)
 	}
 }
+
+// A broker beyond the configured peers whose lock file is deleted is still watched
+// through its lease: alive while it renews, lapsed once it stops. Before, it was found
+// by its lock file only, and stayed as last seen (alive) for good.
+func TestFileFenceWatchesBrokerBeyondPeersByItsLease(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	b := newTestFile(t, dir, 1) // peers 0 and 1
+	beyond := NewFile(FileConfig{Dir: dir, Self: 3, Peers: []int32{0, 1, 2, 3}, Duration: 600 * time.Millisecond,
+		Renew: 100 * time.Millisecond, Log: zerolog.Nop()})
+	if err := beyond.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer beyond.Stop()
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	waitFor(t, b, "broker 3 alive", func() bool { return !b.Lapsed(3) })
+	beyond.cancel() // it stops renewing (paused, or fenced by the deleted lock file)
+	beyond.wg.Wait()
+	if err := os.Remove(LockPath(dir, 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, "broker 3 lapsed", func() bool { return b.Lapsed(3) })
+}
