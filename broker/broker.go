@@ -6,9 +6,7 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -16,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +128,15 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 			b.cluster.stop()
 		}
 	}()
+	// A static cluster's size is kept beside its id: a broker started with another
+	// refuses before it takes a lease its peers would watch (registry=kubernetes takes
+	// its size from the StatefulSet, changed by helm upgrade).
+	static := cfg.Registry == "static"
+	if static {
+		if err := checkClusterSize(storage.OSFS{}, clusterDir, cfg.ClusterSize); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.startFence(); err != nil {
 		return nil, err
 	}
@@ -138,6 +144,11 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 	clusterID, err := loadClusterID(storage.OSFS{}, clusterDir)
 	if err != nil {
 		return nil, err
+	}
+	if static {
+		if err := recordClusterSize(storage.OSFS{}, clusterDir, cfg.ClusterSize); err != nil {
+			return nil, err
+		}
 	}
 	for _, l := range cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr())
@@ -383,31 +394,4 @@ func (b *Broker) startHTTP() error {
 	b.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = b.httpSrv.Serve(ln) }()
 	return nil
-}
-
-// loadClusterID reads the cluster id kept in the data dir, creating it on first start
-// (22 characters of URL-safe base64 of 16 random bytes, as Kafka's are).
-func loadClusterID(fsys storage.FS, dir string) (string, error) {
-	path := filepath.Join(dir, "cluster.id")
-	raw, err := fsys.ReadFile(path)
-	if err == nil {
-		id := strings.TrimSpace(string(raw))
-		if id == "" {
-			return "", fmt.Errorf("cluster id file %s is empty", path)
-		}
-		return id, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read cluster id: %w", err)
-	}
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", fmt.Errorf("new cluster id: %w", err)
-	}
-	id := base64.RawURLEncoding.EncodeToString(u[:])
-	// Clients cache the id: one that might not survive a crash must not be served.
-	if err := storage.WriteFileAtomic(fsys, dir, "cluster.id", []byte(id+"\n")); err != nil {
-		return "", fmt.Errorf("write cluster id: %w", err)
-	}
-	return id, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -447,6 +449,11 @@ func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
 
 	small := cfgs[2]
 	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
+	// The operator's first step of a resize: the recorded size (a broker on another
+	// refuses to start).
+	if err := os.WriteFile(filepath.Join(small.DataDir, "__cluster", "cluster.size"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b2 := brokertest.StartWith(t, small)
 	waitReady(t, b2)
 	c2 := directClient(t, b2.Addr())

@@ -19,15 +19,20 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -461,12 +466,39 @@ type published struct {
 	// the cluster, brokers still on the old size run beside new ones: a peer's claims are
 	// what its own size gives it, not what this broker's would.
 	Size int `json:"size,omitempty"`
+	// Sum is viewSum of the record (nil in a file of a version before it). A view
+	// written over its file in place (a full volume) and cut short is caught by it.
+	Sum *uint32 `json:"sum,omitempty"`
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// viewSum is the checksum of a view record: CRC-32C of its JSON without the sum.
+func viewSum(p published) uint32 {
+	p.Sum = nil
+	b, _ := json.Marshal(p)
+	return crc32.Checksum(b, crcTable)
+}
+
+// decodeView reads a view file: an error when it is not one whole record.
+func decodeView(b []byte) (published, error) {
+	var p published
+	if err := json.Unmarshal(b, &p); err != nil {
+		return published{}, err
+	}
+	if p.Sum != nil && *p.Sum != viewSum(p) {
+		return published{}, errors.New("view record checksum mismatch")
+	}
+	return p, nil
 }
 
 func viewName(id int32) string { return "broker-" + strconv.Itoa(int(id)) + ".view" }
 
 func (c *Controller) publish(v registry.View, term uint64) error {
-	b, err := json.Marshal(published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest(), Size: v.Size})
+	p := published{Broker: c.self, Alive: v.Alive, Term: term, Assign: v.Assign.Digest(), Size: v.Size}
+	sum := viewSum(p)
+	p.Sum = &sum
+	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
@@ -476,15 +508,52 @@ func (c *Controller) publish(v registry.View, term uint64) error {
 		}
 		c.dirMade = true
 	}
-	if err := storage.WriteFileAtomic(storage.OSFS{}, c.cfg.Dir, viewName(c.self), b); err != nil {
+	err = storage.WriteFileAtomic(storage.OSFS{}, c.cfg.Dir, viewName(c.self), b)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return fmt.Errorf("publish view: %w", err)
 	}
+	// A full volume: the write-aside needs a new file; overwriting the existing one
+	// needs no new blocks, and a reader that catches it half-written sees the checksum
+	// fail and keeps the claims it read before.
+	if ierr := overwrite(filepath.Join(c.cfg.Dir, viewName(c.self)), b); ierr != nil {
+		return fmt.Errorf("publish view: %w (in place: %w)", err, ierr)
+	}
+	c.cfg.Log.Warn().Err(err).Msg("ownership_view_published_in_place")
 	return nil
+}
+
+// overwrite writes data over the existing file at path from its start, padded with
+// spaces to the file's length (JSON ignores them), and fdatasyncs it.
+func overwrite(path string, data []byte) error {
+	old, err := storage.OSFS{}.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if n := len(old) - len(data); n > 0 {
+		data = append(slices.Clip(data), bytes.Repeat([]byte{' '}, n)...)
+	}
+	w, err := storage.OSFS{}.OpenWrite(path)
+	if err != nil {
+		return err
+	}
+	if _, err = w.Write(data); err != nil {
+		err = fmt.Errorf("write %s: %w", path, err)
+	} else if err = w.Datasync(); err != nil {
+		err = fmt.Errorf("fdatasync %s: %w", path, err)
+	}
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", path, cerr)
+	}
+	return err
 }
 
 // readPeers reads every live peer's published view. A peer whose lease has lapsed
 // claims nothing; one that has published nothing yet claims nothing (it publishes before
-// it serves, and will then see this broker's claim). A peer claims what its own cluster
+// it serves, and will then see this broker's claim); one whose file cannot be read (EIO,
+// a write in place cut short) keeps the claims read before, or claims every key. A peer claims what its own cluster
 // size gives it (a file that names none is read with this broker's). A peer routing by
 // another assignment is taken to claim everything. Peers beyond this broker's size are
 // read too while their leases hold: during a `helm upgrade` that shrinks the cluster a
@@ -492,6 +561,10 @@ func (c *Controller) publish(v registry.View, term uint64) error {
 // serves, until it has stopped (its lease released) or lapsed.
 func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 	out := map[int32]registry.View{}
+	var known map[int32]registry.View
+	if cur := c.state.Load(); cur != nil {
+		known = cur.peers
+	}
 	size := v.Size
 	ids := make([]int32, 0, size)
 	for id := int32(0); int(id) < size; id++ {
@@ -503,11 +576,21 @@ func (c *Controller) readPeers(v registry.View) map[int32]registry.View {
 			continue
 		}
 		b, err := storage.OSFS{}.ReadFile(filepath.Join(c.cfg.Dir, viewName(id)))
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		var p published
-		if json.Unmarshal(b, &p) != nil {
+		if err == nil {
+			p, err = decodeView(b)
+		}
+		if err != nil {
+			// Unreadable (EIO, a write in place cut short): unknown, so the claims read
+			// before stay in force, or, if none were, it claims every key until it reads.
+			if prev, ok := known[id]; ok {
+				out[id] = prev
+			} else {
+				out[id] = registry.View{Self: id, Size: 0}
+			}
 			continue
 		}
 		pv := registry.View{Self: id, Size: size, Alive: p.Alive, Assign: v.Assign}

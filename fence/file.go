@@ -1,10 +1,13 @@
 package fence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,11 +28,23 @@ import (
 //
 //   - broker-<id>.lock, an exclusive flock(2) for as long as the process lives. The kernel
 //     drops it however the process ends (kill -9 included), and a second process with the
-//     same id cannot take it. A peer whose lock a broker can take is dead: Lapsed at once.
-//   - broker-<id>.lease, a small file rewritten (atomically, fsynced) every renew
-//     interval with a counter. A paused process (SIGSTOP, a frozen VM, a partitioned
-//     NFS client) keeps its flock, but stops renewing: a peer that sees the counter
-//     unchanged for a whole lease duration on its own clock treats it as Lapsed.
+//     same id cannot take it. A peer whose lock a broker can take is dead: Lapsed at once,
+//     provided the file it took is the one the lease names (its inode): a lock file
+//     deleted or replaced under a live holder proves nothing, and neither does any error
+//     opening or locking it (EMFILE, EIO, EACCES): then only the lease decides.
+//   - broker-<id>.lease, a fixed-size record overwritten in place (fdatasynced, with a
+//     checksum: a torn record reads as unknown, keeping what was known) every renew
+//     interval with a counter and the inode of the holder's lock file; a renewal needs
+//     no free space, so a full volume stops writes, not the lease. A paused process
+//     (SIGSTOP, a frozen VM, a partitioned NFS client) keeps its flock, but stops
+//     renewing: a peer that sees the counter unchanged for a whole lease duration on its
+//     own clock treats it as Lapsed. A lease still moving wins over a missing lock file.
+//
+// A holder checks its own lock file before each renewal: once the path is gone or names
+// another inode, a second process could lock it, so the holder fences itself for good
+// (no more renewals, ValidUntil in the past) and logs fence_lock_file_lost. A process
+// starting finds the lease of a holder whose lock file vanished still moving and
+// refuses to start (ErrInUse) until it has stood still for a lease duration.
 //
 // The holder's own writes are bounded by ValidUntil = the start of its last successful
 // renewal + lease duration − margin. A peer decides a lapse only after seeing the same
@@ -46,9 +61,13 @@ type File struct {
 	margin   time.Duration
 	log      zerolog.Logger
 	fsys     storage.FS
+	// openLock opens a peer's lock file to probe it (os.OpenFile; tests inject errors).
+	openLock func(path string, flag int, perm os.FileMode) (*os.File, error)
 
 	mu       sync.Mutex
 	lock     *os.File
+	lockIno  uint64 // the inode of lock, named in the lease
+	fenced   bool   // own lock file lost: never renews again
 	validTil time.Time
 	term     uint64
 	counter  uint64
@@ -61,6 +80,8 @@ type File struct {
 
 type peerSeen struct {
 	counter uint64
+	known   bool      // a lease record was read (counter and ino are its)
+	ino     uint64    // the lock file inode the last record read names (0: not named)
 	since   time.Time // when this process first read counter
 	lapsed  bool
 }
@@ -80,7 +101,7 @@ func NewFile(cfg FileConfig) *File {
 	f := &File{
 		dir: cfg.Dir, self: cfg.Self, duration: cfg.Duration, renew: cfg.Renew,
 		margin: cfg.Duration / 10, log: cfg.Log.With().Str("fence", "file").Logger(),
-		fsys: storage.OSFS{}, seen: map[int32]*peerSeen{}, ch: make(chan struct{}, 1),
+		fsys: storage.OSFS{}, openLock: os.OpenFile, seen: map[int32]*peerSeen{}, ch: make(chan struct{}, 1),
 	}
 	for _, p := range cfg.Peers {
 		if p != cfg.Self {
@@ -101,7 +122,98 @@ type leaseFile struct {
 	Broker  int32  `json:"broker"`
 	Counter uint64 `json:"counter"`
 	PID     int    `json:"pid"`
+	// LockIno is the inode of the holder's lock file: a peer that takes a lock on
+	// another inode (the file replaced) learns nothing of the holder. 0 in a lease of
+	// a version before it.
+	LockIno uint64 `json:"lock_ino,omitempty"`
+	// Sum is leaseSum of the record (nil in a lease of a version before it).
+	Sum *uint32 `json:"sum,omitempty"`
 }
+
+// errLeaseTorn is a lease file that is not a whole record.
+var errLeaseTorn = errors.New("lease record unreadable")
+
+// leaseSize is the size of a lease record: one JSON object padded with spaces, so that
+// a renewal overwrites the same bytes of the same file (no new blocks: a full volume
+// still renews) and the file holds nothing past a shorter record.
+const leaseSize = 256
+
+// leaseSum is the checksum of a record: CRC-32C of its JSON without the sum.
+func leaseSum(l leaseFile) uint32 {
+	l.Sum = nil
+	b, _ := json.Marshal(l)
+	return crc32.Checksum(b, crcTable)
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeLease is l's record, leaseSize bytes.
+func encodeLease(l leaseFile) []byte {
+	sum := leaseSum(l)
+	l.Sum = &sum
+	b, _ := json.Marshal(l)
+	out := bytes.Repeat([]byte{' '}, leaseSize)
+	copy(out, b)
+	out[leaseSize-1] = '\n'
+	return out
+}
+
+// decodeLease reads a record of broker id: errLeaseTorn when it is not one whole record
+// (a renewal cut short, two renewals' halves, another broker's). A record without a sum
+// (a version before it, written whole by a rename) is taken as it is.
+func decodeLease(b []byte, id int32) (leaseFile, error) {
+	var l leaseFile
+	if err := json.Unmarshal(b, &l); err != nil || l.Broker != id {
+		return leaseFile{}, errLeaseTorn
+	}
+	if l.Sum != nil && *l.Sum != leaseSum(l) {
+		return leaseFile{}, errLeaseTorn
+	}
+	return l, nil
+}
+
+// readLease reads broker id's lease: an error satisfying fs.ErrNotExist when there is
+// none, errLeaseTorn (wrapped) when it is not a whole record of id.
+func (f *File) readLease(id int32) (leaseFile, error) {
+	path := filepath.Join(f.dir, leaseName(id))
+	b, err := f.fsys.ReadFile(path)
+	if err != nil {
+		return leaseFile{}, err
+	}
+	l, err := decodeLease(b, id)
+	if err != nil {
+		return leaseFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}
+
+// writeLease makes rec this broker's lease: written over the existing file in place and
+// fdatasynced, so a renewal needs no free space; the file is made (through a rename) only
+// when there is none. A write cut short leaves a torn record, which readers take for
+// "unknown" and the next renewal makes whole.
+func (f *File) writeLease(rec []byte) error {
+	name := leaseName(f.self)
+	path := filepath.Join(f.dir, name)
+	w, err := f.fsys.OpenWrite(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return storage.WriteFileAtomic(f.fsys, f.dir, name, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if _, err = w.Write(rec); err != nil {
+		err = fmt.Errorf("write %s: %w", path, err)
+	} else if err = w.Datasync(); err != nil {
+		err = fmt.Errorf("fdatasync %s: %w", path, err)
+	}
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", path, cerr)
+	}
+	return err
+}
+
+// errLockLost is a renewal refused because this broker's lock file is gone or replaced.
+var errLockLost = errors.New("lock file lost: this broker fenced itself; restart it")
 
 // ErrInUse is the error of a broker whose id another live process holds.
 var ErrInUse = errors.New("broker id in use by another process")
@@ -139,9 +251,18 @@ func (f *File) Start(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	ino, err := fileIno(lf)
+	if err != nil {
+		lf.Close()
+		return fmt.Errorf("fence: stat %s: %w", path, err)
+	}
 	f.mu.Lock()
-	f.lock = lf
+	f.lock, f.lockIno, f.fenced = lf, ino, false
 	f.mu.Unlock()
+	if err := f.awaitPrevious(ctx); err != nil {
+		f.release()
+		return err
+	}
 	if err := f.renewOnce(); err != nil {
 		f.release()
 		return fmt.Errorf("fence: first lease write: %w", err)
@@ -154,19 +275,114 @@ func (f *File) Start(ctx context.Context) error {
 	return nil
 }
 
+// awaitPrevious refuses to start while another process renews this id's lease. The lock
+// just taken proves the previous holder gone only when the lease names this very inode
+// (the kernel released it); when the lease names another (the lock file was deleted or
+// replaced under it), the previous holder may still run: its lease must stand still for
+// a lease duration first. Counters continue from the previous lease's.
+func (f *File) awaitPrevious(ctx context.Context) error {
+	prev, err := f.readLease(f.self)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		f.mu.Lock()
+		f.counter = max(f.counter, prev.Counter)
+		f.mu.Unlock()
+		if prev.LockIno == 0 || prev.LockIno == f.lockIno {
+			return nil
+		}
+	}
+	f.log.Warn().Uint64("lease_lock_ino", prev.LockIno).Uint64("lock_ino", f.lockIno).Dur("wait", f.duration).
+		Msg("fence_previous_lease_checked")
+	deadline := time.Now().Add(f.duration)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(f.renew):
+		}
+		l, err := f.readLease(f.self)
+		if err != nil {
+			continue // unreadable: unknown, keep watching
+		}
+		if l.Counter != prev.Counter || l.PID != prev.PID {
+			return fmt.Errorf("%w: the lease of node.id %d in %s is still renewed (pid %d) though its lock file was deleted or replaced",
+				ErrInUse, f.self, f.dir, l.PID)
+		}
+	}
+	f.mu.Lock()
+	f.counter = max(f.counter, prev.Counter)
+	f.mu.Unlock()
+	return nil
+}
+
+// fileIno is the inode of an open file.
+func fileIno(lf *os.File) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(lf.Fd()), &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// checkOwnLock fences this broker for good when its lock file is gone or is another
+// inode than the one it holds: a second process with its id could lock that path. Any
+// other error of the stat is not proof: the renewal goes on.
+func (f *File) checkOwnLock() error {
+	f.mu.Lock()
+	fenced, lf := f.fenced, f.lock
+	f.mu.Unlock()
+	if fenced {
+		return errLockLost
+	}
+	if lf == nil {
+		return nil
+	}
+	path := LockPath(f.dir, f.self)
+	var held, now unix.Stat_t
+	err := unix.Stat(path, &now)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if ferr := unix.Fstat(int(lf.Fd()), &held); ferr != nil {
+		return nil
+	}
+	if err == nil && now.Ino == held.Ino && now.Dev == held.Dev {
+		return nil
+	}
+	f.mu.Lock()
+	f.fenced, f.validTil = true, time.Time{}
+	f.mu.Unlock()
+	how := "deleted"
+	if err == nil {
+		how = "replaced"
+	}
+	f.log.Error().Str("path", path).Str("lock_file", how).
+		Msg("fence_lock_file_lost")
+	notify(f.ch)
+	return errLockLost
+}
+
 // renewOnce writes the next counter; on success the lease is valid for a duration from
 // the moment the write began.
 func (f *File) renewOnce() error {
 	start := time.Now()
-	f.mu.Lock()
-	f.counter++
-	n := f.counter
-	f.mu.Unlock()
-	b, _ := json.Marshal(leaseFile{Broker: f.self, Counter: n, PID: os.Getpid()})
-	if err := storage.WriteFileAtomic(f.fsys, f.dir, leaseName(f.self), b); err != nil {
+	if err := f.checkOwnLock(); err != nil {
 		return err
 	}
 	f.mu.Lock()
+	f.counter++
+	n, ino := f.counter, f.lockIno
+	f.mu.Unlock()
+	if err := f.writeLease(encodeLease(leaseFile{Broker: f.self, Counter: n, PID: os.Getpid(), LockIno: ino})); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if f.fenced {
+		f.mu.Unlock()
+		return errLockLost
+	}
 	was := time.Now().Before(f.validTil)
 	if !was {
 		f.term++
@@ -207,7 +423,7 @@ func (f *File) loop(ctx context.Context) {
 }
 
 // watchPeers reads every peer's lease and probes its lock: the configured peers and any
-// other broker with a lock file here (one beyond the cluster size, while a helm upgrade
+// other broker with a lock or lease file here (one beyond the cluster size, while a helm upgrade
 // shrinks the cluster: it still serves until it stops).
 func (f *File) watchPeers() {
 	now := time.Now()
@@ -229,7 +445,8 @@ func (f *File) watchPeers() {
 	}
 }
 
-// watched is the configured peers and the ids of the other lock files in the directory.
+// watched is the configured peers and the ids of the other lock and lease files in the
+// directory (a lease alone: a broker beyond the size whose lock file was deleted).
 func (f *File) watched() []int32 {
 	ids := f.peers
 	names, err := f.fsys.ReadDirNames(f.dir)
@@ -241,11 +458,19 @@ func (f *File) watched() []int32 {
 		if !ok {
 			continue
 		}
-		if num, ok = strings.CutSuffix(num, ".lock"); !ok {
+		lock, isLock := strings.CutSuffix(num, ".lock")
+		lease, isLease := strings.CutSuffix(num, ".lease")
+		if !isLock && !isLease {
 			continue
 		}
+		if isLock {
+			num = lock
+		} else {
+			num = lease
+		}
 		id, err := strconv.ParseInt(num, 10, 32)
-		if err != nil || int32(id) == f.self || slices.Contains(f.peers, int32(id)) || LockPath(f.dir, int32(id)) != filepath.Join(f.dir, n) {
+		if err != nil || int32(id) == f.self || slices.Contains(ids, int32(id)) ||
+			(isLock && LockPath(f.dir, int32(id)) != filepath.Join(f.dir, n)) || (isLease && leaseName(int32(id)) != n) {
 			continue
 		}
 		if len(ids) == len(f.peers) {
@@ -256,44 +481,68 @@ func (f *File) watched() []int32 {
 	return ids
 }
 
+// peerLapsed decides whether peer p is gone. Only a lock actually taken on the file its
+// lease names proves it dead at once; otherwise its lease decides: lapsed once unchanged
+// for a lease duration on this clock. An unreadable lease (torn, EIO) changes nothing.
+// A peer with neither a lock file nor a lease never started.
 func (f *File) peerLapsed(p int32, now time.Time) bool {
-	var counter uint64
-	if b, err := os.ReadFile(filepath.Join(f.dir, leaseName(p))); err == nil {
-		var l leaseFile
-		if json.Unmarshal(b, &l) == nil {
-			counter = l.Counter
-		}
-	}
+	l, rerr := f.readLease(p)
 	f.mu.Lock()
 	s := f.seen[p]
 	if s == nil {
-		s = &peerSeen{counter: counter, since: now, lapsed: true}
+		s = &peerSeen{since: now, lapsed: true}
 		f.seen[p] = s
-		f.mu.Unlock()
-		return f.lockFree(p)
-	} else if s.counter != counter {
-		s.counter, s.since = counter, now
+	}
+	if rerr == nil && (!s.known || s.counter != l.Counter) {
+		s.counter, s.known, s.ino, s.since = l.Counter, true, l.LockIno, now
 	}
 	stale := now.Sub(s.since) >= f.duration
+	known, ino := s.known, s.ino
 	f.mu.Unlock()
-	if stale {
+	switch f.probeLock(p, ino) {
+	case lockFree:
 		return true
+	case lockMissing:
+		if !known && errors.Is(rerr, fs.ErrNotExist) {
+			return true // never started
+		}
 	}
-	return f.lockFree(p)
+	return stale
 }
 
-// lockFree reports whether peer p's lock file can be taken: it belongs to no live process.
-func (f *File) lockFree(p int32) bool {
-	lf, err := os.OpenFile(LockPath(f.dir, p), os.O_RDWR, 0)
+// lockState is what a probe of a peer's lock file found.
+type lockState int
+
+const (
+	lockUnknown lockState = iota // could not tell: an error, or a file the lease does not name
+	lockHeld                     // a live process holds it
+	lockFree                     // taken by this probe: its holder is gone
+	lockMissing                  // no lock file
+)
+
+// probeLock tries to take peer p's lock file. A lock taken proves p gone only when the
+// file is the inode p's lease names (ino; 0 when the lease names none).
+func (f *File) probeLock(p int32, ino uint64) lockState {
+	lf, err := f.openLock(LockPath(f.dir, p), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return lockMissing
+	}
 	if err != nil {
-		return true // never started
+		return lockUnknown
 	}
 	defer lf.Close()
-	if unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-		_ = unix.Flock(int(lf.Fd()), unix.LOCK_UN)
-		return true
+	err = unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return lockHeld
 	}
-	return false
+	if err != nil {
+		return lockUnknown
+	}
+	_ = unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	if got, err := fileIno(lf); err != nil || (ino != 0 && got != ino) {
+		return lockUnknown
+	}
+	return lockFree
 }
 
 // ValidUntil is the end of this broker's write permission.
@@ -336,7 +585,7 @@ func (f *File) Stop() {
 func (f *File) release() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.validTil = time.Time{}
+	f.validTil, f.lockIno = time.Time{}, 0
 	if f.lock != nil {
 		_ = unix.Flock(int(f.lock.Fd()), unix.LOCK_UN)
 		f.lock.Close()
