@@ -100,7 +100,9 @@ func describeTopics(fs *flag.FlagSet) action {
 			}
 			for _, p := range d.Partitions.Sorted() {
 				pd := partitionDoc{p.Partition, p.Leader, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.ISR), errText(p.Err)}
-				if p.Err != nil {
+				// A partition that is moving (or was created a moment ago) has no leader
+				// for a moment: kafka-topics shows it as "Leader: none" and does not fail.
+				if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
 					c.fail(fmt.Sprintf("%s/%d", d.Topic, p.Partition), p.Err)
 				}
 				doc.Partitions = append(doc.Partitions, pd)

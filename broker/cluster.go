@@ -251,11 +251,11 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 	}
 	return &partition.ClusterConfig{
 		Owns: func(topic string, p int32) bool { return state().OwnsPartition(topic, p) },
-		Leader: func(topic string, p int32) int32 {
+		Leader: func(topic string, p int32) (int32, int32) {
 			if st := state(); st != nil {
-				return st.PartitionLeader(topic, p)
+				return st.PartitionLeader(topic, p), st.PartitionReplica(topic, p)
 			}
-			return -1
+			return -1, -1
 		},
 		Catalogue: func() bool { return state().OwnsCatalogue() },
 		Gate:      b.gate,

@@ -192,6 +192,16 @@ func (s *State) Partition(topic string, p int32) (int32, Status) {
 	})
 }
 
+// PartitionReplica is the broker the applied view gives (topic, p), whether or not it
+// serves it yet (Metadata's replica list), or -1 without a view.
+func (s *State) PartitionReplica(topic string, p int32) int32 {
+	owner, st := s.Partition(topic, p)
+	if st == Unavailable {
+		return -1
+	}
+	return owner
+}
+
 // PartitionLeader is the leader Metadata names for (topic, p), or -1 while none serves
 // it: while this broker waits for a peer to let it go, and, for another broker's
 // partition, until that broker's published view claims it and no other live peer's

@@ -382,6 +382,9 @@ func TestPartitionLeaderOnlyOnceServed(t *testing.T) {
 		if got := st(c.peers).PartitionLeader(topic, p); got != c.want {
 			t.Errorf("%s: leader %d, want %d", c.name, got, c.want)
 		}
+		if got := st(c.peers).PartitionReplica(topic, p); got != 1 {
+			t.Errorf("%s: replica %d, want 1 (the view gives it broker 1)", c.name, got)
+		}
 	}
 	// Broker 1's own state: it leads p once no live peer claims it.
 	mine := &State{View: registry.View{Self: 1, Size: 3, Alive: []int32{1, 2}}, Term: 1, Ready: true,
@@ -396,6 +399,9 @@ func TestPartitionLeaderOnlyOnceServed(t *testing.T) {
 	var none *State
 	if got := none.PartitionLeader(topic, p); got != -1 {
 		t.Errorf("no state: %d, want -1", got)
+	}
+	if got := none.PartitionReplica(topic, p); got != -1 {
+		t.Errorf("no state: replica %d, want -1", got)
 	}
 }
 

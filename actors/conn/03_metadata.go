@@ -142,13 +142,18 @@ func metadataTopic(c *Call, version int16, ti *partition.TopicInfo) kmsg.Metadat
 		mp.Partition = p.Partition
 		mp.Leader = p.Leader
 		mp.LeaderEpoch = p.LeaderEpoch
-		mp.Replicas = []int32{p.Leader}
-		mp.ISR = []int32{p.Leader}
-		if p.Leader < 0 && mt.ErrorCode == 0 {
+		mp.Replicas, mp.ISR = []int32{}, []int32{}
+		if p.Replica >= 0 {
+			mp.Replicas = []int32{p.Replica}
+		}
+		if p.Leader >= 0 {
+			mp.ISR = []int32{p.Leader}
+		} else if mt.ErrorCode == 0 {
 			// No broker serves it right now (it is moving): Apache's answer during a
-			// leader election, which clients retry within moments.
+			// leader election, which clients retry within moments. The replica list still
+			// names the broker taking it, as Apache's names the assigned replicas, so a
+			// topic's replication factor reads the same throughout.
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-			mp.Replicas, mp.ISR = []int32{}, []int32{}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -25,7 +25,7 @@ func asBroker(id int32, leader *atomic.Int32, lapsed func(int32) bool) func(*Con
 		c.NodeID = id
 		c.Cluster = &ClusterConfig{
 			Owns:      func(string, int32) bool { return leader.Load() == id },
-			Leader:    func(string, int32) int32 { return leader.Load() },
+			Leader:    func(string, int32) (int32, int32) { return leader.Load(), leader.Load() },
 			Catalogue: func() bool { return id == 0 },
 			Gate:      func() func() bool { return func() bool { return true } },
 			Lapsed:    lapsed,

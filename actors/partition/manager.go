@@ -56,8 +56,10 @@ type ClusterConfig struct {
 	// Owns reports whether this broker leads (topic, partition) now; only those get a
 	// partition actor.
 	Owns func(topic string, p int32) bool
-	// Leader is the broker that leads (topic, partition), for Metadata (-1: none).
-	Leader func(topic string, p int32) int32
+	// Leader is the broker that leads (topic, partition) for Metadata (-1: none serves it
+	// right now) and the broker that holds it (-1: none), which Metadata lists as its
+	// replica while it moves.
+	Leader func(topic string, p int32) (leader, replica int32)
 	// Catalogue reports whether this broker writes the topic catalogue now (creates,
 	// deletes, grows topics, reserves producer ids). The others re-read it.
 	Catalogue func() bool
@@ -310,11 +312,11 @@ func (m *manager) gate() func() bool {
 func (m *manager) info(t *topicState) TopicInfo {
 	ti := TopicInfo{Name: t.meta.Name, ID: t.id, ReplicationFactor: t.meta.ReplicationFactor, Configs: t.meta.Configs}
 	for p := int32(0); p < t.meta.Partitions; p++ {
-		leader := m.cfg.NodeID
+		leader, replica := m.cfg.NodeID, m.cfg.NodeID
 		if c := m.cfg.Cluster; c != nil {
-			leader = c.Leader(t.meta.Name, p)
+			leader, replica = c.Leader(t.meta.Name, p)
 		}
-		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: leader, LeaderEpoch: m.leaderEpoch(t, p, leader)})
+		ti.Partitions = append(ti.Partitions, PartitionInfo{Partition: p, Leader: leader, Replica: replica, LeaderEpoch: m.leaderEpoch(t, p, leader)})
 	}
 	return ti
 }

@@ -16,8 +16,10 @@ type TopicID = [16]byte
 
 // PartitionInfo is one partition as Metadata shows it.
 type PartitionInfo struct {
-	Partition   int32
-	Leader      int32
+	Partition int32
+	Leader    int32 // -1: no broker serves it right now
+	// Replica holds the partition in the applied view, serving it or about to (-1: none).
+	Replica     int32
 	LeaderEpoch int32
 }
 

@@ -52,7 +52,7 @@ func TestCatalogRoutesPartitionsLedElsewhereToNotLeader(t *testing.T) {
 		c.Catalog = catalog
 		c.Cluster = &ClusterConfig{
 			Owns:      func(_ string, p int32) bool { return p == 0 },
-			Leader:    func(_ string, p int32) int32 { return p },
+			Leader:    func(_ string, p int32) (int32, int32) { return p, p },
 			Catalogue: func() bool { return true },
 			Size:      2,
 		}
@@ -78,7 +78,7 @@ func TestPartitionWaitsForLeaderLock(t *testing.T) {
 	cluster := func(c *Config) {
 		c.Cluster = &ClusterConfig{
 			Owns:      func(string, int32) bool { return true },
-			Leader:    func(string, int32) int32 { return 0 },
+			Leader:    func(string, int32) (int32, int32) { return 0, 0 },
 			Catalogue: func() bool { return true },
 			Gate:      func() func() bool { return func() bool { return true } },
 			Size:      1,
