@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ const SecretFile = "scram.secret"
 const secretLen = 32
 
 // LoadSecret reads <dir>/scram.secret, making it first if there is none. It is made once
-// for the cluster: written aside (0600, fsynced) and linked into place, so that of brokers
+// for the cluster: written aside (data.file.mode, fsynced) and linked into place, so that of brokers
 // starting together on a fresh volume one wins and every other reads the winner's. A
 // secret of the wrong size, or not a regular file, refuses the start: making a new one
 // would change every unknown user's salt.
@@ -71,21 +72,29 @@ func createSecret(fsys storage.FS, dir, path string) error {
 	if _, err := rand.Read(secret); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, SecretFile+".*.tmp") // mode 0600
+	// A name of its own (brokers starting together each write one), made with the data
+	// dir's file mode like every other file there, so brokers sharing the volume under
+	// different users of one group (data.file.mode 0640) can read the winner's.
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	tmp := path + "." + hex.EncodeToString(r[:]) + storage.TmpSuffix
+	defer func() { _ = fsys.Remove(tmp) }()
+	f, err := fsys.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(secret); err == nil {
-		err = tmp.Sync()
+	if _, err = f.Write(secret); err == nil {
+		err = f.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return err
 		}

@@ -372,6 +372,10 @@ func TestValidateMemoryIndependentOfSize(t *testing.T) {
 		t.Skip("decompresses 64 MiB per codec")
 	}
 	const decompressed = 64 << 20
+	// The most any codec's decoder needs at once: an lz4 frame's blocks are up to 4 MiB
+	// and its reader holds one whole. The readers come from pools, which the race
+	// detector empties at random, so a run may pay for one.
+	const window = 4<<20 + 1<<20
 	many := make([][]byte, 64)
 	for i := range many {
 		many[i] = make([]byte, 1<<20)
@@ -405,7 +409,7 @@ func TestValidateMemoryIndependentOfSize(t *testing.T) {
 			}
 			alloc := after.TotalAlloc - before.TotalAlloc
 			t.Logf("%s, %s: %d bytes sent, %d allocated", codec, name, len(b), alloc)
-			if alloc > decompressed/16 {
+			if alloc > window {
 				t.Errorf("%s, %s: %d bytes allocated to validate %d decompressed", codec, name, alloc, decompressed)
 			}
 		}
