@@ -373,9 +373,9 @@ func TestValidateMemoryIndependentOfSize(t *testing.T) {
 	}
 	const decompressed = 64 << 20
 	// The most any codec's decoder needs at once: an lz4 frame's blocks are up to 4 MiB
-	// and its reader holds one whole. The readers come from pools, which the race
-	// detector empties at random, so a run may pay for one.
-	const window = 4<<20 + 1<<20
+	// and its reader holds one as sent and one decoded. Those buffers come from pools,
+	// which the race detector empties at random, so a run may pay for both.
+	const window = 2*4<<20 + 1<<20
 	many := make([][]byte, 64)
 	for i := range many {
 		many[i] = make([]byte, 1<<20)
