@@ -252,10 +252,19 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 	return &partition.ClusterConfig{
 		Owns: func(topic string, p int32) bool { return state().OwnsPartition(topic, p) },
 		Leader: func(topic string, p int32) (int32, int32) {
-			if st := state(); st != nil {
-				return st.PartitionLeader(topic, p), st.PartitionReplica(topic, p)
+			st := state()
+			if st == nil {
+				return -1, -1
 			}
-			return -1, -1
+			leader := st.PartitionLeader(topic, p)
+			if leader >= 0 && leader != b.cfg.NodeID && !b.env.Registry.Reachable(leader) {
+				// Its connection just ended (killed?), or the registry has seen it gone
+				// before the view has: no leader for the moments until the view moves
+				// it (Metadata lists only the brokers the registry has alive, and a
+				// client takes a leader missing from that list for no leader anyway).
+				leader = -1
+			}
+			return leader, st.PartitionReplica(topic, p)
 		},
 		Catalogue: func() bool { return state().OwnsCatalogue() },
 		Gate:      b.gate,

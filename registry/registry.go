@@ -50,6 +50,12 @@ type Registry struct {
 	assign  *Assignment
 	subs    map[int]chan struct{}
 	nextSub int
+	// suspect are the peers whose connection just ended and whose fate is not known
+	// yet (Suspect).
+	suspect map[int32]bool
+	// closed, set by a source that holds connections, reports whether the one to a
+	// peer has ended already, before the source's own reader has run.
+	closed func(id int32) bool
 }
 
 // New returns a registry of a cluster of size brokers (ids 0..size-1) seen from broker
@@ -179,6 +185,47 @@ func (r *Registry) notify() {
 		default:
 		}
 	}
+}
+
+// SetSuspect says whether a source has just lost its connection to peer id and does
+// not know yet whether it is gone (a dial again will say). It changes nothing in the
+// broker set and notifies no one.
+func (r *Registry) SetSuspect(id int32, suspect bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if suspect {
+		if r.suspect == nil {
+			r.suspect = map[int32]bool{}
+		}
+		r.suspect[id] = true
+	} else {
+		delete(r.suspect, id)
+	}
+}
+
+// Suspect reports whether the connection to peer id has just ended and its fate is not
+// known yet: for a few milliseconds after a peer is killed, before the dial that
+// follows is refused, Metadata names no leader on it rather than a dead one
+// (broker.topicsCluster). A live peer that closed an idle connection is dialled again
+// at once.
+func (r *Registry) Suspect(id int32) bool {
+	r.mu.RLock()
+	suspect, closed := r.suspect[id], r.closed
+	r.mu.RUnlock()
+	return suspect || closed != nil && closed(id)
+}
+
+// Reachable reports whether broker id is alive in the registry and not suspect.
+func (r *Registry) Reachable(id int32) bool {
+	b, ok := r.Broker(id)
+	return ok && b.Alive && !r.Suspect(id)
+}
+
+// SetClosed installs the check Suspect makes of a held connection (Static).
+func (r *Registry) SetClosed(closed func(id int32) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = closed
 }
 
 // Brokers returns the alive brokers, by id.

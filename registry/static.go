@@ -5,7 +5,10 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // StaticPeer is one broker of a static registry and where it is reached.
@@ -44,7 +47,9 @@ func (s *Static) Run(ctx context.Context, r *Registry) error {
 		d := &net.Dialer{}
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	w := &staticWatch{s: s, r: r, alive: map[int32]bool{}, first: map[int32]bool{}}
+	w := &staticWatch{s: s, r: r, alive: map[int32]bool{}, first: map[int32]bool{}, held: map[int32]syscall.RawConn{}}
+	r.SetClosed(w.closed)
+	defer r.SetClosed(nil)
 	var wg sync.WaitGroup
 	for _, p := range s.Peers {
 		if p.ID == s.Self.ID {
@@ -68,6 +73,39 @@ type staticWatch struct {
 	mu    sync.Mutex
 	alive map[int32]bool
 	first map[int32]bool // the peers whose first dial has ended
+
+	heldMu sync.Mutex
+	held   map[int32]syscall.RawConn // the connection held to each peer
+}
+
+// closed reports whether the connection held to peer id has ended already: the peer's
+// kernel closed it (a killed process), and the watcher reading it has not run yet. It
+// peeks at the socket without reading from it or waiting.
+func (w *staticWatch) closed(id int32) bool {
+	w.heldMu.Lock()
+	rc := w.held[id]
+	w.heldMu.Unlock()
+	if rc == nil {
+		return false
+	}
+	ended := false
+	_ = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		ended = n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
+	})
+	return ended
+}
+
+// holding records (rc non-nil) or forgets the connection held to peer id.
+func (w *staticWatch) holding(id int32, rc syscall.RawConn) {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	if rc == nil {
+		delete(w.held, id)
+	} else {
+		w.held[id] = rc
+	}
 }
 
 // set records peer id's liveness and publishes the broker set when it changed or when
@@ -126,6 +164,7 @@ func (w *staticWatch) watch(ctx context.Context, dial func(context.Context, stri
 		dctx, cancel := context.WithTimeout(ctx, w.s.Interval)
 		c, err := dial(dctx, addr)
 		cancel()
+		w.r.SetSuspect(p.ID, false)
 		if ctx.Err() != nil {
 			if err == nil {
 				_ = c.Close()
@@ -138,21 +177,32 @@ func (w *staticWatch) watch(ctx context.Context, dial func(context.Context, stri
 			continue
 		}
 		w.set(p.ID, true)
+		if sc, ok := c.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil {
+				w.holding(p.ID, rc)
+			}
+		}
 		hold(ctx, c)
-		// The connection ended: dial again at once; a dead peer refuses it.
+		// The connection ended: dial again at once; a dead peer refuses it. Until then
+		// the peer is suspect (Registry.Suspect): a client that saw its own
+		// connections to it end at the same moment may ask for metadata first. It is
+		// marked before the connection is forgotten and closed, so no moment is
+		// without one or the other.
+		w.r.SetSuspect(p.ID, true)
+		w.holding(p.ID, nil)
+		_ = c.Close()
 		t.Reset(0)
 	}
 }
 
-// hold reads c until it ends (the peer closed it or died) or ctx ends, then closes it.
-// A broker sends nothing on a connection that sends it no request.
+// hold reads c until it ends (the peer closed it or died) or ctx ends (then it closes
+// c). A broker sends nothing on a connection that sends it no request.
 func hold(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	buf := make([]byte, 1)
 	for {
 		if _, err := c.Read(buf); err != nil {
-			_ = c.Close()
 			return
 		}
 	}

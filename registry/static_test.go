@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,4 +129,108 @@ func TestStaticStopsWhileHolding(t *testing.T) {
 	waitAlive(t, r, sub, 1, true)
 	cancel()
 	<-done
+}
+
+// From the moment a held connection ends until the dial that follows has an answer,
+// the peer is suspect: a client that saw its own connections end at the same moment
+// may ask for metadata before the dial is refused, and must not be told the dead peer
+// leads. A dial that succeeds clears it.
+func TestStaticSuspectUntilDialled(t *testing.T) {
+	p1 := newFakePeer(t)
+	var dials sync.Mutex
+	second := make(chan struct{})
+	n := 0
+	d := &net.Dialer{}
+	s := &Static{
+		Self:  Broker{ID: 0},
+		Peers: []StaticPeer{{ID: 0}, {ID: 1, Endpoints: p1.endpoint()}},
+		Probe: "PLAINTEXT", Interval: time.Hour,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			dials.Lock()
+			n++
+			again := n == 2
+			dials.Unlock()
+			if again {
+				<-second // the dial after the connection ended waits for the test
+			}
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	}
+	r := New(0, 2)
+	sub, unsub := r.Subscribe()
+	defer unsub()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx, r); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitAlive(t, r, sub, 1, true)
+	<-p1.accepted
+	if r.Suspect(1) {
+		t.Fatal("a peer whose connection is held is suspect")
+	}
+	p1.closeConns()
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Suspect(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer is not suspect while the dial after its connection ended waits")
+		}
+		time.Sleep(time.Millisecond) // polling, with a deadline: the watcher sets it
+	}
+	if b, _ := r.Broker(1); !b.Alive {
+		t.Fatal("a suspect peer was taken for dead before the dial said so")
+	}
+	if r.Reachable(1) {
+		t.Fatal("a suspect peer is reachable")
+	}
+	close(second)
+	<-p1.accepted
+	for r.Suspect(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer is still suspect after a dial reached it")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !r.Reachable(1) {
+		t.Fatal("a peer dialled again is not reachable")
+	}
+	if r.Reachable(7) {
+		t.Fatal("an unknown broker is reachable")
+	}
+}
+
+// The held connection's end is seen by a peek at the socket, before the watcher that
+// reads it has run: Suspect is true as soon as the peer's kernel has closed it. Here
+// the watcher is not even reading (the connection is registered by hand), so only the
+// peek can tell.
+func TestStaticClosedPeeksTheSocket(t *testing.T) {
+	p1 := newFakePeer(t)
+	c, err := net.Dial("tcp", p1.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-p1.accepted
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(0, 2)
+	w := &staticWatch{r: r, held: map[int32]syscall.RawConn{}}
+	r.SetClosed(w.closed)
+	w.holding(1, rc)
+	if r.Suspect(1) {
+		t.Fatal("an open, quiet connection reads as ended")
+	}
+	p1.die()
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Suspect(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("a connection the peer closed does not read as ended")
+		}
+		time.Sleep(time.Millisecond) // the FIN crosses the loopback
+	}
+	if r.Suspect(2) {
+		t.Fatal("a peer with no held connection is suspect")
+	}
 }
