@@ -1,12 +1,13 @@
 package conn
 
 import (
-	"kaas/cluster"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/partition"
+	"kaas/cluster"
 )
 
 // Metadata (key 3), v0–v12.
@@ -19,6 +20,14 @@ import (
 // Brokers are the registry's, each with the endpoint of the listener the request came in
 // on, so a client bootstrapped on one listener stays on it.
 func init() { register(3, 0, 12, handleMetadata) }
+
+// leaderWait is how long, in a cluster, a Metadata answer waits for a partition that is
+// moving (or was just created) to be served by its new leader before it answers
+// LEADER_NOT_AVAILABLE (partition.Describe.WaitLeader). A move takes a few hundred
+// milliseconds once the old leader is known gone; a client told LEADER_NOT_AVAILABLE
+// asks again only after its metadata age (franz-go: 5 s), one told the new leader
+// goes on at once. Every client's request timeout is far longer (10 s and up).
+const leaderWait = 2 * time.Second
 
 func handleMetadata(c *Call) {
 	req := c.Req.(*kmsg.MetadataRequest)
@@ -73,7 +82,7 @@ func metadataTopics(c *Call, req *kmsg.MetadataRequest, resp *kmsg.MetadataRespo
 		c.Respond(resp)
 		return
 	}
-	d := &partition.Describe{All: all, AutoCreate: req.Version < 4 || req.AllowAutoTopicCreation}
+	d := &partition.Describe{All: all, AutoCreate: req.Version < 4 || req.AllowAutoTopicCreation, WaitLeader: leaderWait}
 	type ask struct {
 		byID  bool
 		index int

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,11 +32,11 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 		for _, n := range names {
 			out.Topics = append(out.Topics, m.info(m.topics[n]))
 		}
-		d.Reply.Resolve(out)
+		m.answerDescribe(ctx, d, out)
 		return
 	}
 	out.Topics = make([]TopicInfo, 0, len(d.Names)+len(d.IDs))
-	w := newWaitAll(func() { d.Reply.Resolve(out) })
+	w := newWaitAll(func() { m.answerDescribe(ctx, d, out) })
 	for _, name := range d.Names {
 		if t := m.topics[name]; t != nil {
 			out.Topics = append(out.Topics, m.info(t))
@@ -527,4 +528,80 @@ func (m *manager) reserveIDs(ctx actor.Context) {
 			w.Resolve(m.takeProducerID())
 		}
 	})
+}
+
+// heldDescribe is a Describe whose answer waits for a partition's leader, until.
+type heldDescribe struct {
+	d     *Describe
+	out   *Described
+	until time.Time
+}
+
+// describeAgain looks at the held Describes again.
+type describeAgain struct{}
+
+// leaderRecheck is how often a held Describe looks for its partitions' leaders.
+const leaderRecheck = 25 * time.Millisecond
+
+// answerDescribe answers d with out, or, in a cluster, holds it while a partition of a
+// topic it found has no leader and d.WaitLeader allows (Describe.WaitLeader).
+func (m *manager) answerDescribe(ctx actor.Context, d *Describe, out *Described) {
+	if m.cfg.Cluster == nil || d.WaitLeader <= 0 || m.stopping || !leaderless(out) {
+		d.Reply.Resolve(out)
+		return
+	}
+	m.held = append(m.held, heldDescribe{d: d, out: out, until: m.cfg.Now().Add(d.WaitLeader)})
+	if len(m.held) == 1 {
+		actor.After(ctx, leaderRecheck, &describeAgain{})
+	}
+}
+
+// onDescribeAgain answers each held Describe whose partitions all have a leader now, or
+// whose wait is over, with its topics as they are now; the others wait on.
+func (m *manager) onDescribeAgain(ctx actor.Context) {
+	now := m.cfg.Now()
+	kept := m.held[:0]
+	for _, h := range m.held {
+		for i, ti := range h.out.Topics {
+			if ti.ErrorCode != 0 {
+				continue
+			}
+			if t := m.topics[ti.Name]; t != nil && t.id == ti.ID {
+				h.out.Topics[i] = m.info(t)
+			}
+		}
+		if leaderless(h.out) && now.Before(h.until) && !m.stopping {
+			kept = append(kept, h)
+			continue
+		}
+		h.d.Reply.Resolve(h.out)
+	}
+	clear(m.held[len(kept):])
+	m.held = kept
+	if len(m.held) > 0 {
+		actor.After(ctx, leaderRecheck, &describeAgain{})
+	}
+}
+
+// answerHeld answers every held Describe as it stands (the manager is stopping).
+func (m *manager) answerHeld() {
+	for _, h := range m.held {
+		h.d.Reply.Resolve(h.out)
+	}
+	m.held = nil
+}
+
+// leaderless reports whether a topic found has a partition no broker leads.
+func leaderless(out *Described) bool {
+	for _, ti := range out.Topics {
+		if ti.ErrorCode != 0 {
+			continue
+		}
+		for _, p := range ti.Partitions {
+			if p.Leader < 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -135,6 +135,8 @@ type manager struct {
 	missRead     time.Time // the last rate-limited re-read a miss caused (readOnMiss)
 	// readingEpochs: a read of other partitions' leader-epoch files is under way.
 	readingEpochs bool
+	// held are the Describes waiting for a partition's leader (Describe.WaitLeader).
+	held []heldDescribe
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -165,6 +167,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		m.finishJobs(ctx)
 		m.stopping = true
+		m.answerHeld()
 		for _, t := range m.topics {
 			if next := t.afterStop; next != nil {
 				t.afterStop = nil
@@ -177,6 +180,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.onCatalogWritten(ctx, msg)
 	case *Describe:
 		m.handleDescribe(ctx, msg)
+	case *describeAgain:
+		m.onDescribeAgain(ctx)
 	case *CreateTopics:
 		m.handleCreateTopics(ctx, msg)
 	case *DeleteTopics:

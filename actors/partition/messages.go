@@ -44,6 +44,12 @@ type Describe struct {
 	Names      []string
 	IDs        []TopicID
 	AutoCreate bool
+	// WaitLeader, in a cluster, holds the answer while a partition of a topic it names
+	// has no leader (it is moving, or was just created), for at most this long: the
+	// answer then names the broker that took it over, instead of LEADER_NOT_AVAILABLE
+	// after which clients wait out their metadata age (franz-go: 5 s) before asking
+	// again. 0 answers at once.
+	WaitLeader time.Duration
 	Reply      actor.Promise
 }
 
