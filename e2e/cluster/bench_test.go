@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -171,16 +172,39 @@ func BenchmarkFailover(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer f.Close()
-		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") })))
+		kgoLog, kgoLogDir = f, dir
 	}
 	for range b.N {
 		failover(b, kills, opts, minAge, pause, os.Getenv("KAAS_BENCH_COMMIT") == "auto")
 	}
 }
 
+// kgoLog, when set, is where every client of the failover bench writes its debug log;
+// the brokers' log is copied to kgoLogDir at the end.
+var (
+	kgoLog    io.Writer
+	kgoLogDir string
+)
+
+// logged is opts with, when kgoLog is set, a debug logger whose lines name the client.
+func logged(name string, opts []kgo.Opt) []kgo.Opt {
+	if kgoLog == nil {
+		return opts
+	}
+	return append(slices.Clone(opts), kgo.WithLogger(kgo.BasicLogger(kgoLog, kgo.LogLevelDebug,
+		func() string { return time.Now().Format("15:04:05.000 ") + name + " " })))
+}
+
 // failover runs the kills; opts are added to the producer's and the members' options.
 func failover(b *testing.B, kills int, opts []kgo.Opt, minAge string, pause, autoCommit bool) {
 	c := newCluster(b, false)
+	if kgoLogDir != "" {
+		defer func() {
+			if raw, err := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log")); err == nil {
+				_ = os.WriteFile(filepath.Join(kgoLogDir, "broker.log"), raw, 0o644)
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*4*time.Minute+2*time.Minute)
 	defer cancel()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
@@ -200,7 +224,7 @@ func failover(b *testing.B, kills int, opts []kgo.Opt, minAge string, pause, aut
 		defer wg.Done()
 		prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.MaxBufferedRecords(1 << 20)}, opts...)...)
+			kgo.MaxBufferedRecords(1 << 20)}, logged("producer", opts)...)...)
 		if err != nil {
 			b.Error(err)
 			return
@@ -267,7 +291,7 @@ func failover(b *testing.B, kills int, opts []kgo.Opt, minAge string, pause, aut
 			} else {
 				memberOpts = append(memberOpts, kgo.DisableAutoCommit())
 			}
-			cl, err := kgo.NewClient(append(memberOpts, opts...)...)
+			cl, err := kgo.NewClient(append(memberOpts, logged(fmt.Sprintf("member%d", m), opts)...)...)
 			if err != nil {
 				b.Error(err)
 				return
