@@ -162,7 +162,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted}
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base))}
-		if i > 0 && base < l.segs[len(l.segs)-1].next {
+		if len(l.segs) > 0 && base < l.segs[len(l.segs)-1].next {
 			// Segments never overlap; the later file cannot be served in line, but it
 			// is moved aside for the operator rather than deleted (offsets it alone held
 			// are quarantined as missing).
