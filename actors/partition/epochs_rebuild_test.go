@@ -303,6 +303,28 @@ func TestLeaderEpochFileRebuiltAlone(t *testing.T) {
 	}
 }
 
+// A broker that does not lead the partition answers Metadata with no lower epoch than
+// the one its leader is about to begin, also when the file cannot be read: it looks at
+// the batches instead.
+func TestMetadataEpochFromBatchesWhenFileUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	var leader atomic.Int32
+	h := newHarness(t, dir, asBroker(0, &leader, nil))
+	if ti := h.create("t", 1); ti.ErrorCode != 0 {
+		t.Fatalf("create: %+v", ti)
+	}
+	h.stop()
+	pdir := partitionDir(topicsDir(dir), "t", 0)
+	writeEpochs567(t, pdir)
+	writeFile(t, pdir, []byte(`{"epochs":[{"epoch":5,"start_of`))
+	leader.Store(1) // broker 1 is about to lead it: at epoch 8
+	h = newHarness(t, dir, asBroker(2, &leader, nil))
+	defer h.stop()
+	if got := h.describe("t").Partitions[0].LeaderEpoch; got != 8 {
+		t.Fatalf("Metadata leader epoch %d on a broker that does not lead, want 8", got)
+	}
+}
+
 // Even a file that matches every batch's epoch makes a batch stale only where a
 // replaced leader's late write can be: not below the recovery point, and not with a
 // batch of the newer epoch after it.
