@@ -35,7 +35,7 @@ func lateWrite(t *testing.T, dir string, write func(*Log)) {
 
 func openEpochLog(t *testing.T, dir string, entries []epochEntry, rollOnOpen bool) *Log {
 	t.Helper()
-	l, err := openLog(dir, logConfig{segmentBytes: 1 << 20, log: zerolog.Nop(), epochs: entries, rollOnOpen: rollOnOpen}, nil)
+	l, err := openLog(dir, logConfig{segmentBytes: 1 << 20, log: zerolog.Nop(), epochs: entries, epochsFound: entries != nil, rollOnOpen: rollOnOpen}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

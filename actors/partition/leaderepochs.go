@@ -1,6 +1,13 @@
 package partition
 
 import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
 	"kaas/actors/actor"
 )
 
@@ -8,7 +15,9 @@ import (
 // opened its log, the epoch it leads at; for any other, the one predicted from the
 // partition's leader-epoch file as last read and the leader in this broker's view. In a
 // cluster the files of the partitions not led here are read again at every catalogue
-// tick and after every rebalance, off the manager's mailbox.
+// tick and after every rebalance, off the manager's mailbox. A file that cannot be read
+// never lowers what is known: the last entry read stays, and before any the epoch comes
+// from the batches (epochOfBatches), which is what the leader rebuilds the file from.
 
 // knownEpoch is what the manager knows of one partition's leader epoch.
 type knownEpoch struct {
@@ -67,13 +76,58 @@ func (m *manager) readEpochsOf(t *topicState) {
 		return
 	}
 	for p := int32(0); p < t.meta.Partitions; p++ {
-		entries, err := readEpochs(partitionDir(m.root, t.meta.Name, p))
-		if err != nil {
-			continue // read again at the next tick
-		}
+		last, ok, _ := readLastEpoch(partitionDir(m.root, t.meta.Name, p))
 		k := t.knownEpoch(p)
-		k.last, k.ok = lastEpoch(entries)
+		k.last, k.ok = last, ok
 	}
+}
+
+// readLastEpoch is the newest entry of dir's leader-epoch file (ok false: none); when
+// the file cannot be read, the newest epoch the batches show (fromBatches).
+func readLastEpoch(dir string) (last epochEntry, ok, fromBatches bool) {
+	entries, err := readEpochs(dir)
+	if err == nil {
+		last, ok = lastEpoch(entries)
+		return last, ok, false
+	}
+	last, ok = epochOfBatches(dir)
+	return last, ok, true
+}
+
+// epochOfBatches is the newest leader epoch dir's batches show as far as one small
+// read per segment tells: that of the first batch of the newest segment holding one
+// (every leader appends from a segment of its own, and epochs only grow along the log).
+// The broker it began on is not known (-1), so the epoch predicted for a leader is the
+// next one, the one that leader begins when it rebuilds the file.
+func epochOfBatches(dir string) (epochEntry, bool) {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return epochEntry{}, false
+	}
+	var bases []int64
+	for _, e := range names {
+		base, err := strconv.ParseInt(strings.TrimSuffix(e.Name(), ".log"), 10, 64)
+		if strings.HasSuffix(e.Name(), ".log") && err == nil && base >= 0 {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	b := make([]byte, batchHeaderSize)
+	for i := len(bases) - 1; i >= 0; i-- {
+		f, err := os.Open(filepath.Join(dir, segmentName(bases[i])))
+		if err != nil {
+			continue
+		}
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		if n < batchHeaderSize {
+			continue
+		}
+		if h := parseHeader(b); h.Magic == 2 && h.LeaderEpoch >= 0 && h.LeaderEpoch < math.MaxInt32 {
+			return epochEntry{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset, Broker: -1}, true
+		}
+	}
+	return epochEntry{}, false
 }
 
 // epochsRead is the result of reading the leader-epoch files of partitions not led here.
@@ -82,11 +136,12 @@ type epochsRead struct {
 }
 
 type epochRead struct {
-	topic     string
-	id        TopicID
-	partition int32
-	last      epochEntry
-	ok        bool
+	topic       string
+	id          TopicID
+	partition   int32
+	last        epochEntry
+	ok          bool
+	fromBatches bool // the file could not be read: last is what the batches show
 }
 
 // readEpochsOfOthers reads, off the mailbox, the leader-epoch files of the partitions no
@@ -120,12 +175,8 @@ func (m *manager) readEpochsOfOthers(ctx actor.Context) {
 	actor.Background(ctx, func() any {
 		out := &epochsRead{reads: make([]epochRead, 0, len(wants))}
 		for _, w := range wants {
-			entries, err := readEpochs(w.dir)
-			if err != nil {
-				continue // unreadable or being replaced: the last known entry stays
-			}
-			last, ok := lastEpoch(entries)
-			out.reads = append(out.reads, epochRead{topic: w.topic, id: w.id, partition: w.p, last: last, ok: ok})
+			last, ok, fromBatches := readLastEpoch(w.dir)
+			out.reads = append(out.reads, epochRead{topic: w.topic, id: w.id, partition: w.p, last: last, ok: ok, fromBatches: fromBatches})
 		}
 		return out
 	})
@@ -142,7 +193,14 @@ func (m *manager) onEpochsRead(r *epochsRead) {
 		if k.own {
 			continue
 		}
-		if e.ok || !k.ok {
+		switch {
+		case e.fromBatches:
+			// The file is unreadable (or being replaced): the last entry read stays,
+			// unless the batches show a newer epoch.
+			if e.ok && (!k.ok || e.last.Epoch > k.last.Epoch) {
+				k.last, k.ok = e.last, true
+			}
+		case e.ok || !k.ok:
 			k.last, k.ok = e.last, e.ok
 		}
 	}

@@ -99,10 +99,11 @@ type logConfig struct {
 	// that write, into the old segment past where this leader found its end; a segment
 	// is never read past the next one's base offset, so such bytes are never served.
 	rollOnOpen bool
-	// epochs is the partition's leader-epoch file (epochs.go): a batch at or past an
-	// epoch's start that carries an older epoch is a replaced leader's late write, and
-	// recovery serves nothing from it on.
-	epochs []epochEntry
+	// epochs is the partition's leader-epoch file as read (epochs.go), epochsFound false
+	// when there is none that could be read. Recovery checks it against every batch it
+	// walks and trusts it only while it matches them (Log.lateWrite).
+	epochs      []epochEntry
+	epochsFound bool
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -117,6 +118,11 @@ type Log struct {
 	rpFile        *os.File       // the recovery point file, nil while closed
 	corrupt       []corruptRange // quarantined: never served, never cut, never reused
 	accepted      [][2]int64     // offset ranges whose loss an operator accepted
+	// distrust says how the leader-epoch file (cfg.epochs) contradicts the batches (""
+	// it matches them, or there is none); epochHint is the index of the entry of the
+	// last batch's epoch (-1: none yet), so a walk checks each batch in constant time.
+	distrust  string
+	epochHint int
 }
 
 // openLog opens (creating if needed) the log in dir and recovers it: every batch of every
@@ -159,10 +165,10 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted}
+	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base))}
-		if i > 0 && base < l.segs[len(l.segs)-1].next {
+		if len(l.segs) > 0 && base < l.segs[len(l.segs)-1].next {
 			// Segments never overlap; the later file cannot be served in line, but it
 			// is moved aside for the operator rather than deleted (offsets it alone held
 			// are quarantined as missing).
@@ -239,6 +245,10 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			l.closeFiles()
 			return nil, err
 		}
+	}
+	if last, ok := lastEpoch(cfg.epochs); ok && l.trustsEpochs() && last.StartOffset > l.EndOffset() {
+		// An epoch begins at the log end recovery found, never past it.
+		l.distrust = fmt.Sprintf("epoch %d begins at offset %d, past the log end %d", last.Epoch, last.StartOffset, l.EndOffset())
 	}
 	// Recovery made everything it kept durable. In a cluster the point is written to a
 	// new file renamed into place: a former leader that still has the old one open
@@ -317,17 +327,23 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 				return fmt.Errorf("read segment %s: %w", s.path, err)
 			}
 		}
-		if good && h.LeaderEpoch < epochAt(l.cfg.epochs, h.BaseOffset) {
-			// Written by a leader already replaced at this offset: it was never
-			// acknowledged, and what its successor wrote from here on is the log.
-			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int32("batch_epoch", h.LeaderEpoch).
-				Int32("epoch_in_force", epochAt(l.cfg.epochs, h.BaseOffset)).Int64("ignored_bytes", st.Size()-pos).
-				Msg("partition_stale_epoch_ignored")
-			if l.cfg.stale != nil {
-				l.cfg.stale()
+		if good {
+			newer, late, err := l.lateWrite(&w, check, pos, &h)
+			if err != nil {
+				return fmt.Errorf("read segment %s: %w", s.path, err)
 			}
-			s.staleAt = pos
-			break
+			if late {
+				// Written by a leader already replaced at this offset: it was never
+				// acknowledged, and what its successor wrote from here on is the log.
+				l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int32("batch_epoch", h.LeaderEpoch).
+					Int32("epoch_in_force", newer).Int64("ignored_bytes", st.Size()-pos).
+					Msg("partition_stale_epoch_ignored")
+				if l.cfg.stale != nil {
+					l.cfg.stale()
+				}
+				s.staleAt = pos
+				break
+			}
 		}
 		if good {
 			s.track(&h, pos)
@@ -379,6 +395,74 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 	s.size = pos
 	return nil
 }
+
+// lateWrite says whether the batch h at byte pos (newest: of the newest segment) was
+// written by a leader already replaced at its offset, and the newer epoch that shows
+// it. The evidence is the leader-epoch file while it matches the batches (an entry of a
+// newer epoch begins at or before h), else the batches themselves (one before h carries
+// a newer epoch). Either way a batch counts as such a write only where one can land,
+// so an acknowledged batch never does: in the newest segment (an older one is not read
+// past the next one's base, where a replaced leader's writes go), at or past the
+// recovery point, and with no batch of the newer epoch after it in the segment (the
+// newer leader writes in a segment of its own, never after a late write). A file that
+// would say otherwise, or that has no entry for h's epoch at or before h, does not
+// match the batches: it is not trusted from then on (Log.distrust) and is rebuilt.
+func (l *Log) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bool, error) {
+	if h.LeaderEpoch < 0 {
+		return -1, false, nil
+	}
+	if e, i := l.cfg.epochs, l.epochHint; l.trustsEpochs() {
+		if i < 0 || e[i].Epoch != h.LeaderEpoch {
+			i = slices.IndexFunc(e, func(x epochEntry) bool { return x.Epoch == h.LeaderEpoch })
+			l.epochHint = i
+		}
+		if i >= 0 && e[i].StartOffset <= h.BaseOffset && (i+1 == len(e) || e[i+1].StartOffset > h.BaseOffset) {
+			return h.LeaderEpoch, false, nil // the epoch in force here: the usual case
+		}
+	}
+	if l.trustsEpochs() && !describes(l.cfg.epochs, h.LeaderEpoch, h.BaseOffset) {
+		l.distrust = fmt.Sprintf("the batch at offset %d has epoch %d, which no entry begins at or before it", h.BaseOffset, h.LeaderEpoch)
+	}
+	for {
+		fromFile := l.trustsEpochs()
+		newer := int32(-1)
+		if n := len(l.epochs); n > 0 {
+			newer = l.epochs[n-1].Epoch
+		}
+		if fromFile {
+			newer = epochAt(l.cfg.epochs, h.BaseOffset)
+		}
+		if h.LeaderEpoch >= newer {
+			return newer, false, nil
+		}
+		why := ""
+		switch last, _ := lastEpoch(l.cfg.epochs); {
+		case !newest:
+			why = "a segment that others follow"
+		case h.BaseOffset < l.recoveryPoint:
+			why = "below the recovery point"
+		case fromFile && last.StartOffset > h.BaseOffset:
+			why = fmt.Sprintf("before epoch %d's start %d", last.Epoch, last.StartOffset)
+		default:
+			later, err := w.reaches(pos+h.Size(), h.LastOffset()+1, newer)
+			if err != nil {
+				return newer, false, err
+			}
+			if !later {
+				return newer, true, nil
+			}
+			why = fmt.Sprintf("followed by a batch of epoch %d or newer", newer)
+		}
+		if !fromFile {
+			return newer, false, nil // the batches alone never cut the log there
+		}
+		l.distrust = fmt.Sprintf("epoch %d from the file would make the batch of epoch %d at offset %d stale, %s", newer, h.LeaderEpoch, h.BaseOffset, why)
+	}
+}
+
+// trustsEpochs says whether there is a leader-epoch file and nothing walked so far
+// contradicts it.
+func (l *Log) trustsEpochs() bool { return l.cfg.epochsFound && l.distrust == "" }
 
 func (l *Log) noteEpoch(epoch int32, offset int64) {
 	if epoch < 0 {

@@ -235,15 +235,12 @@ func (p *partitionActor) retakeLock(ctx actor.Context) {
 // epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR);
 // the error returned is a leader-epoch file that could not be written, to try again.
 func (p *partitionActor) open(ctx actor.Context) error {
-	entries, err := readEpochs(p.cfg.Dir)
-	if err != nil {
-		// Without it a replaced leader's late writes are not told apart below the
-		// epoch begun now; the file is written anew.
-		p.log.Error().Err(err).Msg("partition_leader_epochs_unreadable")
-		entries = nil
-	}
+	// The leader-epoch file is a cache of the batches' epochs (epochs.go): recovery
+	// checks it against them, and one that cannot be read or does not match them is
+	// rebuilt from them.
+	file, found, ferr := readEpochFile(p.cfg.Dir)
 	p.producers = producers{}
-	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: entries,
+	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: file, epochsFound: found && ferr == nil,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
 		rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
 	if err != nil {
@@ -253,30 +250,64 @@ func (p *partitionActor) open(ctx actor.Context) error {
 		p.log.Error().Err(err).Msg("partition_open_failed")
 		return nil
 	}
+	entries, reason, detail := file, "", ""
+	switch {
+	case ferr != nil:
+		reason, detail = epochsReason(ferr), ferr.Error()
+	case l.distrust != "":
+		reason, detail = "contradicts_batches", l.distrust
+	}
+	if reason != "" || !found {
+		entries = epochsOf(l.epochs)
+	}
 	epoch := p.cfg.LeaderEpoch
 	if n := len(l.epochs); n > 0 {
 		epoch = max(epoch, l.epochs[n-1].Epoch)
 	}
-	last, ok := lastEpoch(entries)
-	if ok {
-		epoch = max(epoch, last.Epoch)
+	if newest, ok := lastEpoch(file); ok {
+		// Also from a file not trusted: an epoch it names may have begun, and is never
+		// begun again.
+		epoch = max(epoch, newest.Epoch)
 	}
-	if p.cfg.Gate != nil && (!ok || last.Broker != p.cfg.NodeID || epoch > last.Epoch) {
+	last, ok := lastEpoch(entries)
+	began := p.cfg.Gate != nil && (!ok || last.Broker != p.cfg.NodeID || epoch > last.Epoch)
+	write := began || reason != ""
+	if began {
 		// This broker begins leading the partition: a new epoch from the log end, on
 		// disk before anything is appended under it. (A broker that led it last keeps
 		// its epoch, also when it breaks a lapsed broker's lock again after a restart:
-		// whatever that broker still writes carries an older epoch than this one.)
+		// whatever that broker still writes carries an older epoch than this one; a
+		// rebuilt history knows no broker, so a new epoch begins after a rebuild.)
 		epoch++
 		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
+	} else if write && (!ok || epoch > last.Epoch) {
+		// A broker alone records the epoch it leads at, so the next start is not below it.
+		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
+	}
+	if write {
 		fsys := p.cfg.FS
 		if fsys == nil {
 			fsys = storage.OSFS{}
 		}
-		if err := writeEpochs(fsys, p.cfg.Dir, entries); err != nil {
-			l.closeFiles()
-			return err
+		werr := writeEpochs(fsys, p.cfg.Dir, entries)
+		if reason != "" {
+			ev := p.log.Warn()
+			if werr != nil {
+				ev = p.log.Error().Err(werr)
+			}
+			ev.Str("reason", reason).Str("detail", clip(detail, 256)).Int("file_entries", len(file)).
+				Int("batch_epochs", len(l.epochs)).Int32("leader_epoch", epoch).Msg("partition_leader_epochs_rebuilt")
 		}
-		p.log.Info().Int32("leader_epoch", epoch).Int64("start_offset", l.EndOffset()).Msg("partition_leader_epoch_began")
+		switch {
+		case werr != nil && p.cfg.Gate != nil:
+			l.closeFiles()
+			return werr
+		case werr != nil:
+			// Alone, the batches still say every epoch; the file is rebuilt at the next start.
+			p.log.Error().Err(werr).Msg("partition_leader_epoch_write_failed")
+		case began:
+			p.log.Info().Int32("leader_epoch", epoch).Int64("start_offset", l.EndOffset()).Msg("partition_leader_epoch_began")
+		}
 	}
 	l.noteEpoch(epoch, l.EndOffset())
 	p.epoch = epoch

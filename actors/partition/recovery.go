@@ -230,6 +230,31 @@ func (w *walker) scan(from, bad, expect int64) (int64, header, bool, error) {
 	return 0, header{}, false, nil
 }
 
+// reaches says whether a valid batch (CRC-checked) at or after byte pos, its offsets
+// following expect, carries epoch or a newer one; corrupt bytes are skipped as recovery
+// skips them.
+func (w *walker) reaches(pos, expect int64, epoch int32) (bool, error) {
+	for pos < w.end {
+		h, ok, err := w.batch(pos, true)
+		if err != nil {
+			return false, err
+		}
+		if !ok || h.LastOffsetDelta < 0 || h.BaseOffset != expect {
+			next, nh, found, err := w.scan(pos+1, pos, expect)
+			if err != nil || !found {
+				return false, err
+			}
+			pos, h = next, nh
+		}
+		if h.LeaderEpoch >= epoch {
+			return true, nil
+		}
+		expect = h.LastOffset() + 1
+		pos += h.Size()
+	}
+	return false, nil
+}
+
 // plausibleNext says whether the bytes at pos could start the batch after prev: what
 // walking an older segment by headers alone checks before trusting prev's length and
 // offsets. A segment's last batch has no successor to vouch for it (and the next
