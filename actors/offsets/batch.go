@@ -117,8 +117,11 @@ func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
 	a.enqueue(ctx, queued{msg: m})
 }
 
+// enqueue queues a request for the next write: it is answered after that write, by
+// Stopping with the write's outcome too, or by Restarting (actor.HandedOn).
 func (a *offsetsActor) enqueue(ctx actor.Context, q queued) {
 	a.queue = append(a.queue, q)
+	actor.HandedOn(ctx)
 	if !a.flushQueued {
 		a.flushQueued = true
 		ctx.Send(ctx.Self(), &flushNow{})
