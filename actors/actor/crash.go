@@ -34,11 +34,12 @@ type Request interface {
 	AnswerCrash(c *Crashed)
 }
 
-// PanicLogger is an actor that logs its own panics with its identity fields (a group
-// id, a file). The adapter calls LogPanic in the panicking turn, where debug.Stack is
-// still the panic's, before it answers the request.
-type PanicLogger interface {
-	LogPanic(reason any)
+// PanicHandler is an actor that acts on its own panics: it logs them with its identity
+// fields (a group id, a file), and one that resumes after a panic (Resume) mends what
+// the turn left half done. The adapter calls Panicked in the panicking turn, where
+// debug.Stack is still the panic's, before it answers the request.
+type PanicHandler interface {
+	Panicked(ctx Context, reason any)
 }
 
 // Handling makes r the request a panic in the rest of this turn answers: for an actor
@@ -62,8 +63,8 @@ func HandedOn(ctx Context) {
 
 // crashed answers the request c holds, for an actor whose Receive panicked with reason.
 func crashed(a Actor, c *actorContext, reason any) {
-	if l, ok := a.(PanicLogger); ok {
-		l.LogPanic(reason)
+	if h, ok := a.(PanicHandler); ok {
+		h.Panicked(c, reason)
 	}
 	r := c.holds
 	c.holds = nil

@@ -290,11 +290,11 @@ func (a *panicLogger) Receive(ctx Context) {
 	}
 }
 
-func (a *panicLogger) LogPanic(reason any) { a.logged <- reason }
+func (a *panicLogger) Panicked(_ Context, reason any) { a.logged <- reason }
 
 // An actor that logs its own panics (with its identity fields) is handed each one in
 // the panicking turn, before its request is answered.
-func TestPanicLoggerSeesThePanic(t *testing.T) {
+func TestPanicHandlerSeesThePanic(t *testing.T) {
 	sys := newTestSystem(t)
 	logged := make(chan any, 1)
 	pid := sys.Spawn(PropsOf(func() Actor { return &panicLogger{logged: logged} }))
@@ -308,6 +308,70 @@ func TestPanicLoggerSeesThePanic(t *testing.T) {
 		}
 	default:
 		t.Fatal("the panic was answered before it was logged, or not logged")
+	}
+	if err := sys.Stop(pid, waitLong); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resumer counts what it handled; it panics on "panic" and mends in Panicked by
+// sending itself a note (its state and its mailbox go on).
+type resumer struct {
+	handled int
+	starts  *atomic.Int32
+	mended  chan int
+}
+
+func (a *resumer) Receive(ctx Context) {
+	switch m := ctx.Message().(type) {
+	case *Started:
+		a.starts.Add(1)
+	case *ask:
+		a.handled++
+		if m.what == "panic" {
+			panic("resumed")
+		}
+		m.reply.Resolve(a.handled)
+	case string:
+		a.mended <- a.handled
+	}
+}
+
+func (a *resumer) Panicked(ctx Context, _ any) { ctx.Send(ctx.Self(), "mended") }
+
+// A Resume actor that panics keeps its state and its mailbox: the request it panicked
+// on is answered with the crash, Panicked mends in the panicking turn, and the next
+// request sees the state as the panic left it. No Restarting, no second Started.
+func TestResumeKeepsTheActor(t *testing.T) {
+	sys := newTestSystem(t)
+	var starts atomic.Int32
+	mended := make(chan int, 1)
+	pid := sys.Spawn(PropsOf(func() Actor { return &resumer{starts: &starts, mended: mended} }, Resume()))
+	w := sys.NewWaiter()
+	sys.Send(pid, &ask{what: "first", reply: w.Promise})
+	if v := wait(t, w); v != 1 {
+		t.Fatalf("first %v", v)
+	}
+	w = sys.NewWaiter()
+	sys.Send(pid, &ask{what: "panic", reply: w.Promise})
+	if _, ok := wait(t, w).(*Crashed); !ok {
+		t.Fatal("the request a Resume actor panicked on was not answered with the crash")
+	}
+	select {
+	case n := <-mended:
+		if n != 2 {
+			t.Fatalf("mended with %d handled, want 2", n)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("Panicked did not run")
+	}
+	w = sys.NewWaiter()
+	sys.Send(pid, &ask{what: "after", reply: w.Promise})
+	if v := wait(t, w); v != 3 {
+		t.Fatalf("after the panic %v, want 3: the state is kept", v)
+	}
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("%d incarnations, want 1", n)
 	}
 	if err := sys.Stop(pid, waitLong); err != nil {
 		t.Fatal(err)

@@ -18,11 +18,18 @@ import (
 // first Resolve of a promise (through any copy of it) answers: a later one does nothing,
 // so a request that two exit paths answer (a panic's, then a restart's) is answered once.
 type Promise struct {
-	sys  *pa.ActorSystem
-	to   *pa.PID
-	id   uint64
-	fn   func(any)    // a PromiseFunc's
-	done *atomic.Bool // set by the first Resolve; shared by the copies
+	sys *pa.ActorSystem
+	to  *pa.PID
+	id  uint64
+	fn  func(any)     // a PromiseFunc's
+	st  *promiseState // shared by the copies
+}
+
+// promiseState is what the copies of a promise share: whether it was resolved, and for a
+// waitable one (NewWaitable) its value.
+type promiseState struct {
+	done  atomic.Bool
+	value chan any // buffered, one slot; nil unless waitable
 }
 
 // Settled is what Resolve delivers to the promise's owner.
@@ -44,14 +51,41 @@ func (s *System) PromiseTo(owner *PID) Promise {
 }
 
 func promiseTo(sys *pa.ActorSystem, owner *PID, id uint64) Promise {
-	return Promise{sys: sys, to: owner, id: id, done: new(atomic.Bool)}
+	return Promise{sys: sys, to: owner, id: id, st: &promiseState{}}
+}
+
+// NewWaitable makes a promise to the actor of ctx, like NewPromise, whose value the
+// actor can also take in place with Wait: for an answer it may need while it stops or
+// restarts, when protoactor no longer delivers its mailbox (the offsets actor waiting
+// for the journal's fsync of its last batches).
+func NewWaitable(ctx Context) Promise {
+	p := NewPromise(ctx, ctx.Self())
+	p.st.value = make(chan any, 1)
+	return p
+}
+
+// Wait returns the value of a promise made by NewWaitable, waiting up to timeout for it;
+// false when it did not come (or the promise is not waitable). It takes the value once;
+// the value also arrives as *Settled, like any promise's.
+func (p Promise) Wait(timeout time.Duration) (any, bool) {
+	if p.st == nil || p.st.value == nil {
+		return nil, false
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-p.st.value:
+		return v, true
+	case <-t.C:
+		return nil, false
+	}
 }
 
 // PromiseFunc is a promise whose Resolve calls f at once, on the resolver's goroutine:
 // for taking the value a request's own failure path produces (Gather's missing), never
 // for handing to another actor.
 func PromiseFunc(f func(v any)) Promise {
-	return Promise{fn: f, id: promiseIDs.Add(1), done: new(atomic.Bool)}
+	return Promise{fn: f, id: promiseIDs.Add(1), st: &promiseState{}}
 }
 
 // ID identifies the promise to its owner.
@@ -63,8 +97,11 @@ func (p Promise) Valid() bool { return p.to != nil || p.fn != nil }
 // Resolve answers the waiter, unless the promise was resolved before. Calling it on the
 // zero Promise does nothing.
 func (p Promise) Resolve(v any) {
-	if p.done == nil || !p.done.CompareAndSwap(false, true) {
+	if p.st == nil || !p.st.done.CompareAndSwap(false, true) {
 		return
+	}
+	if p.st.value != nil {
+		p.st.value <- v
 	}
 	if p.fn != nil {
 		p.fn(v)

@@ -334,9 +334,9 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 	}
 }
 
-// LogPanic logs a panic of the actor with its stack (actor.PanicLogger); the supervisor
+// Panicked logs a panic of the actor with its stack (actor.PanicHandler); the supervisor
 // restarts it.
-func (g *groupActor) LogPanic(p any) {
+func (g *groupActor) Panicked(_ actor.Context, p any) {
 	logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
 }
 

@@ -269,9 +269,9 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	}
 }
 
-// LogPanic logs a panic of the actor with its stack (actor.PanicLogger); its group
+// Panicked logs a panic of the actor with its stack (actor.PanicHandler); its group
 // actor restarts it.
-func (a *offsetsActor) LogPanic(r any) {
+func (a *offsetsActor) Panicked(_ actor.Context, r any) {
 	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
 }
 
