@@ -71,6 +71,11 @@ func (p Promise) Wait(timeout time.Duration) (any, bool) {
 	if p.st == nil || p.st.value == nil {
 		return nil, false
 	}
+	select {
+	case v := <-p.st.value:
+		return v, true
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -102,17 +102,16 @@ type KeptSegment struct {
 	Damaged bool
 }
 
-// Append asks the journal to make one record of key durable. When the fsync that holds
-// it returns (or the write fails), the journal puts the outcome on Done (buffered, one
-// slot) and then resolves Reply with nil: the sender wakes on the Settled message and
-// reads Done, and a sender that is stopping can wait on Done without its mailbox.
+// Append asks the journal to make one record of key durable. Reply: *Appended, once the
+// fsync that holds it returns or the write fails. A sender's Appends are answered in the
+// order it sent them; a sender that may need the answer while it stops makes Reply with
+// actor.NewWaitable.
 type Append struct {
 	// Key is whose record it is (for the offsets journal, a group id): the record pins
 	// its segment until a Checkpointed of the key covers it.
 	Key string
 	// Data is the record, not empty; the journal does not read it.
 	Data  []byte
-	Done  chan Appended
 	Reply actor.Promise
 }
 
@@ -451,8 +450,7 @@ func (j *journalActor) flush(ctx actor.Context) {
 		seq := first + uint64(i)
 		j.active.keys[a.Key] = seq
 		j.writing = batch[i+1:]
-		a.Done <- Appended{Seq: seq}
-		a.Reply.Resolve(nil)
+		a.Reply.Resolve(&Appended{Seq: seq})
 	}
 	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()
@@ -773,8 +771,7 @@ func (j *journalActor) retryable() []*Unsaved {
 
 func (j *journalActor) fail(batch []*Append, err error) {
 	for _, a := range batch {
-		a.Done <- Appended{Err: err}
-		a.Reply.Resolve(nil)
+		a.Reply.Resolve(&Appended{Err: err})
 	}
 }
 
