@@ -1,6 +1,7 @@
 // Package actor is the thin layer kaas keeps between its actors and protoactor-go: the
 // actor system with zerolog logging, spawning and graceful stopping, timers that post a
-// message back to the actor, and the Promise a parked request is answered through.
+// message back to the actor, the Promise a parked request is answered through, and the
+// answer a panic gives the request it interrupted.
 // Everything else in kaas imports this package, never protoactor-go itself, so the actor
 // code reads as plain Go and the library can be swapped in one place.
 package actor
