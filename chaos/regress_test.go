@@ -81,12 +81,13 @@ func TestConnectionPanicClosesConnection(t *testing.T) {
 }
 
 // A panic in the offsets journal's Receive while it takes an Append still answers that
-// Append: it is queued and written after its group's earlier ones. Found by seed 1: the
-// Append was dropped unanswered, its group's offsets actor waited for it for ever, and
-// every later commit of the group queued behind it until the broker stopped. (Answering
-// it with the failure at once, the first fix, was caught by seed 7: the answer overtook
-// its group's Appends still queued, and the offsets actor, which takes answers in order,
-// dropped it and waited again.)
+// Append: the actor layer answers it with a failed write, and the journal goes on.
+// Found by seed 1: the Append was dropped unanswered, its group's offsets actor waited
+// for it for ever, and every later commit of the group queued behind it until the broker
+// stopped. (Answering it with the failure at once, the first fix, was caught by seed 7:
+// the answer overtook its group's Appends still queued, and the offsets actor, which then
+// took answers only in order, dropped it and waited again; it now takes each answer for
+// its batch and answers the batches in order.)
 func TestJournalPanicAnswersTheAppend(t *testing.T) {
 	p := &panicOnce{in: New(0, nil), kind: "journal", msgType: "*journal.Append"}
 	defer actor.SetFaults(p)()

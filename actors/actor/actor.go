@@ -1,6 +1,7 @@
 // Package actor is the thin layer kaas keeps between its actors and protoactor-go: the
 // actor system with zerolog logging, spawning and graceful stopping, timers that post a
-// message back to the actor, and the Promise a parked request is answered through.
+// message back to the actor, the Promise a parked request is answered through, and the
+// answer a panic gives the request it interrupted.
 // Everything else in kaas imports this package, never protoactor-go itself, so the actor
 // code reads as plain Go and the library can be swapped in one place.
 package actor
@@ -119,8 +120,8 @@ func PropsOf(produce func() Actor, opts ...Option) *Props {
 	if o.supervisor != nil {
 		popts = append(popts, pa.WithSupervisor(o.supervisor))
 	}
-	if o.noRestart {
-		popts = append(popts, pa.WithGuardian(stopGuardian))
+	if o.guardian != nil {
+		popts = append(popts, pa.WithGuardian(o.guardian))
 	}
 	return pa.PropsFromProducer(func() pa.Actor { return &adapter{a: produce()} }, popts...)
 }
@@ -130,7 +131,7 @@ type Option func(*options)
 
 type options struct {
 	supervisor pa.SupervisorStrategy
-	noRestart  bool
+	guardian   pa.SupervisorStrategy // NoRestart, Resume
 }
 
 // WithSupervisor sets how the actor supervises its children.
@@ -140,11 +141,23 @@ func WithSupervisor(s SupervisorStrategy) Option { return func(o *options) { o.s
 // restarted (protoactor's root default): for an actor whose state cannot be rebuilt in
 // a fresh incarnation, such as a connection, whose socket and goroutines belong to the
 // incarnation that started them. It gets *Stopping as on any stop.
-func NoRestart() Option { return func(o *options) { o.noRestart = true } }
+func NoRestart() Option { return func(o *options) { o.guardian = stopGuardian } }
 
-// stopGuardian is the one supervisor of the root's NoRestart actors (protoactor keeps a
-// guardian per strategy value, so there is one for the whole process).
-var stopGuardian = pa.NewOneForOneStrategy(0, 0, func(any) pa.Directive { return pa.StopDirective })
+// Resume makes an actor spawned under the root go on after a panic with its state as the
+// panic left it, instead of being restarted with a fresh one: for an actor whose state a
+// new incarnation could not rebuild (the offsets journal: its sequence numbers, which
+// keys pin which segment). The message the panic came from is dropped, its request
+// answered (crash.go); the actor mends what the turn left half done in Panicked
+// (PanicHandler). It gets no Restarting.
+func Resume() Option { return func(o *options) { o.guardian = resumeGuardian } }
+
+// stopGuardian and resumeGuardian are the supervisors of the root's NoRestart and Resume
+// actors (protoactor keeps a guardian per strategy value, so there is one of each for
+// the whole process).
+var (
+	stopGuardian   = pa.NewOneForOneStrategy(0, 0, func(any) pa.Directive { return pa.StopDirective })
+	resumeGuardian = pa.NewOneForOneStrategy(0, 0, func(any) pa.Directive { return pa.ResumeDirective })
+)
 
 // RestartChildren restarts a failed child up to max times within window, then stops it.
 // onFailure, if set, sees each panic value first (the child logs its own stack).

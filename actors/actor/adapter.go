@@ -22,6 +22,9 @@ type actorContext struct {
 	msg any // when set, the message being delivered instead of the mailbox's own
 	// boom: the next Message panics (Faults).
 	boom bool
+	// holds is the request a panic in this turn answers (crash.go): the message when it
+	// is a Request, until the actor says otherwise (Handling, HandedOn).
+	holds Request
 
 	idle   time.Duration // 0: no receive timeout
 	last   time.Time     // the last message that counts as activity
@@ -74,7 +77,9 @@ func (c *actorContext) stopTimer() {
 func (x *adapter) Receive(pc pa.Context) {
 	c := &x.c
 	c.Context, c.msg = pc, nil
-	switch m := pc.Message().(type) {
+	msg := pc.Message()
+	c.holds, _ = msg.(Request)
+	switch m := msg.(type) {
 	case *idleCheck:
 		if m.gen != c.gen || c.idle == 0 {
 			return
@@ -87,7 +92,7 @@ func (x *adapter) Receive(pc pa.Context) {
 		// One timeout per SetReceiveTimeout, as protoactor's.
 		c.idle = 0
 		c.msg = &ReceiveTimeout{}
-		x.a.Receive(c)
+		x.run(c)
 		c.msg = nil
 		return
 	case *Restarting, *Stopped:
@@ -106,6 +111,20 @@ func (x *adapter) Receive(pc pa.Context) {
 			c.boom = f.f.Receive(x.a, m)
 		}
 	}
-	x.a.Receive(c)
+	x.run(c)
 	c.boom = false // an actor that did not read its message
+}
+
+// run hands the actor its message. A panic answers the request the turn holds with the
+// crash (crash.go) and goes on to protoactor, whose supervision restarts or stops the
+// actor as it would have.
+func (x *adapter) run(c *actorContext) {
+	defer func() {
+		if r := recover(); r != nil {
+			crashed(x.a, c, r)
+			panic(r)
+		}
+	}()
+	x.a.Receive(c)
+	c.holds = nil
 }

@@ -9,9 +9,9 @@ import (
 // Faults is a fault injector's view of the actor layer (the chaos suite; never set in
 // production). Receive runs in the actor's own turn just before a message is handled: it
 // may sleep (a delayed message), and when it returns true the actor's Receive panics at
-// its first read of the message (ctx.Message), inside the actor's own code, so the
-// guards an actor defers around its whole Receive see the panic as they would a bug's,
-// and its supervisor then sees the actor's own failure. Timer is asked when After arms a
+// its first read of the message (ctx.Message), inside the actor's own code, as a bug's
+// panic would: the request is answered with the crash (crash.go) and the actor's
+// supervisor sees the actor's own failure. Timer is asked when After arms a
 // timer: it returns the delay to fire after (a late timer) and whether to fire twice.
 type Faults interface {
 	Receive(a Actor, msg any) (panic bool)

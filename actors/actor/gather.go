@@ -38,7 +38,7 @@ func Gather(ctx Context, n int, timeout time.Duration, watch []*PID, missing fun
 	sys := raw(ctx).ActorSystem()
 	ps := make([]Promise, n)
 	for i, id := range ids {
-		ps[i] = Promise{sys: sys, to: pid, id: id}
+		ps[i] = promiseTo(sys, pid, id)
 	}
 	return ps
 }

@@ -42,11 +42,9 @@ func TestPending(t *testing.T) {
 	sys.Send(pid, "ask")
 	<-ready
 	p2.Resolve("b")
-	p2.Resolve("again") // a second answer to one promise finds nothing
-	for _, want := range []string{"second=b", "unknown"} {
-		if v := <-got; v != want {
-			t.Fatalf("got %q, want %q", v, want)
-		}
+	p2.Resolve("again") // a promise delivers its first answer only
+	if v := <-got; v != "second=b" {
+		t.Fatalf("got %q, want %q", v, "second=b")
 	}
 	sys.Send(pid, "drain")
 	for _, want := range []string{"drained first", "drained third", "done"} {
@@ -149,5 +147,74 @@ func TestGoroutines(t *testing.T) {
 	}
 	if n := ran.Load(); n != 3 {
 		t.Fatalf("%d ran, want the three started before Stop", n)
+	}
+}
+
+// A waitable promise's value can be taken in place by its owner, also while it stops
+// (protoactor then delivers no message of its mailbox); the value still arrives as
+// *Settled. Wait gives up after its timeout.
+func TestWaitablePromise(t *testing.T) {
+	sys := NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	made := make(chan Promise, 1)
+	got := make(chan any, 4)
+	pid := sys.Spawn(PropsOf(func() Actor {
+		var p Promise
+		return receiveFunc(func(ctx Context) {
+			switch m := ctx.Message().(type) {
+			case string:
+				if m == "make" {
+					p = NewWaitable(ctx)
+					if _, ok := p.Wait(10 * time.Millisecond); ok {
+						got <- "a value before any Resolve"
+					}
+					made <- p
+				}
+			case *Settled:
+				got <- m.Value
+			case *Stopping:
+				v, ok := p.Wait(10 * time.Second)
+				if !ok {
+					v = "timed out"
+				}
+				got <- v
+			}
+		})
+	}))
+	sys.Send(pid, "make")
+	p := <-made
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		p.Resolve("late")
+	}()
+	if err := sys.Stop(pid, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "late" {
+		t.Fatalf("Wait while stopping got %v", v)
+	}
+	if _, ok := PromiseFunc(func(any) {}).Wait(time.Millisecond); ok {
+		t.Fatal("Wait on a promise that is not waitable")
+	}
+
+	owner := sys.Spawn(PropsOf(func() Actor {
+		return receiveFunc(func(ctx Context) {
+			switch m := ctx.Message().(type) {
+			case string:
+				made <- NewWaitable(ctx)
+			case *Settled:
+				got <- m.Value
+			}
+		})
+	}))
+	defer func() { _ = sys.Stop(owner, 10*time.Second) }()
+	sys.Send(owner, "make")
+	p = <-made
+	p.Resolve("settled")
+	if v := <-got; v != "settled" {
+		t.Fatalf("the owner's mailbox got %v", v)
+	}
+	if v, ok := p.Wait(time.Second); !ok || v != "settled" {
+		t.Fatalf("Wait after the Settled: %v %v", v, ok)
 	}
 }

@@ -14,12 +14,22 @@ import (
 // path: success, an error code, eviction, fencing, stop or restart.
 //
 // Resolve posts a *Settled carrying the promise's ID back to the owner's mailbox, so the
-// owner matches the answer to its request without a future process per call.
+// owner matches the answer to its request without a future process per call. Only the
+// first Resolve of a promise (through any copy of it) answers: a later one does nothing,
+// so a request that two exit paths answer (a panic's, then a restart's) is answered once.
 type Promise struct {
 	sys *pa.ActorSystem
 	to  *pa.PID
 	id  uint64
-	fn  func(any) // a PromiseFunc's
+	fn  func(any)     // a PromiseFunc's
+	st  *promiseState // shared by the copies
+}
+
+// promiseState is what the copies of a promise share: whether it was resolved, and for a
+// waitable one (NewWaitable) its value.
+type promiseState struct {
+	done  atomic.Bool
+	value chan any // buffered, one slot; nil unless waitable
 }
 
 // Settled is what Resolve delivers to the promise's owner.
@@ -32,18 +42,56 @@ var promiseIDs atomic.Uint64
 
 // NewPromise makes a promise that delivers to owner; ctx is the owner's context.
 func NewPromise(ctx Context, owner *PID) Promise {
-	return Promise{sys: raw(ctx).ActorSystem(), to: owner, id: promiseIDs.Add(1)}
+	return promiseTo(raw(ctx).ActorSystem(), owner, promiseIDs.Add(1))
 }
 
 // PromiseTo makes a promise delivering to owner from outside an actor (tests, main).
 func (s *System) PromiseTo(owner *PID) Promise {
-	return Promise{sys: s.sys, to: owner, id: promiseIDs.Add(1)}
+	return promiseTo(s.sys, owner, promiseIDs.Add(1))
+}
+
+func promiseTo(sys *pa.ActorSystem, owner *PID, id uint64) Promise {
+	return Promise{sys: sys, to: owner, id: id, st: &promiseState{}}
+}
+
+// NewWaitable makes a promise to the actor of ctx, like NewPromise, whose value the
+// actor can also take in place with Wait: for an answer it may need while it stops or
+// restarts, when protoactor no longer delivers its mailbox (the offsets actor waiting
+// for the journal's fsync of its last batches).
+func NewWaitable(ctx Context) Promise {
+	p := NewPromise(ctx, ctx.Self())
+	p.st.value = make(chan any, 1)
+	return p
+}
+
+// Wait returns the value of a promise made by NewWaitable, waiting up to timeout for it;
+// false when it did not come (or the promise is not waitable). It takes the value once;
+// the value also arrives as *Settled, like any promise's.
+func (p Promise) Wait(timeout time.Duration) (any, bool) {
+	if p.st == nil || p.st.value == nil {
+		return nil, false
+	}
+	select {
+	case v := <-p.st.value:
+		return v, true
+	default:
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-p.st.value:
+		return v, true
+	case <-t.C:
+		return nil, false
+	}
 }
 
 // PromiseFunc is a promise whose Resolve calls f at once, on the resolver's goroutine:
 // for taking the value a request's own failure path produces (Gather's missing), never
 // for handing to another actor.
-func PromiseFunc(f func(v any)) Promise { return Promise{fn: f, id: promiseIDs.Add(1)} }
+func PromiseFunc(f func(v any)) Promise {
+	return Promise{fn: f, id: promiseIDs.Add(1), st: &promiseState{}}
+}
 
 // ID identifies the promise to its owner.
 func (p Promise) ID() uint64 { return p.id }
@@ -51,8 +99,15 @@ func (p Promise) ID() uint64 { return p.id }
 // Valid reports whether the promise was made (the zero Promise resolves nowhere).
 func (p Promise) Valid() bool { return p.to != nil || p.fn != nil }
 
-// Resolve answers the waiter. Calling it on the zero Promise does nothing.
+// Resolve answers the waiter, unless the promise was resolved before. Calling it on the
+// zero Promise does nothing.
 func (p Promise) Resolve(v any) {
+	if p.st == nil || !p.st.done.CompareAndSwap(false, true) {
+		return
+	}
+	if p.st.value != nil {
+		p.st.value <- v
+	}
 	if p.fn != nil {
 		p.fn(v)
 		return

@@ -17,6 +17,7 @@ type crash struct{ group string }
 func (c *crash) GroupID() string                 { return c.group }
 func (c *crash) withReply(actor.Promise) Request { return c }
 func (c *crash) fail(int16)                      {}
+func (c *crash) AnswerCrash(*actor.Crashed)      {}
 func (c *crash) inject(*groupActor)              { panic("injected fault") }
 
 // A group actor that panics mid-rebalance is restarted: its parked members get an error

@@ -20,7 +20,7 @@ func (g *groupActor) handleCommit(ctx actor.Context, r *CommitOffsets) {
 	code := commitCheck(g.exists, g.state, g.generation, r.Generation, r.MemberID, r.InstanceID,
 		g.checkMember(r.MemberID, r.InstanceID), r.UnknownGroupIsNotFound)
 	if code != 0 {
-		g.fail(r, code)
+		r.fail(code)
 		return
 	}
 	g.exists = true
@@ -56,11 +56,11 @@ func (g *groupActor) handleFetch(ctx actor.Context, r *FetchOffsets) {
 // members subscribe to; the rest is deleted (Apache 4.0 checks subscriptions in every state).
 func (g *groupActor) handleDeleteOffsets(ctx actor.Context, r *DeleteOffsets) {
 	if !g.exists || g.state == stateDead {
-		g.fail(r, kerr.GroupIDNotFound.Code)
+		r.fail(kerr.GroupIDNotFound.Code)
 		return
 	}
 	if len(g.members) > 0 && g.protocolType != consumerProtocol {
-		g.fail(r, kerr.NonEmptyGroup.Code)
+		r.fail(kerr.NonEmptyGroup.Code)
 		return
 	}
 	known := g.topicsKnown || len(g.members) == 0
@@ -74,7 +74,6 @@ func (g *groupActor) handleDeleteOffsets(ctx actor.Context, r *DeleteOffsets) {
 		del = append(del, tp)
 	}
 	if len(del) == 0 {
-		g.handed(r)
 		r.Reply.Resolve(&OffsetDeleteResult{Codes: codes})
 		return
 	}
@@ -140,7 +139,6 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 // whatever its state or subscriptions (GroupCoordinator.onPartitionsDeleted). The group
 // itself stays; one left Empty with no offsets goes at the next expiry run, as in Apache.
 func (g *groupActor) handleDropTopics(ctx actor.Context, m *dropTopics) {
-	g.handed(m)
 	if !g.exists {
 		return // nothing on disk; maybeForget passivates a mere name
 	}

@@ -167,9 +167,7 @@ type groupActor struct {
 	pendingSeq   uint64
 	pendingTimer map[string]actor.Cancel
 
-	ops     actor.Pending[op]
-	current Request // the request being handled, until it is answered, parked or handed on
-	took    bool    // handle took this turn's request: from there on it answers a panic
+	ops actor.Pending[op]
 
 	// metrics: what this actor added to the gauges, and the rebalance being timed.
 	pub            published
@@ -185,9 +183,13 @@ func newGroupActor(cfg *Config) *groupActor {
 }
 
 // Receive: lifecycle, then requests, then events.
+//
+// A panic answers the request the turn holds (the actor layer: actor.Request) with
+// COORDINATOR_NOT_AVAILABLE, and the supervisor restarts the actor, whose Restarting
+// answers every request it still held with the same code: those it parked, queued
+// while loading, or handed to its offsets actor. So the group marks no hand-on: either
+// answer is the same, and the first one wins.
 func (g *groupActor) Receive(ctx actor.Context) {
-	g.took = false
-	defer g.answerUntaken(ctx)
 	if g.stopped && g.afterStop(ctx) {
 		return
 	}
@@ -205,7 +207,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		g.onIdle(ctx)
 	case *actor.Settled:
-		g.onSettled(m)
+		g.onSettled(ctx, m)
 	case Request:
 		g.handle(ctx, m)
 	case *sessionCheck:
@@ -237,7 +239,6 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 	case *actor.Started, *actor.Stopping, *actor.Restarting:
 		return false
 	case Request:
-		g.took = true
 		m.fail(kerr.NotCoordinator.Code)
 	}
 	return true
@@ -333,29 +334,16 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 	}
 }
 
-// answerUntaken answers the request of a Receive that panicked before handle took it
-// (protoactor drops the message a panic came from, and nothing else would answer it),
-// then lets the panic go on to the supervisor.
-func (g *groupActor) answerUntaken(ctx actor.Context) {
-	if g.took {
-		return
-	}
-	p := recover()
-	if p == nil {
-		return
-	}
-	if r, ok := ctx.Message().(Request); ok {
-		logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
-		r.fail(notAvailable)
-	}
-	panic(p)
+// Panicked logs a panic of the actor with its stack (actor.PanicHandler); the supervisor
+// restarts it.
+func (g *groupActor) Panicked(_ actor.Context, p any) {
+	logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
 }
 
-// handle runs one request. A panic answers the request that caused it (if it was not
-// answered, parked or handed on yet), is logged with the stack, and goes on to the
-// supervisor, which restarts the actor; Restarting answers everything parked.
+// handle runs one request: the message being handled, or one that waited for the load.
+// A panic from here answers r.
 func (g *groupActor) handle(ctx actor.Context, r Request) {
-	g.took = true
+	actor.Handling(ctx, r)
 	if g.loading {
 		g.queue = append(g.queue, r)
 		return
@@ -369,18 +357,6 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 		g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
 		return
 	}
-	g.current = r
-	defer func() {
-		if p := recover(); p != nil {
-			logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
-			if g.current != nil {
-				g.current.fail(notAvailable)
-				g.current = nil
-			}
-			panic(p)
-		}
-		g.current = nil
-	}()
 	switch m := r.(type) {
 	case *JoinGroup:
 		g.handleJoin(ctx, m)
@@ -412,47 +388,22 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 	g.maybeForget(ctx)
 }
 
-// fail answers r with code.
-func (g *groupActor) fail(r Request, code int16) {
-	g.handed(r)
-	r.fail(code)
-}
-
-// handed marks r as no longer this message's to answer on a panic: it was answered,
-// parked on a member, or handed to the offsets actor.
-func (g *groupActor) handed(r Request) {
-	if g.current == r {
-		g.current = nil
-	}
-}
-
 // ask sends the offsets actor a message made with a promise to this actor; then runs with
 // the answer. client, if set, is answered with an error should the group stop first.
 func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promise) any, then func(any)) {
 	p := g.ops.Await(ctx, op{then: then, client: client})
-	if client != nil {
-		g.handed(client)
-	}
 	ctx.Send(g.offsets, msg(p))
 }
 
-func (g *groupActor) onSettled(m *actor.Settled) {
+// onSettled runs what waited for the offsets actor's answer. A panic in it answers the
+// client request it completes.
+func (g *groupActor) onSettled(ctx actor.Context, m *actor.Settled) {
 	o, ok := g.ops.Take(m)
 	if !ok {
 		return // an answer to an earlier incarnation
 	}
 	if o.client != nil {
-		g.current = o.client
-		defer func() {
-			if p := recover(); p != nil {
-				if g.current != nil {
-					g.current.fail(notAvailable)
-					g.current = nil
-				}
-				panic(p)
-			}
-			g.current = nil
-		}()
+		actor.Handling(ctx, o.client)
 	}
 	o.then(m.Value)
 }
@@ -461,10 +412,6 @@ func (g *groupActor) onSettled(m *actor.Settled) {
 // group moved or passivated: NOT_COORDINATOR) and on Restarting after a panic
 // (COORDINATOR_NOT_AVAILABLE). Clients retry, rediscover the coordinator and rejoin.
 func (g *groupActor) shutdown(code int16) {
-	if g.current != nil {
-		g.current.fail(code)
-		g.current = nil
-	}
 	for _, r := range g.queue {
 		r.fail(code)
 	}
@@ -665,7 +612,6 @@ func (g *groupActor) oldest() *member {
 }
 
 func (g *groupActor) handleDescribe(r *DescribeGroup) {
-	g.handed(r)
 	if !g.exists {
 		r.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
 		return
@@ -687,7 +633,6 @@ func (g *groupActor) handleDescribe(r *DescribeGroup) {
 }
 
 func (g *groupActor) handleListEntry(r *listEntry) {
-	g.handed(r)
 	r.reply.Resolve(&listedGroup{
 		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String()},
 		exists:      g.exists,
@@ -699,9 +644,9 @@ func (g *groupActor) handleListEntry(r *listEntry) {
 func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
 	switch {
 	case !g.exists || g.state == stateDead:
-		g.fail(r, kerr.GroupIDNotFound.Code)
+		r.fail(kerr.GroupIDNotFound.Code)
 	case g.state != stateEmpty || len(g.members) > 0:
-		g.fail(r, kerr.NonEmptyGroup.Code)
+		r.fail(kerr.NonEmptyGroup.Code)
 	default:
 		g.ask(ctx, r, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
 			res, _ := v.(*offsets.Result)

@@ -47,7 +47,6 @@ func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
 }
 
 func (g *groupActor) replyJoin(r *JoinGroup, res *JoinResult) {
-	g.handed(r)
 	r.Reply.Resolve(res)
 }
 
@@ -215,7 +214,6 @@ func (g *groupActor) updateMember(m *member, r *JoinGroup) {
 // park keeps r as m's JoinGroup until the round completes. A JoinGroup it replaces (the
 // same member asking twice) is answered REBALANCE_IN_PROGRESS rather than left hanging.
 func (g *groupActor) park(m *member, r *JoinGroup) {
-	g.handed(r)
 	if m.join != nil {
 		m.join.Reply.Resolve(joinError(kerr.RebalanceInProgress.Code, m.id))
 	} else {

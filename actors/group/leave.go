@@ -17,7 +17,6 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 		for i := range res.Members {
 			res.Members[i] = kerr.UnknownMemberID.Code
 		}
-		g.handed(r)
 		r.Reply.Resolve(res)
 		return
 	}
@@ -46,7 +45,6 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 			removed = true
 		}
 	}
-	g.handed(r)
 	r.Reply.Resolve(res)
 	if removed {
 		g.afterRemoval(ctx, causeMemberLeft, "members left")

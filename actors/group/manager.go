@@ -246,11 +246,7 @@ func (mg *manager) route(ctx actor.Context, r Request) {
 			return
 		}
 	}
-	if e.stopping {
-		e.queue = append(e.queue, r)
-		return
-	}
-	ctx.Send(e.pid, r)
+	mg.routeTo(ctx, e, r)
 }
 
 func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
@@ -440,12 +436,14 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 	return out
 }
 
-// routeTo sends r to e's actor, or queues it while e stops.
+// routeTo sends r to e's actor, or queues it while e stops. Sent, r is the group's to
+// answer: a panic of the manager no longer answers it.
 func (mg *manager) routeTo(ctx actor.Context, e *entry, r Request) {
 	if e.stopping {
 		e.queue = append(e.queue, r)
 		return
 	}
+	actor.HandedOn(ctx)
 	ctx.Send(e.pid, r)
 }
 

@@ -21,6 +21,7 @@ type shrinkMaxSize struct {
 func (m *shrinkMaxSize) GroupID() string                 { return m.group }
 func (m *shrinkMaxSize) withReply(actor.Promise) Request { return m }
 func (m *shrinkMaxSize) fail(int16)                      {}
+func (m *shrinkMaxSize) AnswerCrash(*actor.Crashed)      {}
 func (m *shrinkMaxSize) inject(g *groupActor)            { g.cfg.Settings.MaxSize = m.max }
 
 // Scenario 32: a Stable group of 6 whose maximum is now 4 rebalances; all 6 rejoin in

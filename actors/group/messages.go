@@ -12,12 +12,16 @@ import (
 // This file is the contract between the connection handlers (actors/conn) and the groups
 // manager. Every request names its group and carries a Promise that is resolved exactly
 // once with the result type named in its doc line: on success, with an error code, or
-// with COORDINATOR_NOT_AVAILABLE when the group actor stops or restarts under it.
+// with COORDINATOR_NOT_AVAILABLE when the group actor panics or restarts under it
+// (NOT_COORDINATOR when it stops).
 // Messages are pointers and are never mutated after they are sent.
 
 // Request is a message for one group: the manager routes it to that group's actor,
 // spawning it on first touch.
 type Request interface {
+	// AnswerCrash answers the request when the actor holding it panics: its failure
+	// with COORDINATOR_NOT_AVAILABLE.
+	actor.Request
 	// GroupID names the group the request is for.
 	GroupID() string
 	// withReply returns a copy answering to p (the manager's fan-out uses it).
@@ -278,6 +282,16 @@ func (m *DeleteOffsets) fail(code int16) {
 	m.Reply.Resolve(&OffsetDeleteResult{ErrorCode: code})
 }
 
+func (m *JoinGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
+func (m *SyncGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
+func (m *Heartbeat) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
+func (m *LeaveGroup) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *DescribeGroup) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *DeleteGroup) AnswerCrash(*actor.Crashed)   { m.fail(notAvailable) }
+func (m *CommitOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *FetchOffsets) AnswerCrash(*actor.Crashed)  { m.fail(notAvailable) }
+func (m *DeleteOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+
 // joinError is the JoinGroup error shape: generation -1, no leader, no members
 // (JoinGroupRequest.getErrorResponse).
 func joinError(code int16, memberID string) *JoinResult {
@@ -326,14 +340,17 @@ type dropTopics struct {
 func (m *dropTopics) GroupID() string                   { return m.group }
 func (m *dropTopics) withReply(p actor.Promise) Request { c := *m; return &c }
 func (m *dropTopics) fail(int16)                        {}
+func (m *dropTopics) AnswerCrash(*actor.Crashed)        {}
 
 func (m *listEntry) GroupID() string                   { return m.group }
 func (m *listEntry) withReply(p actor.Promise) Request { c := *m; c.reply = p; return &c }
 func (m *listEntry) fail(code int16)                   { m.reply.Resolve(&listedGroup{}) }
+func (m *listEntry) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
 
 func (m *expireNow) GroupID() string                   { return m.group }
 func (m *expireNow) withReply(p actor.Promise) Request { c := *m; return &c }
 func (m *expireNow) fail(int16)                        {}
+func (m *expireNow) AnswerCrash(*actor.Crashed)        {}
 
 // Timer messages. Each carries the guard it was armed with; a firing whose guard no
 // longer matches is stale and ignored (a cancelled timer's message may already be queued).

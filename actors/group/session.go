@@ -130,7 +130,6 @@ func (g *groupActor) dropPending(id string) {
 // Heartbeat (§4.5).
 func (g *groupActor) handleHeartbeat(r *Heartbeat) {
 	code := g.heartbeat(r)
-	g.handed(r)
 	r.Reply.Resolve(&Result{ErrorCode: code})
 }
 

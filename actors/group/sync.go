@@ -39,31 +39,30 @@ func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
 // SyncGroup (§4.4).
 func (g *groupActor) handleSync(ctx actor.Context, r *SyncGroup) {
 	if !g.exists {
-		g.fail(r, kerr.UnknownMemberID.Code)
+		r.fail(kerr.UnknownMemberID.Code)
 		return
 	}
 	if code := g.checkMember(r.MemberID, r.InstanceID); code != 0 {
-		g.fail(r, code)
+		r.fail(code)
 		return
 	}
 	if r.Generation != g.generation {
-		g.fail(r, kerr.IllegalGeneration.Code)
+		r.fail(kerr.IllegalGeneration.Code)
 		return
 	}
 	// Apache 4.0 compares the v5 fields only when both sides are set.
 	if (r.ProtocolType != nil && g.protocolType != "" && *r.ProtocolType != g.protocolType) ||
 		(r.ProtocolName != nil && g.protocol != "" && *r.ProtocolName != g.protocol) {
-		g.fail(r, kerr.InconsistentGroupProtocol.Code)
+		r.fail(kerr.InconsistentGroupProtocol.Code)
 		return
 	}
 	m := g.members[r.MemberID]
 	switch g.state {
 	case stateEmpty:
-		g.fail(r, kerr.UnknownMemberID.Code)
+		r.fail(kerr.UnknownMemberID.Code)
 	case statePreparingRebalance:
-		g.fail(r, kerr.RebalanceInProgress.Code)
+		r.fail(kerr.RebalanceInProgress.Code)
 	case stateCompletingRebalance:
-		g.handed(r)
 		if m.sync != nil {
 			m.sync.fail(kerr.RebalanceInProgress.Code)
 		}
@@ -75,7 +74,6 @@ func (g *groupActor) handleSync(ctx actor.Context, r *SyncGroup) {
 	case stateStable:
 		g.synced(m)
 		g.touch(ctx, m)
-		g.handed(r)
 		r.Reply.Resolve(&SyncResult{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: m.assignment})
 	}
 }

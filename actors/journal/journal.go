@@ -8,7 +8,6 @@ import (
 	"maps"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"time"
 
@@ -102,17 +101,16 @@ type KeptSegment struct {
 	Damaged bool
 }
 
-// Append asks the journal to make one record of key durable. When the fsync that holds
-// it returns (or the write fails), the journal puts the outcome on Done (buffered, one
-// slot) and then resolves Reply with nil: the sender wakes on the Settled message and
-// reads Done, and a sender that is stopping can wait on Done without its mailbox.
+// Append asks the journal to make one record of key durable. Reply: *Appended, once the
+// fsync that holds it returns or the write fails. A sender's Appends are answered in the
+// order it sent them; a sender that may need the answer while it stops makes Reply with
+// actor.NewWaitable.
 type Append struct {
 	// Key is whose record it is (for the offsets journal, a group id): the record pins
 	// its segment until a Checkpointed of the key covers it.
 	Key string
 	// Data is the record, not empty; the journal does not read it.
 	Data  []byte
-	Done  chan Appended
 	Reply actor.Promise
 }
 
@@ -120,6 +118,12 @@ type Append struct {
 type Appended struct {
 	Seq uint64
 	Err error
+}
+
+// AnswerCrash answers an Append the journal panicked on before it queued it
+// (actor.Request): a write that failed, since no segment holds it.
+func (m *Append) AnswerCrash(c *actor.Crashed) {
+	m.Reply.Resolve(&Appended{Err: fmt.Errorf("offsets journal panic: %s", c.Panic)})
 }
 
 // Checkpointed tells the journal that key's state is now saved elsewhere (for the offsets
@@ -197,7 +201,7 @@ func Props(cfg Config) *actor.Props {
 		// tests search for.
 		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
 			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
-	})
+	}, actor.Resume())
 }
 
 // errorLogInterval: a failure that repeats with every write (a full disk) is logged once
@@ -281,12 +285,12 @@ type spareReady struct {
 const SpareMarker = "spare-"
 
 func (j *journalActor) Receive(ctx actor.Context) {
-	defer j.survive(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		j.adopt(ctx)
 	case *Append:
 		j.queue = append(j.queue, m)
+		actor.HandedOn(ctx) // answered after its batch's fsync, or by Panicked
 		if !j.flushQueued {
 			j.flushQueued = true
 			ctx.Send(ctx.Self(), &journalFlush{})
@@ -357,25 +361,18 @@ func (j *journalActor) Receive(ctx actor.Context) {
 	}
 }
 
-// survive turns a panic in Receive into a failed write instead of a restart: a restarted
-// journal would lose its sequence numbers and which keys pin which segment, which is
-// what keeps acknowledged records from being deleted or overwritten. The batch being
-// written gets the error and the journal goes on in a new segment. An Append that the
-// panic came before it was queued is queued (nothing else would answer it, and its
-// sender waits for it), and what is queued gets a flush of its own.
-func (j *journalActor) survive(ctx actor.Context) {
-	r := recover()
-	if r == nil {
-		return
-	}
+// Panicked mends what a panic left half done (actor.PanicHandler). The journal resumes
+// after a panic instead of restarting (actor.Resume): a restarted journal would lose its
+// sequence numbers and which keys pin which segment, which is what keeps acknowledged
+// records from being deleted or overwritten. The batch being written gets the error and
+// the journal goes on in a new segment; what is queued gets a flush of its own. An
+// Append the panic came before it was queued is answered with the error by the actor
+// layer (Append.AnswerCrash); its sender takes the journal's answers by batch, so one
+// that overtakes the answers to its earlier Appends is not lost.
+func (j *journalActor) Panicked(ctx actor.Context, r any) {
 	err := fmt.Errorf("offsets journal panic: %v", r)
 	batch := j.writing
 	j.writing = nil
-	if a, ok := ctx.Message().(*Append); ok && !slices.Contains(j.queue, a) && !slices.Contains(batch, a) {
-		// It never reached the queue: it goes there now, behind the Appends its sender
-		// sent before it (a sender takes the journal's answers in the order it sent).
-		j.queue = append(j.queue, a)
-	}
 	j.log.Error().Err(err).Bytes("stack", debug.Stack()).Int("records", len(batch)).Msg("offsets_journal_panic")
 	j.cfg.Metrics.Wrote(err, 0, len(batch))
 	j.fail(batch, err)
@@ -386,6 +383,8 @@ func (j *journalActor) survive(ctx actor.Context) {
 		ctx.Send(ctx.Self(), &journalFlush{})
 	}
 	func() {
+		// A segment that cannot even be closed is dropped: the next write starts a new
+		// one, and the panic is still answered.
 		defer func() {
 			if r := recover(); r != nil {
 				j.f, j.active = nil, nil
@@ -451,8 +450,7 @@ func (j *journalActor) flush(ctx actor.Context) {
 		seq := first + uint64(i)
 		j.active.keys[a.Key] = seq
 		j.writing = batch[i+1:]
-		a.Done <- Appended{Seq: seq}
-		a.Reply.Resolve(nil)
+		a.Reply.Resolve(&Appended{Seq: seq})
 	}
 	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()
@@ -773,8 +771,7 @@ func (j *journalActor) retryable() []*Unsaved {
 
 func (j *journalActor) fail(batch []*Append, err error) {
 	for _, a := range batch {
-		a.Done <- Appended{Err: err}
-		a.Reply.Resolve(nil)
+		a.Reply.Resolve(&Appended{Err: err})
 	}
 }
 

@@ -72,9 +72,7 @@ func ask(t *testing.T, sys *actor.System, pid *actor.PID, mk func(actor.Promise)
 
 func appendRecord(t *testing.T, sys *actor.System, pid *actor.PID, key string, data []byte) Appended {
 	t.Helper()
-	done := make(chan Appended, 1)
-	ask(t, sys, pid, func(p actor.Promise) any { return &Append{Key: key, Data: data, Done: done, Reply: p} })
-	return <-done
+	return *ask(t, sys, pid, func(p actor.Promise) any { return &Append{Key: key, Data: data, Reply: p} }).(*Appended)
 }
 
 func status(t *testing.T, sys *actor.System, pid *actor.PID) *Status {

@@ -1,6 +1,8 @@
 package offsets
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,8 +25,8 @@ type batch struct {
 	expired int
 	rec     *recorder
 
-	id   uint64 // the promise the journal resolves
-	done chan journal.Appended
+	reply actor.Promise     // the journal's answer comes through it (waitable: waitInflight)
+	res   *journal.Appended // the answer, once in
 }
 
 // maxInflight is how many batches of one group may wait for the journal at once. Two
@@ -117,8 +119,11 @@ func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
 	a.enqueue(ctx, queued{msg: m})
 }
 
+// enqueue queues a request for the next write: it is answered after that write, by
+// Stopping with the write's outcome too, or by Restarting (actor.HandedOn).
 func (a *offsetsActor) enqueue(ctx actor.Context, q queued) {
 	a.queue = append(a.queue, q)
+	actor.HandedOn(ctx)
 	if !a.flushQueued {
 		a.flushQueued = true
 		ctx.Send(ctx.Self(), &flushNow{})
@@ -152,10 +157,9 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
-	p := actor.NewPromise(ctx, ctx.Self())
-	b.id, b.done = p.ID(), make(chan journal.Appended, 1)
+	b.reply = actor.NewWaitable(ctx)
 	a.inflight, a.queue = append(a.inflight, b), nil
-	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.Group, Data: data, Done: b.done, Reply: p})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.Group, Data: data, Reply: b.reply})
 }
 
 // applyQueue applies the queue to what the state will be once the batches in flight
@@ -226,14 +230,28 @@ func (a *offsetsActor) failBatch(b *batch, code int16) {
 	}
 }
 
-// onAppended takes the journal's answer to the oldest batch in flight, then sends the
-// next.
+// onAppended takes the journal's answer to a batch in flight, answers the batches whose
+// answers are in, oldest first (one answer may overtake another: the journal answers an
+// Append it panicked on at once, ahead of the group's earlier ones it still holds), then
+// sends the next.
 func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
-	if len(a.inflight) == 0 || m.ID != a.inflight[0].id {
-		return // answered already, while stopping
+	i := slices.IndexFunc(a.inflight, func(b *batch) bool { return b.reply.ID() == m.ID })
+	if i < 0 {
+		return // answered already, while stopping, or an earlier incarnation's
 	}
-	a.finishInflight(ctx, <-a.inflight[0].done, true)
+	a.inflight[i].res = appended(m.Value)
+	for len(a.inflight) > 0 && a.inflight[0].res != nil {
+		a.finishInflight(ctx, *a.inflight[0].res, true)
+	}
 	a.flush(ctx)
+}
+
+// appended is the journal's answer v as an outcome.
+func appended(v any) *journal.Appended {
+	if r, ok := v.(*journal.Appended); ok {
+		return r
+	}
+	return &journal.Appended{Err: fmt.Errorf("offsets journal answered %T", v)}
 }
 
 // finishInflight answers the oldest batch in flight with the journal's outcome. A
@@ -275,19 +293,22 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 	if len(a.inflight) == 0 {
 		return
 	}
-	t := time.NewTimer(flushWait)
-	defer t.Stop()
+	deadline := time.Now().Add(flushWait)
 	for len(a.inflight) > 0 {
-		select {
-		case res := <-a.inflight[0].done:
-			a.finishInflight(ctx, res, false)
-		case <-t.C:
-			a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
-			for _, b := range a.inflight {
-				a.failBatch(b, codeWriteFailed)
+		b := a.inflight[0]
+		if b.res == nil {
+			v, ok := b.reply.Wait(time.Until(deadline))
+			if !ok {
+				a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+				for _, b := range a.inflight {
+					a.failBatch(b, codeWriteFailed)
+				}
+				a.inflight = nil
+				return
 			}
-			a.inflight = nil
+			b.res = appended(v)
 		}
+		a.finishInflight(ctx, *b.res, false)
 	}
 }
 

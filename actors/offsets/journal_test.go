@@ -827,6 +827,60 @@ func TestJournalPanicRestart(t *testing.T) {
 	})
 }
 
+// appendPanic makes the journal panic on the nth Append of key it takes from now on
+// (actor.Faults).
+type appendPanic struct {
+	key  string
+	n    int32
+	seen atomic.Int32
+}
+
+func (p *appendPanic) Receive(_ actor.Actor, msg any) bool {
+	a, ok := msg.(*journal.Append)
+	return ok && a.Key == p.key && p.seen.Add(1) == p.n
+}
+
+func (p *appendPanic) Timer(_ any, d time.Duration) (time.Duration, bool) { return d, false }
+
+// TestJournalCrashAnswerOvertakes: the journal panics taking a group's second Append
+// while the first still waits in its queue, so the answer to the second (a failed
+// write, from the actor layer) comes ahead of the first's. The offsets actor answers
+// both batches in order, the first durable and the second failed, and goes on. (It took
+// answers only in order and dropped the early one: the second batch then waited for
+// ever, and every later commit of the group behind it.)
+func TestJournalCrashAnswerOvertakes(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	other := j.spawn("other")
+	_, gates := j.hookSegments(nil, 1)
+	held := j.commitToW(other, entry("o", 0, 1))
+	<-gates[0].entered
+	// The journal is in other's fsync: g's two batches wait in its mailbox.
+	defer actor.SetFaults(&appendPanic{key: "g", n: 2})()
+	first := j.commitW(entry("t", 0, 1))
+	j.fetch() // by the second answer, the batch has gone to the journal
+	j.fetch()
+	second := j.commitW(entry("t", 1, 2))
+	j.fetch()
+	j.fetch()
+	gates[0].open()
+	if got := wait[*CommitResult](t, held).Codes; !codesOK(got) {
+		t.Fatalf("other's commit %v", got)
+	}
+	if got := wait[*CommitResult](t, first).Codes; !codesOK(got) {
+		t.Fatalf("first commit %v", got)
+	}
+	if got := wait[*CommitResult](t, second).Codes; got[0] != kerr.NotCoordinator.Code {
+		t.Fatalf("commit whose Append the journal panicked on answered %v, want NOT_COORDINATOR", got)
+	}
+	if got := j.commit(entry("t", 2, 3)); !codesOK(got) {
+		t.Fatalf("commit after the panic %v", got)
+	}
+	f := j.fetch()
+	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 || f.Offsets[TopicPartition{"t", 2}].Offset != 3 {
+		t.Fatalf("fetch after the panic %+v", f.Offsets)
+	}
+}
+
 // TestJournalMetaOnCheckpoint: a SaveMeta with members goes through the journal and the
 // checkpoint writes a version-2 file; the meta reads back as sent.
 func TestJournalMetaOnCheckpoint(t *testing.T) {
@@ -849,8 +903,8 @@ func TestJournalMetaOnCheckpoint(t *testing.T) {
 }
 
 // TestJournalPanicAnswersBatch: a panic in the journal's flush (here: in the segment
-// write) must answer the batch it was writing, and the restarted journal must go on
-// after the records it has made durable, never over them.
+// write) must answer the batch it was writing, and the journal, which resumes rather
+// than restarts, must go on after the records it has made durable, never over them.
 func TestJournalPanicAnswersBatch(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptNever)
 	g2 := j.spawn("g2")
@@ -870,7 +924,7 @@ func TestJournalPanicAnswersBatch(t *testing.T) {
 	} else if r, _ := v.(*CommitResult); r == nil || r.Codes[0] != kerr.NotCoordinator.Code {
 		t.Errorf("commit during the journal's panic answered %+v, want NOT_COORDINATOR", v)
 	}
-	// Another group's commit goes to the restarted journal.
+	// Another group's commit goes to the journal after its panic.
 	if got := j.commitTo(g2, entry("x", 0, 1)); !codesOK(got) {
 		t.Fatal(got)
 	}

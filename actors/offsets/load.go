@@ -65,6 +65,9 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 		msg := a.stash[0]
 		a.stash[0] = nil
 		a.stash = a.stash[1:]
+		if r, ok := msg.(actor.Request); ok {
+			actor.Handling(ctx, r) // a panic in its handler answers it
+		}
 		a.handle(ctx, msg)
 	}
 	a.stash = nil // the array would keep the requests that waited for the load

@@ -9,7 +9,8 @@ import (
 // This file is the contract between the offsets actor and its parent, the group actor.
 // Every request carries a Promise; the offsets actor resolves it exactly once with the
 // result type named in the request's doc line (never a false success: a value is resolved
-// only after the write that holds it is on disk, or with an error code).
+// only after the write that holds it is on disk, or with an error code). A request the
+// actor panics on before it queued it is answered with codeCrashed (AnswerCrash).
 
 // TopicPartition names one partition.
 type TopicPartition struct {
@@ -161,3 +162,15 @@ type ExpiryRule struct {
 type Result struct {
 	ErrorCode int16
 }
+
+// AnswerCrash answers a request of an offsets actor that panicked holding it
+// (actor.Request) with codeCrashed, in its result type.
+func (m *Commit) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }
+func (m *Fetch) AnswerCrash(*actor.Crashed)      { fail(queued{msg: m}, codeCrashed) }
+func (m *Delete) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }
+func (m *DeleteAll) AnswerCrash(*actor.Crashed)  { fail(queued{msg: m}, codeCrashed) }
+func (m *DropTopics) AnswerCrash(*actor.Crashed) { fail(queued{msg: m}, codeCrashed) }
+func (m *SaveMeta) AnswerCrash(*actor.Crashed)   { fail(queued{msg: m}, codeCrashed) }
+func (m *Flush) AnswerCrash(*actor.Crashed)      { fail(queued{msg: m}, codeCrashed) }
+func (m *Stat) AnswerCrash(*actor.Crashed)       { fail(queued{msg: m}, codeCrashed) }
+func (m *Expire) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }

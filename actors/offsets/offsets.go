@@ -170,7 +170,6 @@ type offsetsActor struct {
 
 	queue       []queued
 	flushQueued bool
-	took        bool // this turn's request was stashed or handed to its handler (answerUntaken)
 
 	// The batches appended to the journal (journal.go) and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
@@ -224,9 +223,11 @@ func limited(l **logs.Limiter) *logs.Limiter {
 	return *l
 }
 
+// Receive: lifecycle, then events, then requests. A panic answers the request the turn
+// holds with codeCrashed (the actor layer, AnswerCrash); one already stashed or queued
+// is handed on (actor.HandedOn) and answered by Restarting, or by Stopping with its
+// write's outcome.
 func (a *offsetsActor) Receive(ctx actor.Context) {
-	a.took = false
-	defer a.answerUntaken(ctx)
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -259,48 +260,33 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.flushQueued = false
 		a.flush(ctx)
 	default:
-		a.took = true // from here the stash or the handler's guard answers a panic
 		if a.claiming {
 			a.stash = append(a.stash, msg)
+			actor.HandedOn(ctx)
 			return
 		}
 		a.handle(ctx, msg)
 	}
 }
 
-// answerUntaken answers the request of a Receive that panicked before it was stashed
-// or handled (protoactor drops the message a panic came from, and its group would wait
-// for the answer), then lets the panic go on to the supervisor.
-func (a *offsetsActor) answerUntaken(ctx actor.Context) {
-	if a.took {
-		return
-	}
-	r := recover()
-	if r == nil {
-		return
-	}
+// Panicked logs a panic of the actor with its stack (actor.PanicHandler); its group
+// actor restarts it.
+func (a *offsetsActor) Panicked(_ actor.Context, r any) {
 	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
-	fail(queued{msg: ctx.Message()}, codeCrashed)
-	panic(r)
 }
 
 // handle serves one request.
 func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *Commit:
-		defer a.answerOnPanic(m)
 		a.handleCommit(ctx, m)
 	case *Fetch:
-		defer a.answerOnPanic(m)
 		a.handleFetch(m)
 	case *Stat:
-		defer a.answerOnPanic(m)
 		a.handleStat(m)
 	case *Delete, *DeleteAll, *DropTopics, *SaveMeta, *Expire:
-		defer a.answerOnPanic(m)
 		a.handleChange(ctx, m)
 	case *Flush:
-		defer a.answerOnPanic(m)
 		a.flushSync(ctx)
 		m.Reply.Resolve(&Result{})
 	}
@@ -345,21 +331,6 @@ func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}
-}
-
-// answerOnPanic answers the request being handled when the handler panics, then lets
-// the panic go on to the supervisor (which restarts the actor). A request already queued
-// is left to onRestarting.
-func (a *offsetsActor) answerOnPanic(msg any) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
-	if n := len(a.queue); n == 0 || a.queue[n-1].msg != msg {
-		fail(queued{msg: msg}, codeCrashed)
-	}
-	panic(r)
 }
 
 // utf16Len is the length of s as Java's String.length() counts it.

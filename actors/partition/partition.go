@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,8 +110,11 @@ func PartitionProps(cfg PartitionConfig) *actor.Props {
 	return actor.PropsOf(func() actor.Actor { return &partitionActor{cfg: cfg} })
 }
 
+// Receive: lifecycle, then requests, then events. A panic answers the request the turn
+// holds with NOT_LEADER_OR_FOLLOWER (the actor layer: AnswerCrash) and the manager
+// restarts the actor; an append already waiting for its fsync is handed on
+// (actor.HandedOn) and answered by Restarting, or by Stopping with its outcome.
 func (p *partitionActor) Receive(ctx actor.Context) {
-	defer p.answerOnPanic(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.onStarted(ctx)
@@ -478,6 +480,7 @@ func (p *partitionActor) ack(ctx actor.Context, end int64, resp *Produced, reply
 		return
 	}
 	p.pending = append(p.pending, pendingAck{end: end, resp: resp, reply: reply})
+	actor.HandedOn(ctx)
 	if !p.syncing {
 		p.startSync(ctx)
 	}
@@ -810,29 +813,4 @@ func (p *partitionActor) unlockLeader() {
 		p.leaderLock.Close()
 		p.leaderLock = nil
 	}
-}
-
-// answerOnPanic answers the request being handled when Receive panics, then lets the
-// panic go on to the manager, which restarts the actor: protoactor drops the message a
-// panic came from, and a read left unanswered holds its Fetch until the fetcher abandons
-// it (max wait + 10 s), past the client's timeout. Appends already waiting for their
-// fsync are answered by onRestarting.
-func (p *partitionActor) answerOnPanic(ctx actor.Context) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	switch m := ctx.Message().(type) {
-	case *readLog:
-		m.reply.Resolve(&Fetched{ErrorCode: kerr.NotLeaderForPartition.Code, HighWatermark: -1, LogStartOffset: -1})
-	case *appendBatch:
-		if !slices.ContainsFunc(p.pending, func(w pendingAck) bool { return w.reply.ID() == m.reply.ID() }) {
-			m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
-		}
-	case *listOffset:
-		m.reply.Resolve(&Listed{ErrorCode: kerr.NotLeaderForPartition.Code, Offset: -1, Timestamp: -1, LeaderEpoch: -1})
-	case *epochEndOf:
-		m.reply.Resolve(&EpochEnd{ErrorCode: kerr.NotLeaderForPartition.Code, LeaderEpoch: -1, EndOffset: -1})
-	}
-	panic(r)
 }

@@ -1,10 +1,17 @@
 package partition
 
-import "kaas/actors/actor"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+)
 
 // Messages of the partition actor. Its only senders are the topics manager's short-lived
 // request actors (collect, fetcher); every request carries a Promise that the partition
-// resolves exactly once, on every path, stop and restart included.
+// resolves exactly once, on every path, stop and restart included. A request the actor
+// panics on is answered NOT_LEADER_OR_FOLLOWER (AnswerCrash): the client refreshes its
+// metadata and retries, and a read left unanswered would hold its Fetch until the
+// fetcher abandons it (max wait + 10 s), past the client's timeout.
 
 // appendBatch appends one producer batch. Reply: *Produced, once the batch is durable
 // (log.flush.interval.messages=1) or at once.
@@ -100,4 +107,23 @@ type epochOpened struct {
 	topic     string
 	partition int32
 	epoch     int32
+}
+
+// crashCode answers the requests of a partition actor that panicked.
+var crashCode = kerr.NotLeaderForPartition.Code
+
+func (m *appendBatch) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&Produced{ErrorCode: crashCode, BaseOffset: -1, LogStartOffset: -1})
+}
+
+func (m *readLog) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&Fetched{ErrorCode: crashCode, HighWatermark: -1, LogStartOffset: -1})
+}
+
+func (m *listOffset) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&Listed{ErrorCode: crashCode, Offset: -1, Timestamp: -1, LeaderEpoch: -1})
+}
+
+func (m *epochEndOf) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&EpochEnd{ErrorCode: crashCode, LeaderEpoch: -1, EndOffset: -1})
 }
