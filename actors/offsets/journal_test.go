@@ -851,6 +851,10 @@ func (p *appendPanic) Timer(_ any, d time.Duration) (time.Duration, bool) { retu
 func TestJournalCrashAnswerOvertakes(t *testing.T) {
 	j := newJournalHarness(t, "g", ckptNever)
 	other := j.spawn("other")
+	// Both groups have their journal Claims answered before the journal is held, so
+	// neither awaits its start-up while the fsync below is held.
+	j.fetch()
+	j.fetchFrom(other)
 	_, gates := j.hookSegments(nil, 1)
 	held := j.commitToW(other, entry("o", 0, 1))
 	<-gates[0].entered
