@@ -19,6 +19,7 @@ import (
 	"kaas/registry"
 	"kaas/registry/kube"
 	"kaas/storage"
+	"kaas/watchdog"
 )
 
 // clusterSide is what a broker of a cluster runs beside its actors: the registry
@@ -54,6 +55,28 @@ func (b *Broker) startFence() error {
 	}
 	b.cluster = &clusterSide{fence: f}
 	return nil
+}
+
+// startWatchdog starts the process that ends this broker's client connections if it
+// stops running past its lease (package watchdog). A broker alone has no lease, and one
+// whose watchdog cannot start runs without it, saying so.
+func (b *Broker) startWatchdog() {
+	if b.cluster == nil || !b.cfg.PauseWatchdog {
+		return
+	}
+	w, err := watchdog.Start(watchdog.Config{
+		Interval: b.cfg.LeaseRenew / 2,
+		// A running broker renews every LeaseRenew; silence for two of them, with the
+		// lease ended, is a broker that does not run.
+		Stale:    2 * b.cfg.LeaseRenew,
+		LeaseEnd: b.cluster.fence.ValidUntil,
+		Log:      b.log,
+	})
+	if err != nil {
+		b.log.Error().Err(err).Msg("pause_watchdog_unavailable")
+		return
+	}
+	b.watchdog = w
 }
 
 // startKubeFence takes this broker's Lease in the Service's namespace.
