@@ -3,7 +3,9 @@ package watchdog
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -89,9 +91,12 @@ func watch(fd int, stale time.Duration, log zerolog.Logger) int {
 		}
 		if !fired && leaseEnd != 0 && now >= leaseEnd && now-lastBeat >= stale.Nanoseconds() {
 			fired = true
+			// Oldest first: the listener, then its connections in the order they were
+			// accepted. The peers' held connections (registry) are among the oldest, so
+			// peers mostly see the end before a client that asks them for Metadata.
 			shut := 0
-			for _, f := range held {
-				if unix.Shutdown(f, unix.SHUT_RDWR) == nil {
+			for _, id := range slices.Sorted(maps.Keys(held)) {
+				if unix.Shutdown(held[id], unix.SHUT_RDWR) == nil {
 					shut++
 				}
 			}
