@@ -297,7 +297,6 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 	}
 }
 
-// owns is the groups manager's Owns in a cluster (nil: a broker alone).
 // dropTombstones, in a cluster, removes the tombstones older than the retention sweep's
 // bound of the deleted groups this broker serves (single broker: nil, none are written).
 func (b *Broker) dropTombstones(fsys storage.FS, dir string) func(time.Time) (int, error) {
@@ -308,6 +307,8 @@ func (b *Broker) dropTombstones(fsys storage.FS, dir string) func(time.Time) (in
 	return func(before time.Time) (int, error) { return offsets.DropTombstones(fsys, dir, before, owns) }
 }
 
+// owns is the groups manager's Owns in a cluster: whether this broker coordinates a
+// group in the ownership controller's state in force (nil: a broker alone).
 func (b *Broker) owns() func(string) bool {
 	if b.cluster == nil {
 		return nil
