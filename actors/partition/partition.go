@@ -103,6 +103,9 @@ type partitionActor struct {
 	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
 
 	stopRetention actor.Cancel
+	// parked are the produces held while the lock is awaited (park.go).
+	parked      []parkedAppend
+	parkedBytes int
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -144,6 +147,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		switch {
 		case p.plog == nil && p.broken == nil:
 			p.takeLock(ctx)
+			p.unpark(ctx)
 		case p.plog != nil && p.lockBroken && p.leaderLock == nil:
 			p.retakeLock(ctx)
 		}
@@ -367,6 +371,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		}
 	}
 	p.pending = nil
+	p.answerParked()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -385,6 +390,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
 	p.pending = nil
+	p.answerParked()
 	p.releaseWatchers(ctx, false)
 	if p.plog != nil {
 		p.plog.Close()
@@ -423,7 +429,9 @@ func (p *partitionActor) closedCode() int16 {
 
 func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	if p.plog == nil {
-		m.reply.Resolve(p.storageError())
+		if !p.park(ctx, m) {
+			m.reply.Resolve(p.storageError())
+		}
 		return
 	}
 	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
