@@ -70,7 +70,10 @@ func (b *Broker) startWatchdog() {
 		// lease ended, is a broker that does not run.
 		Stale:    2 * b.cfg.LeaseRenew,
 		LeaseEnd: b.cluster.fence.ValidUntil,
-		Log:      b.log,
+		// ValidUntil ends a tenth of the lease early (both fences); a peer looks at the
+		// lease every renewal interval.
+		Grace: b.cfg.LeaseDuration/10 + b.cfg.LeaseRenew,
+		Log:   b.log,
 	})
 	if err != nil {
 		b.log.Error().Err(err).Msg("pause_watchdog_unavailable")

@@ -69,7 +69,11 @@ type Config struct {
 	// LeaseEnd is the end of this broker's lease on its own clock (fence.ValidUntil);
 	// the zero time while none is held.
 	LeaseEnd func() time.Time
-	Log      zerolog.Logger
+	// Grace is added to LeaseEnd: the time the peers take to see the lease lapsed
+	// (ValidUntil's margin, and one check of theirs). Cut then, a client asks peers
+	// that already route around this broker, not ones about to.
+	Grace time.Duration
+	Log   zerolog.Logger
 }
 
 // Watchdog is the broker's side of its watchdog process.
@@ -176,7 +180,7 @@ func (w *Watchdog) beat() {
 	}
 	var end int64
 	if until := w.cfg.LeaseEnd(); !until.IsZero() {
-		end = monoNow() + int64(time.Until(until))
+		end = monoNow() + int64(time.Until(until)+w.cfg.Grace)
 	}
 	w.send(msg{kind: msgBeat, a: end, fd: -1})
 }

@@ -154,6 +154,8 @@ type ledger struct {
 	// commitAcked is, per partition, the highest offset an OffsetCommit was acknowledged
 	// for.
 	commitAcked map[int32]int64
+	// consumedAt is, per partition, the highest offset the group consumed.
+	consumedAt map[int32]int64
 }
 
 func (l *ledger) commitAck(p int32, at int64) {
@@ -185,10 +187,27 @@ func (l *ledger) maxAcked(p int32) int64 {
 	return most
 }
 
-func (l *ledger) consume(v string) {
+func (l *ledger) consume(r *kgo.Record) {
 	l.mu.Lock()
-	l.consumed[v] = true
+	l.consumed[string(r.Value)] = true
+	if at, ok := l.consumedAt[r.Partition]; !ok || r.Offset > at {
+		l.consumedAt[r.Partition] = r.Offset
+	}
 	l.mu.Unlock()
+}
+
+// lastConsumed is the highest offset consumed of every partition (-1: none yet).
+func (l *ledger) lastConsumed() map[int32]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int32]int64{}
+	for p := int32(0); p < parts; p++ {
+		out[p] = -1
+		if at, ok := l.consumedAt[p]; ok {
+			out[p] = at
+		}
+	}
+	return out
 }
 
 func (l *ledger) counts() (int, int) {
@@ -274,7 +293,7 @@ const (
 )
 
 func (f fault) String() string {
-	return [...]string{"kill -9 the coordinator", "kill -9 a partition leader", "pause a broker past its lease"}[f]
+	return [...]string{"kill -9 the coordinator", "kill -9 a partition leader", "pause the coordinator past its lease"}[f]
 }
 
 func runClusterChaos(t *testing.T, seed uint64, inject bool) {
@@ -304,7 +323,8 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l := &ledger{acked: map[string]string{}, consumed: map[string]bool{}, committed: map[int32]int64{}, commitAcked: map[int32]int64{}}
+	l := &ledger{acked: map[string]string{}, consumed: map[string]bool{}, committed: map[int32]int64{}, commitAcked: map[int32]int64{},
+		consumedAt: map[int32]int64{}}
 
 	// The producer: acks=all, idempotent, values 0, 1, 2, ...
 	prodCtx, stopProd := context.WithCancel(ctx)
@@ -314,10 +334,7 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 		defer prodWG.Done()
 		prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.RecordDeliveryTimeout(90*time.Second),
-			// A paused broker still accepts connections: a produce to it is given up on
-			// (and retried on the partition's new leader) after 5 s, not kgo's 20 s.
-			kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second))
+			kgo.RecordDeliveryTimeout(90*time.Second))
 		if err != nil {
 			t.Error(err)
 			return
@@ -349,8 +366,7 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 		go func() {
 			defer wg.Done()
 			cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-				kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(time.Second))
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 			if err != nil {
 				t.Error(err)
 				return
@@ -361,7 +377,7 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			members.Unlock()
 			for consCtx.Err() == nil {
 				fs := cl.PollFetches(consCtx)
-				fs.EachRecord(func(r *kgo.Record) { l.consume(string(r.Value)) })
+				fs.EachRecord(l.consume)
 				cl.CommitOffsetsSync(consCtx, cl.UncommittedOffsets(), func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 					if err != nil {
 						if consCtx.Err() == nil {
@@ -501,15 +517,48 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			c.start(int(leader))
 			progress("after the leader's restart", 300)
 		case pauseBroker:
-			paused := rng.Int32N(brokers)
+			// The group's coordinator, which also leads partitions, with the clients'
+			// default settings: its watchdog ends its connections once its lease has
+			// ended, as a kill would, and the group goes on on the peers that adopt it.
+			gen := settle()
+			paused, err := coordinatorOf(ctx, admCl)
+			if err != nil {
+				t.Fatal(err)
+			}
 			led := map[int32]int64{} // the partitions it leads, and their last acknowledged offset
 			for p := int32(0); p < parts; p++ {
 				if ld, err := leaderOf(ctx, adm, p); err == nil && ld == paused {
 					led[p] = l.maxAcked(p)
 				}
 			}
-			t.Logf("pausing broker %d (leader of partitions %v)", paused, slices.Sorted(maps.Keys(led)))
+			t.Logf("pausing coordinator %d (leader of partitions %v, generation %d)", paused, slices.Sorted(maps.Keys(led)), gen)
+			before := l.lastConsumed()
 			c.procs[paused].Pause()
+			pausedAt := time.Now()
+			// Consumption resumes on every partition, those it led included, within the
+			// lease and 5 s (Done-when of the pause; lease.duration.ms is 3 s here).
+			const resumeWithin = 3*time.Second + 5*time.Second
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				now, behind := l.lastConsumed(), []int32{}
+				for p := int32(0); p < parts; p++ {
+					if now[p] <= before[p] {
+						behind = append(behind, p)
+					}
+				}
+				if len(behind) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("partitions %v consumed nothing in 60 s of coordinator %d's pause", behind, paused)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			took := time.Since(pausedAt)
+			t.Logf("every partition consumed again %v after the pause", took.Round(time.Millisecond))
+			if took > resumeWithin && !inject {
+				t.Errorf("consumption resumed on every partition %v after the coordinator's pause, want within %v", took.Round(time.Millisecond), resumeWithin)
+			}
 			// The fault lasts until the others have seen its lease lapse (their published
 			// views leave it out) and have taken its partitions over: its groups move, and
 			// so do its partitions, whose locks the new leaders break (a paused process
@@ -517,7 +566,7 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			// docs/architecture.md, fencing). Resumed, it must find itself fenced before it
 			// writes: what it had in flight is checked with everything else below.
 			other := (paused + 1) % brokers
-			deadline := time.Now().Add(30 * time.Second)
+			deadline = time.Now().Add(30 * time.Second)
 			for viewHas(t, c.dir, other, paused) {
 				if time.Now().After(deadline) {
 					t.Fatalf("broker %d still routes to paused broker %d", other, paused)
@@ -532,6 +581,10 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
+			}
+			// No rebalance: the members kept their generation through the move.
+			if g := generation(); g != gen && !inject {
+				t.Errorf("generation %d after the coordinator's pause, want %d (no rebalance)", g, gen)
 			}
 			c.procs[paused].Resume()
 			progress("after the pause", 300)
