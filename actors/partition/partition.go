@@ -41,10 +41,9 @@ type PartitionConfig struct {
 	// leader-epoch file.
 	NodeID int32
 
-	MaxMessageBytes int32
-	SegmentBytes    int64
-	RetentionMS     int64 // <0: forever
-	RetentionBytes  int64 // <0: no limit
+	SegmentBytes   int64
+	RetentionMS    int64 // <0: forever
+	RetentionBytes int64 // <0: no limit
 	// FlushMessages is log.flush.interval.messages: 1 makes every acknowledged produce
 	// durable first (appends queued behind an fsync share the next one); N>1
 	// acknowledges at once and fsyncs every N batches in the background.
@@ -426,13 +425,9 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		m.reply.Resolve(p.storageError())
 		return
 	}
-	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
-	if perr != nil {
-		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
-		p.logRejected(perr, len(m.records))
-		m.reply.Resolve(&Produced{ErrorCode: perr.code, ErrorMessage: perr.msg, BaseOffset: -1, LogStartOffset: -1})
-		return
-	}
+	// Validated by the sender (validated.go); only what needs the partition's state is
+	// checked here.
+	h, records := m.batch.h, m.batch.records
 	neverWritten := p.plog.EndOffset() == 0
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
 	switch {
@@ -450,7 +445,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
-	base, err := p.plog.append(m.records, &h, p.epoch)
+	base, err := p.plog.append(records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
 		p.log.Error().Err(err).Msg("partition_append_failed")
@@ -458,7 +453,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	p.producers.record(&h)
-	p.cfg.Metrics.appended(len(m.records))
+	p.cfg.Metrics.appended(len(records))
 	if a := p.plog.active().base; a > p.durable {
 		p.durable = a // a roll synced every older segment
 	}

@@ -13,11 +13,11 @@ import (
 // metadata and retries, and a read left unanswered would hold its Fetch until the
 // fetcher abandons it (max wait + 10 s), past the client's timeout.
 
-// appendBatch appends one producer batch. Reply: *Produced, once the batch is durable
-// (log.flush.interval.messages=1) or at once.
+// appendBatch appends one producer batch, validated by its sender (Route.ValidateBatch).
+// Reply: *Produced, once the batch is durable (log.flush.interval.messages=1) or at once.
 type appendBatch struct {
-	records []byte
-	reply   actor.Promise
+	batch *Batch
+	reply actor.Promise
 }
 
 // Produced is the outcome of one partition of a Produce.

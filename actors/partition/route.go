@@ -153,15 +153,22 @@ func (m *manager) handleProduce(ctx actor.Context, pr *Produce) {
 	for i, t := range pr.Topics {
 		sizes[i] = len(t.Partitions)
 		for _, p := range t.Partitions {
-			_, pid, code := m.lookup(t.Name, t.ID, p.Partition)
-			records := p.Records
-			asks = append(asks, ask{to: pid, msg: func(reply actor.Promise) any {
-				return &appendBatch{records: records, reply: reply}
-			}})
+			ts, pid, code := m.lookup(t.Name, t.ID, p.Partition)
 			var preset any
-			if pid == nil {
+			var batch *Batch
+			if pid != nil {
+				// Validated before it reaches the partition, as a connection does.
+				route := Route{PID: pid, Topic: ts.meta.Name, partition: p.Partition,
+					maxMessageBytes: m.maxMessageBytes(ts.meta), met: m.cfg.Metrics, log: m.cfg.Log}
+				if batch, preset = route.ValidateBatch(p.Records); batch == nil {
+					pid = nil
+				}
+			} else {
 				preset = &Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1}
 			}
+			asks = append(asks, ask{to: pid, msg: func(reply actor.Promise) any {
+				return &appendBatch{batch: batch, reply: reply}
+			}})
 			results = append(results, preset)
 		}
 	}
