@@ -126,7 +126,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *appendBatch:
 		p.handleAppend(ctx, m)
 	case *readLog:
-		m.reply.Resolve(p.read(m))
+		m.reply.Resolve(p.read(ctx, m))
 	case *watch:
 		p.handleWatch(ctx, m)
 	case *unwatch:
@@ -135,6 +135,10 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		m.reply.Resolve(p.listOffset(m))
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
+	case *corruptRead:
+		if p.plog != nil {
+			p.plog.onCorruptRead(m)
+		}
 	case *syncDone:
 		p.onSyncDone(ctx, m)
 	case *retentionTick:
@@ -577,7 +581,9 @@ func (p *partitionActor) checkEpoch(current int32) int16 {
 	return kerr.FencedLeaderEpoch.Code
 }
 
-func (p *partitionActor) read(m *readLog) *Fetched {
+// read answers a fetch's read: a *Fetched when it is settled here (an error, nothing to
+// read), else a *readPlan the fetch reads itself, off this mailbox (readplan.go).
+func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 	if p.plog == nil {
 		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LogStartOffset: -1}
 	}
@@ -593,7 +599,7 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		out.ErrorCode = kerr.OffsetOutOfRange.Code
 		return out
 	}
-	recs, err := p.plog.read(m.offset, hw, m.maxBytes, m.minOne)
+	plan, err := p.plog.planRead(m.offset, hw, m.maxBytes, m.minOne)
 	if errors.Is(err, errCorruptRange) {
 		// Reported once when found; the consumer retries until an operator restores
 		// the segment (docs/data-path.md).
@@ -606,9 +612,14 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		out.ErrorCode = kerr.KafkaStorageError.Code
 		return out
 	}
-	out.Records = recs
-	p.cfg.Metrics.fetched(len(recs))
-	return out
+	if plan == nil {
+		return out
+	}
+	plan.out = *out
+	plan.partition = ctx.Self()
+	plan.met = p.cfg.Metrics
+	plan.log = p.log
+	return plan
 }
 
 func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {

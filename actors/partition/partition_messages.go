@@ -28,7 +28,9 @@ type Produced struct {
 	LogStartOffset int64
 }
 
-// readLog reads from offset. Reply: *Fetched.
+// readLog reads from offset. Reply: *Fetched when the answer is known at once (an
+// error, nothing to read), else a *readPlan for the fetch to read (readplan.go), whose
+// file it holds until run.
 type readLog struct {
 	offset       int64
 	maxBytes     int32
