@@ -157,3 +157,25 @@ func TestPartitionAnswersWhileAReadIsOutstanding(t *testing.T) {
 		t.Fatalf("plan served from %d, %d bytes of %d, high watermark %d", h.BaseOffset, len(recs), h.Size(), plan.out.HighWatermark)
 	}
 }
+
+// TestUnclaimedPlanLetsTheFileGo: a plan whose fetch ended before it came (the
+// connection finds no fetch for it) lets its pin go, so a segment that let its file go
+// meanwhile has it closed.
+func TestUnclaimedPlanLetsTheFileGo(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), 1<<20)
+	defer l.closeFiles()
+	appendN(t, l, 2, 1, 0)
+	plan, err := l.planRead(0, l.EndOffset(), 1<<20, true)
+	if err != nil || plan == nil {
+		t.Fatalf("plan: %v %v", plan, err)
+	}
+	f := plan.hold.file.f
+	l.closeIdle(true)
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("file closed under an outstanding plan: %v", err)
+	}
+	Unclaimed(&actor.Settled{Value: plan})
+	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("file left open after its plan was dropped: %v", err)
+	}
+}
