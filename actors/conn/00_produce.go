@@ -40,12 +40,12 @@ func handleProduce(c *Call) {
 	producePartitions(c, req)
 }
 
-// producePartitions sends each partition its batch, in request order, from the connection
-// (route.go), with the catalogue's codes for partitions it does not name:
-// UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (in a cluster, once the topics manager
-// has read the catalogue again: unknownHere), NOT_LEADER_OR_FOLLOWER for a partition led
-// elsewhere; REQUEST_TIMED_OUT for a partition that does not answer within the request's
-// timeout or stops first.
+// producePartitions validates each partition's batch and sends it to its partition, in
+// request order, from the connection (route.go), with the catalogue's codes for
+// partitions it does not name: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (in a cluster,
+// once the topics manager has read the catalogue again: unknownHere),
+// NOT_LEADER_OR_FOLLOWER for a partition led elsewhere; REQUEST_TIMED_OUT for a
+// partition that does not answer within the request's timeout or stops first.
 func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 	routes := c.Env.Catalog.Routes()
 	if req.Acks == 0 {
@@ -53,7 +53,9 @@ func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				if r := routes.Find(t.Topic, t.TopicID, p.Partition); r.PID != nil {
-					c.conn.ctx.Send(r.PID, partition.AppendMessage(p.Records, actor.Promise{}))
+					if batch, _ := r.ValidateBatch(p.Records); batch != nil {
+						c.conn.ctx.Send(r.PID, partition.AppendMessage(batch, actor.Promise{}))
+					}
 				}
 			}
 		}
@@ -84,8 +86,14 @@ func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 			case r.PID == nil:
 				g.results[i] = &partition.Produced{ErrorCode: r.Code, BaseOffset: -1, LogStartOffset: -1}
 			default:
-				records := p.Records
-				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.AppendMessage(records, reply) })
+				// Validated here, in the connection's turn, so that the partition's
+				// turn holds only the append.
+				batch, refused := r.ValidateBatch(p.Records)
+				if refused != nil {
+					g.results[i] = refused
+					break
+				}
+				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.AppendMessage(batch, reply) })
 			}
 			i++
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/actors/partition"
 	"kaas/metrics"
 )
 
@@ -78,7 +79,9 @@ func (a *connActor) await(c *Call, convert func(any) kmsg.Response) actor.Promis
 func (a *connActor) onSettled(m *actor.Settled) {
 	p, ok := a.awaiting.Take(m)
 	if !ok {
-		a.offerFetches(m)
+		if !a.offerFetches(m) {
+			partition.Unclaimed(m) // a late read of a fetch already answered
+		}
 		return
 	}
 	if p.g != nil {

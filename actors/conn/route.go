@@ -182,13 +182,15 @@ func (a *connActor) WatchPartition(pid *actor.PID) { a.watchPartition(pid) }
 // FetchDone is partition.FetchHost's.
 func (a *connActor) FetchDone(run *partition.FetchRun) { delete(a.fetches, run) }
 
-// offerFetches hands msg to the fetches being served until one takes it.
-func (a *connActor) offerFetches(msg any) {
+// offerFetches hands msg to the fetches being served until one takes it; false when
+// none did.
+func (a *connActor) offerFetches(msg any) bool {
 	for run := range a.fetches {
 		if run.Offer(a.ctx, msg) {
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // stopGathers drops every gather, fetch and watch of a stopping connection.

@@ -121,14 +121,28 @@ func (h *harness) sendAppend(topic string, part int32, batch []byte) *actor.Wait
 		h.t.Fatalf("no partition actor for %s-%d: %s", topic, part, kerr.ErrorForCode(r.Code))
 	}
 	w := h.sys.NewWaiter()
-	h.sys.Send(h.client, &askPartition{to: r.PID, msg: func(p actor.Promise) any { return AppendMessage(batch, p) },
+	b, refused := r.ValidateBatch(batch) // as the connection does
+	if refused != nil {
+		w.Promise.Resolve(refused)
+		return w
+	}
+	h.sys.Send(h.client, &askPartition{to: r.PID, msg: func(p actor.Promise) any { return AppendMessage(b, p) },
 		missing: &Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1}, timeout: ProduceTimeout(0), reply: w.Promise})
 	return w
 }
 
 func (h *harness) produce(topic string, part int32, batch []byte) *Produced {
 	h.t.Helper()
-	return h.ask(topic, part, ProduceTimeout(0), func(p actor.Promise) any { return AppendMessage(batch, p) },
+	// Validated as the connection does, before the batch reaches the partition.
+	if r := h.cfg.Catalog.Routes().Find(topic, TopicID{}, part); r.PID != nil {
+		b, refused := r.ValidateBatch(batch)
+		if refused != nil {
+			return refused
+		}
+		return h.ask(topic, part, ProduceTimeout(0), func(p actor.Promise) any { return AppendMessage(b, p) },
+			func(code int16) any { return &Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1} }).(*Produced)
+	}
+	return h.ask(topic, part, ProduceTimeout(0), func(p actor.Promise) any { return nil },
 		func(code int16) any { return &Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1} }).(*Produced)
 }
 

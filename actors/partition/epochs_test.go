@@ -272,10 +272,14 @@ func TestFencedPartitionAcknowledgesNothingAtStop(t *testing.T) {
 	var open atomic.Bool
 	open.Store(true)
 	sys := actor.NewSystem(zerolog.Nop())
-	pid := sys.Spawn(PartitionProps(PartitionConfig{Dir: t.TempDir(), Topic: "t", MaxMessageBytes: 1 << 20,
+	pid := sys.Spawn(PartitionProps(PartitionConfig{Dir: t.TempDir(), Topic: "t",
 		SegmentBytes: 1 << 30, FlushMessages: 1, Log: zerolog.Nop(), FS: fsys, Gate: open.Load}))
 	w := sys.NewWaiter()
-	sys.Send(pid, AppendMessage(testBatch(-1, -1, -1, 1, 0, []byte("b")), w.Promise))
+	batch, perr := validateBatch(testBatch(-1, -1, -1, 1, 0, []byte("b")), 1<<20)
+	if perr != nil {
+		t.Fatal(perr.msg)
+	}
+	sys.Send(pid, AppendMessage(batch, w.Promise))
 	<-entered         // written, its fsync in flight
 	open.Store(false) // the lease is lost; the ownership controller stops the partition
 	stopped := make(chan error, 1)

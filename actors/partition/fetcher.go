@@ -114,10 +114,17 @@ func (f *fetcher) readAll(ctx actor.Context) {
 func (f *fetcher) onRead(ctx actor.Context, m *actor.Settled) {
 	i, ok := f.ids[m.ID]
 	if !ok {
+		dropRead(m.Value)
 		return
 	}
 	delete(f.ids, m.ID)
-	f.slots[i].res = m.Value.(*Fetched)
+	if plan, ok := m.Value.(*readPlan); ok {
+		// The partition planned the read; it is done here, in this turn, so that
+		// the partition's mailbox never waits for the disk (readplan.go).
+		f.slots[i].res = plan.run(ctx)
+	} else {
+		f.slots[i].res = m.Value.(*Fetched)
+	}
 	if len(f.ids) == 0 {
 		f.roundDone(ctx)
 	}
@@ -324,6 +331,11 @@ func (r *FetchRun) Abandon(ctx actor.Context) {
 		}
 	}
 }
+
+// Unclaimed lets go of what a *actor.Settled that no FetchRun took may hold: a
+// partition's read plan for a fetch that ended before it came (its file stays open
+// until the plan is run or dropped).
+func Unclaimed(m *actor.Settled) { dropRead(m.Value) }
 
 // IsFetchMessage says whether msg is one only a FetchRun takes (a host's Receive
 // offers such messages to its runs).

@@ -40,6 +40,8 @@ type segment struct {
 	sinceIndex  int64
 	path        string
 	f           *os.File // nil while closed (idle); reopened on the next read
+	// readers are the fetches reading f outside the actor (readplan.go); nil: none yet.
+	readers *fileReaders
 	// staleAt (cluster) is the position of a batch recovery found written by a replaced
 	// leader (an older epoch than the one in force at its offset; -1: none). Nothing
 	// from there on is served, and new batches go to a segment of their own.
@@ -61,8 +63,11 @@ func (s *segment) file() (*os.File, error) {
 
 func (s *segment) close() {
 	if s.f != nil {
-		s.f.Close()
+		if s.readers == nil || !s.readers.orphan() {
+			s.f.Close() // else the last fetch reading it closes it
+		}
 		s.f = nil
+		s.readers = nil
 	}
 }
 
@@ -628,95 +633,16 @@ func (l *Log) find(offset int64) *segment {
 //
 // Every batch read is CRC-checked: an older segment was not at start, and a disk may
 // rot after. A batch that fails is quarantined and never served; reading inside a
-// corrupt range answers errCorruptRange, and a read stops short of one.
+// corrupt range answers errCorruptRange, and a read stops short of one. The partition
+// actor plans reads and leaves the reading to the fetch (readplan.go); read does both
+// in one go.
 func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
-	for c := l.corruptAt(offset); c != nil && offset < limit; c = l.corruptAt(offset) {
-		if !c.accepted {
-			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", c.seg.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
-		}
-		offset = c.to // an accepted loss reads as a gap
-	}
-	s := l.find(offset)
-	if s == nil || offset >= limit || offset >= s.next {
-		return nil, nil
-	}
-	f, err := s.file()
-	if err != nil {
+	p, err := l.planRead(offset, limit, maxBytes, minOne)
+	if p == nil {
 		return nil, err
 	}
-	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].offset > offset }) - 1
-	pos := int64(0)
-	if i >= 0 {
-		pos = s.index[i].pos
-	}
-	w := walker{f: f, end: s.size}
-	for pos < s.size {
-		if c := l.corruptFrom(s, pos); c != nil {
-			pos = c.end
-			continue
-		}
-		h, ok, err := w.batch(pos, false)
-		if err != nil {
-			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("segment %s: bad batch at %d", s.path, pos)
-		}
-		if h.LastOffset() >= offset {
-			break
-		}
-		pos += h.Size()
-	}
-	// One read of what can be served (up to maxBytes, or the first batch with minOne,
-	// never into a corrupt range), then cut at the limit and at maxBytes on batch
-	// boundaries, checking each batch's CRC in memory.
-	stop := s.size
-	for _, c := range l.corrupt {
-		if c.seg == s && c.pos >= pos && c.pos < stop {
-			stop = c.pos
-		}
-	}
-	if pos >= stop {
-		return nil, nil
-	}
-	want := int64(maxBytes)
-	if minOne {
-		hb, err := w.bytes(pos, batchHeaderSize)
-		if err != nil {
-			return nil, fmt.Errorf("read segment %s: %w", s.path, err)
-		}
-		h := parseHeader(hb)
-		want = max(want, h.Size())
-	}
-	want = min(want, stop-pos)
-	if want < batchHeaderSize {
-		return nil, nil // no room for a batch
-	}
-	buf := make([]byte, want)
-	if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read segment %s: %w", s.path, err)
-	}
-	end := int64(0)
-	for end+batchHeaderSize <= want {
-		h := parseHeader(buf[end:])
-		if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || end+h.Size() > want || h.BaseOffset >= limit || h.BaseOffset >= s.next {
-			break // past the segment's own end are only stale bytes (cluster), never served
-		}
-		if !checkStored(buf[end : end+h.Size()]) {
-			if end > 0 {
-				break // served up to it; the next read starts there and reports it
-			}
-			// The header walk at start found it whole; its bytes fail now.
-			c := corruptRange{seg: s, from: h.BaseOffset, to: h.LastOffset() + 1, pos: pos, end: pos + h.Size()}
-			l.quarantine(c, "on_read")
-			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", s.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
-		}
-		end += h.Size()
-	}
-	if end == 0 {
-		return nil, nil
-	}
-	return buf[:end:end], nil
+	defer p.hold.release()
+	return p.read(func(c corruptRange) { l.onCorruptRead(&corruptRead{seg: p.seg, c: c}) })
 }
 
 // offsetForTime is the first offset whose batch holds a timestamp at or after ts, and

@@ -264,25 +264,30 @@ func (m *manager) dropTopic(ctx actor.Context, t *topicState) {
 func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 	c := m.cfg.Broker
 	return PartitionConfig{
-		Dir:             partitionDir(m.root, meta.Name, p),
-		Topic:           meta.Name,
-		Partition:       p,
-		LeaderEpoch:     meta.LeaderEpochs[p],
-		NodeID:          m.cfg.NodeID,
-		Lapsed:          m.lapsed(),
-		MaxMessageBytes: int32(effective(c, meta.Configs, "max.message.bytes")),
-		SegmentBytes:    effective(c, meta.Configs, "segment.bytes"),
-		RetentionMS:     effective(c, meta.Configs, "retention.ms"),
-		RetentionBytes:  effective(c, meta.Configs, "retention.bytes"),
-		FlushMessages:   max(1, effective(c, meta.Configs, "flush.messages")),
-		RetentionCheck:  c.LogRetentionCheck,
-		IdleClose:       m.cfg.IdleClose,
-		Now:             m.cfg.Now,
-		Log:             m.cfg.Log,
-		Metrics:         m.cfg.Metrics,
-		FS:              m.cfg.FS,
-		Gate:            m.gate(),
+		Dir:            partitionDir(m.root, meta.Name, p),
+		Topic:          meta.Name,
+		Partition:      p,
+		LeaderEpoch:    meta.LeaderEpochs[p],
+		NodeID:         m.cfg.NodeID,
+		Lapsed:         m.lapsed(),
+		SegmentBytes:   effective(c, meta.Configs, "segment.bytes"),
+		RetentionMS:    effective(c, meta.Configs, "retention.ms"),
+		RetentionBytes: effective(c, meta.Configs, "retention.bytes"),
+		FlushMessages:  max(1, effective(c, meta.Configs, "flush.messages")),
+		RetentionCheck: c.LogRetentionCheck,
+		IdleClose:      m.cfg.IdleClose,
+		Now:            m.cfg.Now,
+		Log:            m.cfg.Log,
+		Metrics:        m.cfg.Metrics,
+		FS:             m.cfg.FS,
+		Gate:           m.gate(),
 	}
+}
+
+// maxMessageBytes is the topic's max.message.bytes (the configured default unless it
+// overrides it).
+func (m *manager) maxMessageBytes(meta *topicMeta) int32 {
+	return int32(effective(m.cfg.Broker, meta.Configs, "max.message.bytes"))
 }
 
 // lapsed is a partition actor's Lapsed in a cluster (nil: a broker alone).

@@ -33,11 +33,11 @@ type parkedAppend struct {
 
 // park holds m while the partition waits for its lock, and reports whether it did.
 func (p *partitionActor) park(ctx actor.Context, m *appendBatch) bool {
-	if p.broken != nil || p.lockWaitSince.IsZero() || p.parkedBytes+len(m.records) > parkMaxBytes {
+	if p.broken != nil || p.lockWaitSince.IsZero() || p.parkedBytes+len(m.batch.records) > parkMaxBytes {
 		return false
 	}
 	p.parked = append(p.parked, parkedAppend{m: m, until: p.cfg.Now().Add(parkFor)})
-	p.parkedBytes += len(m.records)
+	p.parkedBytes += len(m.batch.records)
 	actor.HandedOn(ctx) // answered by unpark, or by Stopping or Restarting
 	return true
 }
@@ -54,7 +54,7 @@ func (p *partitionActor) unpark(ctx actor.Context) {
 			w := p.parked[0]
 			p.parked[0] = parkedAppend{}
 			p.parked = p.parked[1:]
-			p.parkedBytes -= len(w.m.records)
+			p.parkedBytes -= len(w.m.batch.records)
 			p.handleAppend(ctx, w.m)
 		}
 		p.parked = nil
@@ -67,7 +67,7 @@ func (p *partitionActor) unpark(ctx actor.Context) {
 			kept = append(kept, w)
 			continue
 		}
-		p.parkedBytes -= len(w.m.records)
+		p.parkedBytes -= len(w.m.batch.records)
 		w.m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
 	clear(p.parked[len(kept):])

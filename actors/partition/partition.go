@@ -41,10 +41,9 @@ type PartitionConfig struct {
 	// leader-epoch file.
 	NodeID int32
 
-	MaxMessageBytes int32
-	SegmentBytes    int64
-	RetentionMS     int64 // <0: forever
-	RetentionBytes  int64 // <0: no limit
+	SegmentBytes   int64
+	RetentionMS    int64 // <0: forever
+	RetentionBytes int64 // <0: no limit
 	// FlushMessages is log.flush.interval.messages: 1 makes every acknowledged produce
 	// durable first (appends queued behind an fsync share the next one); N>1
 	// acknowledges at once and fsyncs every N batches in the background.
@@ -130,7 +129,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *appendBatch:
 		p.handleAppend(ctx, m)
 	case *readLog:
-		m.reply.Resolve(p.read(m))
+		m.reply.Resolve(p.read(ctx, m))
 	case *watch:
 		p.handleWatch(ctx, m)
 	case *unwatch:
@@ -139,6 +138,10 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		m.reply.Resolve(p.listOffset(m))
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
+	case *corruptRead:
+		if p.plog != nil {
+			p.plog.onCorruptRead(m)
+		}
 	case *syncDone:
 		p.onSyncDone(ctx, m)
 	case *retentionTick:
@@ -434,13 +437,9 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		}
 		return
 	}
-	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)
-	if perr != nil {
-		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
-		p.logRejected(perr, len(m.records))
-		m.reply.Resolve(&Produced{ErrorCode: perr.code, ErrorMessage: perr.msg, BaseOffset: -1, LogStartOffset: -1})
-		return
-	}
+	// Validated by the sender (validated.go); only what needs the partition's state is
+	// checked here.
+	h, records := m.batch.h, m.batch.records
 	neverWritten := p.plog.EndOffset() == 0
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
 	switch {
@@ -458,7 +457,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
-	base, err := p.plog.append(m.records, &h, p.epoch)
+	base, err := p.plog.append(records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
 		p.log.Error().Err(err).Msg("partition_append_failed")
@@ -466,7 +465,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	p.producers.record(&h)
-	p.cfg.Metrics.appended(len(m.records))
+	p.cfg.Metrics.appended(len(records))
 	if a := p.plog.active().base; a > p.durable {
 		p.durable = a // a roll synced every older segment
 	}
@@ -590,7 +589,9 @@ func (p *partitionActor) checkEpoch(current int32) int16 {
 	return kerr.FencedLeaderEpoch.Code
 }
 
-func (p *partitionActor) read(m *readLog) *Fetched {
+// read answers a fetch's read: a *Fetched when it is settled here (an error, nothing to
+// read), else a *readPlan the fetch reads itself, off this mailbox (readplan.go).
+func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 	if p.plog == nil {
 		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LogStartOffset: -1}
 	}
@@ -606,7 +607,7 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		out.ErrorCode = kerr.OffsetOutOfRange.Code
 		return out
 	}
-	recs, err := p.plog.read(m.offset, hw, m.maxBytes, m.minOne)
+	plan, err := p.plog.planRead(m.offset, hw, m.maxBytes, m.minOne)
 	if errors.Is(err, errCorruptRange) {
 		// Reported once when found; the consumer retries until an operator restores
 		// the segment (docs/data-path.md).
@@ -619,9 +620,14 @@ func (p *partitionActor) read(m *readLog) *Fetched {
 		out.ErrorCode = kerr.KafkaStorageError.Code
 		return out
 	}
-	out.Records = recs
-	p.cfg.Metrics.fetched(len(recs))
-	return out
+	if plan == nil {
+		return out
+	}
+	plan.out = *out
+	plan.partition = ctx.Self()
+	plan.met = p.cfg.Metrics
+	plan.log = p.log
+	return plan
 }
 
 func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {

@@ -29,11 +29,11 @@ import (
 //
 // The topics manager's are listed in messages.go.
 
-// appendBatch appends one producer batch. Reply: *Produced, once the batch is durable
-// (log.flush.interval.messages=1) or at once.
+// appendBatch appends one producer batch, validated by its sender (Route.ValidateBatch).
+// Reply: *Produced, once the batch is durable (log.flush.interval.messages=1) or at once.
 type appendBatch struct {
-	records []byte
-	reply   actor.Promise
+	batch *Batch
+	reply actor.Promise
 }
 
 // Produced is the outcome of one partition of a Produce.
@@ -44,7 +44,9 @@ type Produced struct {
 	LogStartOffset int64
 }
 
-// readLog reads from offset. Reply: *Fetched.
+// readLog reads from offset. Reply: *Fetched when the answer is known at once (an
+// error, nothing to read), else a *readPlan for the fetch to read (readplan.go), whose
+// file it holds until run.
 type readLog struct {
 	offset       int64
 	maxBytes     int32

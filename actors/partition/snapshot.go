@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
@@ -25,6 +26,10 @@ type Catalog struct {
 type catalogSnap struct {
 	topics map[string]*snapTopic
 	byID   map[TopicID]*snapTopic
+	// met and log are the partitions' metrics and logger: a connection validating a
+	// batch counts and logs a refusal as the partition would (Route.ValidateBatch).
+	met *Metrics
+	log zerolog.Logger
 }
 
 // snapTopic is one topic as published: never changed once stored.
@@ -33,6 +38,9 @@ type snapTopic struct {
 	id         TopicID
 	partitions int32        // the catalogue entry's count
 	pids       []*actor.PID // the partition actors started, by partition
+	// maxMessageBytes is the topic's max.message.bytes, what its partitions were
+	// started with (a topic's configs are fixed at creation).
+	maxMessageBytes int32
 }
 
 // NewCatalog is an empty catalogue (the manager fills it at start).
@@ -77,6 +85,12 @@ type Route struct {
 	Topic string
 	ID    TopicID
 	Code  int16
+
+	// What a produced batch is validated by before it is sent (ValidateBatch).
+	partition       int32
+	maxMessageBytes int32
+	met             *Metrics
+	log             zerolog.Logger
 }
 
 // Routes is one snapshot of the catalogue for the partitions of one request: every
@@ -107,7 +121,8 @@ func (r Routes) Find(name string, id TopicID, p int32) Route {
 		// between a move's release and adoption: never a success code with no write.
 		return Route{Topic: t.name, ID: t.id, Code: kerr.NotLeaderForPartition.Code}
 	}
-	return Route{PID: t.pids[p], Topic: t.name, ID: t.id}
+	return Route{PID: t.pids[p], Topic: t.name, ID: t.id,
+		partition: p, maxMessageBytes: t.maxMessageBytes, met: r.snap.met, log: r.snap.log}
 }
 
 // DefaultRequestTimeout bounds a produce (without a timeout of its own), a ListOffsets
@@ -123,10 +138,11 @@ func ProduceTimeout(d time.Duration) time.Duration {
 	return max(d, time.Second)
 }
 
-// AppendMessage is what a partition actor appends records from; reply gets *Produced
-// once the batch is durable (a zero Promise for acks=0).
-func AppendMessage(records []byte, reply actor.Promise) any {
-	return &appendBatch{records: records, reply: reply}
+// AppendMessage is what a partition actor appends a validated batch from
+// (Route.ValidateBatch); reply gets *Produced once the batch is durable (a zero Promise
+// for acks=0).
+func AppendMessage(b *Batch, reply actor.Promise) any {
+	return &appendBatch{batch: b, reply: reply}
 }
 
 // ListOffsetMessage asks a partition actor for one ListOffsets answer; reply gets *Listed.
@@ -146,12 +162,14 @@ func (m *manager) publish() {
 	if m.cfg.Catalog == nil {
 		return
 	}
-	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics))}
+	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics)),
+		met: m.cfg.Metrics, log: m.cfg.Log}
 	for name, t := range m.topics {
 		if t.deleting {
 			continue
 		}
-		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...)}
+		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...),
+			maxMessageBytes: m.maxMessageBytes(t.meta)}
 		snap.topics[name] = st
 		snap.byID[t.id] = st
 	}

@@ -40,13 +40,6 @@ var errTooLarge = errors.New("records decompress past the size limit")
 // answered, to one line a second broker-wide (the metric counts every one).
 var rejectedLog = logs.NewLimiter(time.Second)
 
-// logRejected logs a batch refused by validateProduced. The reason is one of ours,
-// never client text.
-func (p *partitionActor) logRejected(perr *produceError, size int) {
-	rejectedLog.Event(p.log.Warn()).Int16("error_code", perr.code).Str("reason", perr.msg).
-		Int("batch_bytes", size).Msg("partition_produce_rejected")
-}
-
 // validateRecords walks every record of a batch whose header already passed
 // validateProduced, as Apache's LogValidator does by iterating the batch
 // (DefaultRecordBatch's iterators and DefaultRecord.readFrom). A compressed batch is
