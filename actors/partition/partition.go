@@ -3,7 +3,6 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,10 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"golang.org/x/sys/unix"
 
 	"kaas/actors/actor"
-	"kaas/datamode"
 	"kaas/metrics"
 	"kaas/storage"
 )
@@ -54,7 +51,8 @@ type PartitionConfig struct {
 	Now            func() time.Time
 	Log            zerolog.Logger
 	Metrics        *Metrics
-	// FS fsyncs appended segments (FS.SyncFile); nil is storage.OSFS.
+	// FS does every file step of the partition: its segments, recovery point,
+	// leader-epoch file and leader.lock. Nil is storage.OSFS.
 	FS storage.FS
 	// Gate, in a cluster, reports whether this broker may still write the partition: its
 	// lease is held and has not been lost since the partition was started. Checked
@@ -80,7 +78,7 @@ type partitionActor struct {
 	// leaderLock (cluster) is the partition's flock, held while this actor leads it;
 	// lockWaitSince is when it started waiting for another process to let it go (zero:
 	// not waiting), lockCancel the retry's timer.
-	leaderLock    *os.File
+	leaderLock    storage.RWFile
 	lockWaitSince time.Time
 	lockCancel    actor.Cancel
 	// lockBroken: the lock was held by a broker whose lease had lapsed, and this actor
@@ -154,6 +152,9 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	p.log = p.cfg.Log.With().Str("topic", p.cfg.Topic).Int32("partition", p.cfg.Partition).Logger()
 	if p.cfg.Now == nil {
 		p.cfg.Now = time.Now
+	}
+	if p.cfg.FS == nil {
+		p.cfg.FS = storage.OSFS{}
 	}
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
@@ -240,11 +241,11 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	// The leader-epoch file is a cache of the batches' epochs (epochs.go): recovery
 	// checks it against them, and one that cannot be read or does not match them is
 	// rebuilt from them.
-	file, found, ferr := readEpochFile(p.cfg.Dir)
+	file, found, ferr := readEpochFile(p.cfg.FS, p.cfg.Dir)
 	p.producers = producers{}
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: file, epochsFound: found && ferr == nil,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
-		rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
+		rollOnOpen: p.cfg.Gate != nil, fs: p.cfg.FS}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
@@ -287,11 +288,7 @@ func (p *partitionActor) open(ctx actor.Context) error {
 		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
 	}
 	if write {
-		fsys := p.cfg.FS
-		if fsys == nil {
-			fsys = storage.OSFS{}
-		}
-		werr := writeEpochs(fsys, p.cfg.Dir, entries)
+		werr := writeEpochs(p.cfg.FS, p.cfg.Dir, entries)
 		if reason != "" {
 			ev := p.log.Warn()
 			if werr != nil {
@@ -498,13 +495,9 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 	batches := p.unsynced
 	p.unsynced = 0
 	met := p.cfg.Metrics
-	fsys := p.cfg.FS
-	if fsys == nil {
-		fsys = storage.OSFS{}
-	}
 	actor.Background(ctx, func() any {
 		start := time.Now()
-		err := fsys.SyncFile(f)
+		err := f.Sync()
 		met.synced(time.Since(start), batches)
 		return &syncDone{end: end, err: err}
 	})
@@ -763,16 +756,15 @@ type lockRetryTick struct{ actor.Tick }
 // keeps it, so its partitions wait for it to resume (and find itself fenced) or die.
 // held is false while another process holds it.
 func (p *partitionActor) lockLeader() (held bool, err error) {
-	if err := os.MkdirAll(p.cfg.Dir, datamode.Dir()); err != nil {
+	if err := p.cfg.FS.MkdirAll(p.cfg.Dir); err != nil {
 		return false, err
 	}
 	path := filepath.Join(p.cfg.Dir, "leader.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
+	f, held, err := p.cfg.FS.Lock(path)
 	if err != nil {
-		return false, fmt.Errorf("open %s: %w", path, err)
+		return false, fmt.Errorf("lock %s: %w", path, err)
 	}
-	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	if err == nil {
+	if held {
 		p.leaderLock = f
 		// Who holds it, for a successor that finds it held (takeLock). Best effort: a
 		// lock whose holder is not known is waited for.
@@ -787,16 +779,12 @@ func (p *partitionActor) lockLeader() (held bool, err error) {
 		}
 		return true, nil
 	}
-	f.Close()
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		return false, nil
-	}
-	return false, fmt.Errorf("lock %s: %w", path, err)
+	return false, nil
 }
 
 // lockHolder is the broker the partition's lock names (known false: none readable).
 func (p *partitionActor) lockHolder() (int32, bool) {
-	b, err := os.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
+	b, err := p.cfg.FS.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
 	if err != nil {
 		return 0, false
 	}
@@ -809,8 +797,7 @@ func (p *partitionActor) lockHolder() (int32, bool) {
 
 func (p *partitionActor) unlockLeader() {
 	if p.leaderLock != nil {
-		_ = unix.Flock(int(p.leaderLock.Fd()), unix.LOCK_UN)
-		p.leaderLock.Close()
+		p.leaderLock.Close() // closing the file lets the lock go
 		p.leaderLock = nil
 	}
 }
