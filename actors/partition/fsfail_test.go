@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -268,5 +269,50 @@ func TestLeaderEpochFileWriteFaultIsRetried(t *testing.T) {
 	entries, err := readEpochs(storage.OSFS{}, pdir)
 	if err != nil || len(entries) != 1 || entries[0].Broker != 0 {
 		t.Fatalf("leader-epoch file %+v (%v), want the epoch this broker began", entries, err)
+	}
+}
+
+// A log that cannot be opened (here: the fsync of its newest segment that recovery makes
+// fails) answers KAFKA_STORAGE_ERROR and is opened again after a wait, without a restart:
+// the partition then serves every batch it had and takes new ones.
+func TestPartitionOpenFaultIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, nil)
+	if ti := h.create("t", 1); ti.ErrorCode != 0 {
+		t.Fatalf("create: %+v", ti)
+	}
+	if r := h.produceValue("a"); r.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", r)
+	}
+	h.stop()
+
+	fault := &pathFault{op: storage.OpSync, suffix: ".log"}
+	fault.armed.Store(1)
+	logs := &eventLog{}
+	h = newHarness(t, dir, func(c *Config) {
+		c.FS = fault.faultFS()
+		c.Log = zerolog.New(logs)
+	})
+	defer h.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	var r *Produced
+	for {
+		r = h.produceValue("b")
+		if r.ErrorCode != kerr.KafkaStorageError.Code || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling, with a deadline
+	}
+	if r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("produce after the failed open: %+v, want offset 1", r)
+	}
+	if n := fault.failed.Load(); n != 1 {
+		t.Fatalf("%d segment fsyncs failed, want 1", n)
+	}
+	if evs := logs.events(t, "partition_open_failed"); len(evs) != 1 {
+		t.Fatalf("partition_open_failed logged %d times, want once", len(evs))
+	}
+	if _, values := h.values(); !slices.Equal(values, []string{"a", "b"}) {
+		t.Fatalf("served %v, want a, b", values)
 	}
 }

@@ -101,6 +101,10 @@ type partitionActor struct {
 	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
 
 	stopRetention actor.Cancel
+	// openRetryIn is the wait before the next try of a log that could not be opened,
+	// doubling up to openRetryMax; openCancel that try's timer.
+	openRetryIn time.Duration
+	openCancel  actor.Cancel
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -138,6 +142,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.onSyncDone(ctx, m)
 	case *retentionTick:
 		p.onRetentionTick()
+	case *openRetryTick:
+		p.onOpenRetry(ctx)
 	case *lockRetryTick:
 		switch {
 		case p.plog == nil && p.broken == nil:
@@ -235,8 +241,9 @@ func (p *partitionActor) retakeLock(ctx actor.Context) {
 }
 
 // open opens the log (the lock, in a cluster, held or broken) and settles the leader
-// epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR);
-// the error returned is a leader-epoch file that could not be written, to try again.
+// epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR)
+// and is tried again (onOpenRetry); the error returned is a leader-epoch file that could
+// not be written, to try again.
 func (p *partitionActor) open(ctx actor.Context) error {
 	// The leader-epoch file is a cache of the batches' epochs (epochs.go): recovery
 	// checks it against them, and one that cannot be read or does not match them is
@@ -250,9 +257,12 @@ func (p *partitionActor) open(ctx actor.Context) error {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
 		p.cfg.Metrics.writeFailed("open")
-		p.log.Error().Err(err).Msg("partition_open_failed")
+		p.openRetryIn = min(max(2*p.openRetryIn, openRetryFirst), openRetryMax)
+		p.log.Error().Err(err).Dur("retry_in", p.openRetryIn).Msg("partition_open_failed")
+		p.openCancel = actor.After(ctx, p.openRetryIn, &openRetryTick{})
 		return nil
 	}
+	p.broken, p.openRetryIn = nil, 0
 	entries, reason, detail := file, "", ""
 	switch {
 	case ferr != nil:
@@ -339,6 +349,9 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	if p.lockCancel != nil {
 		p.lockCancel()
 	}
+	if p.openCancel != nil {
+		p.openCancel()
+	}
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -373,6 +386,9 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	defer p.unlockLeader()
 	if p.lockCancel != nil {
 		p.lockCancel()
+	}
+	if p.openCancel != nil {
+		p.openCancel()
 	}
 	if p.stopRetention != nil {
 		p.stopRetention()
@@ -738,6 +754,32 @@ func (p *partitionActor) onRetentionTick() {
 func (p *partitionActor) String() string {
 	return fmt.Sprintf("partition %s-%d", p.cfg.Topic, p.cfg.Partition)
 }
+
+// onOpenRetry opens again a log that could not be opened: recovery reads and checks
+// every file afresh, so an I/O error that passes (an fsync of the newest segment that
+// failed once) does not keep the partition from its clients until a restart. A tick
+// that finds the log open (a timer fired twice) does nothing.
+func (p *partitionActor) onOpenRetry(ctx actor.Context) {
+	if p.plog != nil || p.broken == nil {
+		return
+	}
+	p.broken = nil
+	if p.cfg.Gate != nil {
+		p.takeLock(ctx)
+		return
+	}
+	p.open(ctx)
+}
+
+// openRetryFirst and openRetryMax bound the wait before a log that could not be opened
+// is tried again: it doubles from the first to the most.
+const (
+	openRetryFirst = 100 * time.Millisecond
+	openRetryMax   = 30 * time.Second
+)
+
+// openRetryTick tells the actor to try opening its log again.
+type openRetryTick struct{ actor.Tick }
 
 // lockRetry is how often a new leader tries the previous one's lock again (a graceful
 // hand-over releases it as the old actor stops).
