@@ -207,6 +207,9 @@ func (p *partitionActor) takeLock(ctx actor.Context) {
 		p.waitForLock(ctx, "")
 		return
 	}
+	if p.plog == nil {
+		return // the log could not be opened: tried again (onOpenRetry)
+	}
 	if !p.lockWaitSince.IsZero() {
 		p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
 		p.lockWaitSince = time.Time{}
