@@ -46,10 +46,11 @@ var acceptErrnos = []struct {
 	{syscall.ENOBUFS, "enobufs"},
 	{syscall.ENOMEM, "enomem"},
 	{syscall.ECONNABORTED, "econnaborted"},
+	{syscall.EINVAL, "shutdown"}, // the watchdog shut the listener down (package watchdog)
 }
 
 // acceptErrorReasons are every reason label of kaas_accept_errors_total.
-var acceptErrorReasons = []string{"emfile", "enfile", "enobufs", "enomem", "econnaborted", "timeout", "other"}
+var acceptErrorReasons = []string{"emfile", "enfile", "enobufs", "enomem", "econnaborted", "shutdown", "timeout", "other"}
 
 // acceptErrorReason is the reason label of a failed accept.
 func acceptErrorReason(err error) string {
@@ -93,6 +94,11 @@ func (b *Broker) accept(l *listener) {
 			}
 			l.failLog.Event(b.log.Error()).Str("listener", l.name).Str("reason", reason).Err(err).
 				Dur("retry_in_ms", delay).Msg("listener_accept_failed")
+			if reason == "shutdown" && b.relisten(l) {
+				l.failing.Store(nil)
+				failures, delay = 0, 0
+				continue
+			}
 			if !b.wait(delay) {
 				return
 			}
@@ -119,6 +125,22 @@ func (b *Broker) accept(l *listener) {
 		}
 		b.serve(l, nc, ip)
 	}
+}
+
+// relisten puts a listener the watchdog shut down, while this broker did not run, back
+// to listening, and reports whether it did. Until then dials are refused, as a killed
+// broker's are.
+func (b *Broker) relisten(l *listener) bool {
+	r, ok := l.ln.(interface{ Relisten() error })
+	if !ok {
+		return false
+	}
+	if err := r.Relisten(); err != nil {
+		l.failLog.Event(b.log.Error()).Str("listener", l.name).Err(err).Msg("listener_relisten_failed")
+		return false
+	}
+	b.log.Warn().Str("listener", l.name).Msg("listener_relistened")
+	return true
 }
 
 // onAcceptPaused counts and logs a listener that stops accepting at max.connections.

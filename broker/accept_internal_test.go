@@ -24,6 +24,7 @@ func TestAcceptErrorReasonAndBackoff(t *testing.T) {
 		{wrap(syscall.ENOBUFS), "enobufs"},
 		{wrap(syscall.ENOMEM), "enomem"},
 		{wrap(syscall.ECONNABORTED), "econnaborted"},
+		{wrap(syscall.EINVAL), "shutdown"},
 		{&net.OpError{Op: "accept", Net: "tcp", Err: os.ErrDeadlineExceeded}, "timeout"},
 		{wrap(syscall.EPERM), "other"},
 		{errors.New("odd"), "other"},

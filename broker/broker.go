@@ -28,6 +28,7 @@ import (
 	"kaas/metrics"
 	"kaas/registry"
 	"kaas/storage"
+	"kaas/watchdog"
 )
 
 // Broker is one running broker.
@@ -44,6 +45,9 @@ type Broker struct {
 	// cluster is the registry source, fence and ownership controller of a broker in a
 	// cluster (nil with the dev registry).
 	cluster *clusterSide
+	// watchdog ends this broker's client connections if it stops running past its
+	// lease (nil when off or alone).
+	watchdog *watchdog.Watchdog
 
 	listeners []*listener
 	// tls is the SSL and SASL_SSL listeners' TLS; securityStop ends the goroutine that
@@ -125,6 +129,7 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 	defer func() {
 		if !started {
 			lock.release()
+			b.watchdog.Stop()
 			b.cluster.stop()
 		}
 	}()
@@ -150,12 +155,14 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 			return nil, err
 		}
 	}
+	b.startWatchdog()
 	for _, l := range cfg.Listeners {
-		ln, err := net.Listen("tcp", l.Addr())
+		tl, err := net.Listen("tcp", l.Addr())
 		if err != nil {
 			b.closeListeners()
 			return nil, fmt.Errorf("listen %s: %w", l, err)
 		}
+		ln := b.watchdog.Listener(tl.(*net.TCPListener))
 		if o.wrapListener != nil {
 			ln = o.wrapListener(l.Name, ln)
 		}
@@ -313,6 +320,7 @@ func (b *Broker) stop(ctx context.Context) error {
 	}
 	b.stopSecurity()
 	b.sys.Shutdown()
+	b.watchdog.Stop()
 	b.cluster.stop() // the lease goes last: peers adopt once it is released
 	b.lock.release()
 	b.log.Info().Dur("took_ms", time.Since(start)).Bool("drained", drained).Msg("kaas_stopped")

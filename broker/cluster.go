@@ -19,6 +19,7 @@ import (
 	"kaas/registry"
 	"kaas/registry/kube"
 	"kaas/storage"
+	"kaas/watchdog"
 )
 
 // clusterSide is what a broker of a cluster runs beside its actors: the registry
@@ -54,6 +55,28 @@ func (b *Broker) startFence() error {
 	}
 	b.cluster = &clusterSide{fence: f}
 	return nil
+}
+
+// startWatchdog starts the process that ends this broker's client connections if it
+// stops running past its lease (package watchdog). A broker alone has no lease, and one
+// whose watchdog cannot start runs without it, saying so.
+func (b *Broker) startWatchdog() {
+	if b.cluster == nil || !b.cfg.PauseWatchdog {
+		return
+	}
+	w, err := watchdog.Start(watchdog.Config{
+		Interval: b.cfg.LeaseRenew / 2,
+		// A running broker renews every LeaseRenew; silence for two of them, with the
+		// lease ended, is a broker that does not run.
+		Stale:    2 * b.cfg.LeaseRenew,
+		LeaseEnd: b.cluster.fence.ValidUntil,
+		Log:      b.log,
+	})
+	if err != nil {
+		b.log.Error().Err(err).Msg("pause_watchdog_unavailable")
+		return
+	}
+	b.watchdog = w
 }
 
 // startKubeFence takes this broker's Lease in the Service's namespace.
@@ -274,7 +297,6 @@ func (b *Broker) topicsCluster() *partition.ClusterConfig {
 	}
 }
 
-// owns is the groups manager's Owns in a cluster (nil: a broker alone).
 // dropTombstones, in a cluster, removes the tombstones older than the retention sweep's
 // bound of the deleted groups this broker serves (single broker: nil, none are written).
 func (b *Broker) dropTombstones(fsys storage.FS, dir string) func(time.Time) (int, error) {
@@ -285,6 +307,8 @@ func (b *Broker) dropTombstones(fsys storage.FS, dir string) func(time.Time) (in
 	return func(before time.Time) (int, error) { return offsets.DropTombstones(fsys, dir, before, owns) }
 }
 
+// owns is the groups manager's Owns in a cluster: whether this broker coordinates a
+// group in the ownership controller's state in force (nil: a broker alone).
 func (b *Broker) owns() func(string) bool {
 	if b.cluster == nil {
 		return nil

@@ -216,7 +216,7 @@ func (in *Injector) Report() string {
 }
 
 // actorKind names the actors that take faults: group, offsets, journal, partition,
-// connection; "" for the rest (managers, gathers, fetchers).
+// connection; "" for the rest (managers, gathers).
 func (in *Injector) actorKind(a actor.Actor) string {
 	t := reflect.TypeOf(a)
 	if k, ok := in.types.Load(t); ok {

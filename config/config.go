@@ -108,6 +108,9 @@ type Config struct {
 	RegistryProbe      time.Duration
 	LeaseDuration      time.Duration
 	LeaseRenew         time.Duration
+	// PauseWatchdog: in a cluster, a second process ends a paused broker's client
+	// connections once its lease has ended (package watchdog).
+	PauseWatchdog bool
 }
 
 // Peer is one broker of a static registry: id@host:port (its first listener).
@@ -228,6 +231,7 @@ func Default() Config {
 		RegistryProbe: 500 * time.Millisecond,
 		LeaseDuration: 3000 * time.Millisecond,
 		LeaseRenew:    500 * time.Millisecond,
+		PauseWatchdog: true,
 	}
 }
 
@@ -400,6 +404,9 @@ func settings(c *Config) []setting {
 		msSetting("registry.probe.interval.ms", "static registry: how often each peer is probed", &c.RegistryProbe),
 		msSetting("lease.duration.ms", "how long a broker's lease lasts unrenewed; a peer adopts its groups and partitions only after this", &c.LeaseDuration),
 		msSetting("lease.renew.interval.ms", "how often a broker renews its lease", &c.LeaseRenew),
+		{"pause.watchdog.enable", "in a cluster (registry static or kubernetes), run a watchdog process that ends this broker's client connections and refuses new ones once it stops running past its lease (SIGSTOP, a stalled process), as a killed broker's would end (no Apache key)",
+			func(c *Config, v string) (err error) { c.PauseWatchdog, err = strconv.ParseBool(v); return err },
+			func(c *Config) string { return strconv.FormatBool(c.PauseWatchdog) }},
 	}
 }
 

@@ -22,7 +22,7 @@ type Metrics struct {
 	RequestSeconds  *prometheus.HistogramVec
 
 	// AcceptErrors counts failed accepts by listener and reason (emfile, enfile, enobufs,
-	// enomem, econnaborted, timeout, other); the listener retries them with a backoff.
+	// enomem, econnaborted, shutdown, timeout, other); the listener retries them with a backoff.
 	// ConnectionsRefused counts connections closed as soon as they were accepted, by
 	// listener and reason (max_connections_per_ip). AcceptPaused counts the times a
 	// listener stopped accepting because max.connections were open, by listener.
@@ -75,7 +75,7 @@ func New() *Metrics {
 			Name: "kaas_connections_closed_bad_input_total", Help: "Connections closed because the client broke the protocol, by reason.",
 		}, []string{"reason"}),
 		AcceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kaas_accept_errors_total", Help: "Failed accepts of a Kafka listener, retried with a backoff, by listener and reason (emfile, enfile, enobufs, enomem, econnaborted, timeout, other).",
+			Name: "kaas_accept_errors_total", Help: "Failed accepts of a Kafka listener, retried with a backoff, by listener and reason (emfile, enfile, enobufs, enomem, econnaborted, shutdown, timeout, other).",
 		}, []string{"listener", "reason"}),
 		ConnectionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_connections_refused_total", Help: "Connections closed as soon as they were accepted, by listener and reason (max_connections_per_ip).",

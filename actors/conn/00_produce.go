@@ -37,35 +37,16 @@ func handleProduce(c *Call) {
 		c.Respond(produceResponse(req, nil, code))
 		return
 	}
-	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
-		produceDirect(c, req)
-		return
-	}
-	msg := &partition.Produce{Timeout: msDuration(req.TimeoutMillis)}
-	for _, t := range req.Topics {
-		pt := partition.ProduceTopic{Name: t.Topic, ID: t.TopicID}
-		for _, p := range t.Partitions {
-			pt.Partitions = append(pt.Partitions, partition.ProducePartition{Partition: p.Partition, Records: p.Records})
-		}
-		msg.Topics = append(msg.Topics, pt)
-	}
-	if req.Acks == 0 {
-		c.NoResponse()
-		askTopics(c, msg)
-		return
-	}
-	msg.Reply = c.Await(func(v any) kmsg.Response {
-		return produceResponse(req, v.(*partition.ProduceResult), 0)
-	})
-	askTopics(c, msg)
+	producePartitions(c, req)
 }
 
-// produceDirect sends each partition its batch, in request order, from the connection
-// (route.go), with the topics manager's codes for partitions the catalogue does not
-// name: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (in a cluster, once the manager
-// has read the catalogue again: unknownHere); REQUEST_TIMED_OUT for a partition
-// that does not answer within the request's timeout or stops first.
-func produceDirect(c *Call, req *kmsg.ProduceRequest) {
+// producePartitions sends each partition its batch, in request order, from the connection
+// (route.go), with the catalogue's codes for partitions it does not name:
+// UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (in a cluster, once the topics manager
+// has read the catalogue again: unknownHere), NOT_LEADER_OR_FOLLOWER for a partition led
+// elsewhere; REQUEST_TIMED_OUT for a partition that does not answer within the request's
+// timeout or stops first.
+func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 	routes := c.Env.Catalog.Routes()
 	if req.Acks == 0 {
 		c.NoResponse()
@@ -86,7 +67,7 @@ func produceDirect(c *Call, req *kmsg.ProduceRequest) {
 	g := a.newGather(c, n, func(int) any {
 		return &partition.Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1}
 	}, func(results []any) kmsg.Response {
-		return produceResponseFlat(req, results)
+		return produceResponse(req, results, 0)
 	})
 	i := 0
 	for _, t := range req.Topics {
@@ -112,35 +93,22 @@ func produceDirect(c *Call, req *kmsg.ProduceRequest) {
 	a.start(g, partition.ProduceTimeout(msDuration(req.TimeoutMillis)))
 }
 
-// produceResponseFlat builds the response from one *partition.Produced per partition,
-// in request order.
-func produceResponseFlat(req *kmsg.ProduceRequest, flat []any) *kmsg.ProduceResponse {
-	res := &partition.ProduceResult{Topics: make([][]*partition.Produced, len(req.Topics))}
-	k := 0
-	for i, t := range req.Topics {
-		res.Topics[i] = make([]*partition.Produced, len(t.Partitions))
-		for j := range t.Partitions {
-			res.Topics[i][j] = flat[k].(*partition.Produced)
-			k++
-		}
-	}
-	return produceResponse(req, res, 0)
-}
-
-// produceResponse builds the response from the partitions' results, or with code for
-// every partition when res is nil.
-func produceResponse(req *kmsg.ProduceRequest, res *partition.ProduceResult, code int16) *kmsg.ProduceResponse {
+// produceResponse builds the response from one *partition.Produced per partition, in
+// request order, or with code for every partition when flat is nil.
+func produceResponse(req *kmsg.ProduceRequest, flat []any, code int16) *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for i, t := range req.Topics {
+	k := 0
+	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for j, p := range t.Partitions {
+		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
 			rp.ErrorCode = code
-			if res != nil {
-				r := res.Topics[i][j]
+			if flat != nil {
+				r := flat[k].(*partition.Produced)
+				k++
 				rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = r.ErrorCode, r.BaseOffset, r.LogStartOffset
 				if r.ErrorMessage != "" && req.Version >= 8 {
 					msg := r.ErrorMessage

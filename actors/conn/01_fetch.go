@@ -87,23 +87,18 @@ func handleFetch(c *Call) {
 		}
 		return resp
 	}
-	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
-		// Served in the connection actor itself, from the published catalogue: no
-		// topics manager hop and no fetcher actor (route.go).
-		a := c.conn
-		msg.Reply = actor.PromiseFunc(func(v any) { a.convertAndComplete(c, convert, v) })
-		if unknown := unknownFetched(c, msg); len(unknown) > 0 {
-			// Started once the manager has read the catalogue again, by the catalogue
-			// it publishes then (a fetch, unlike a produce, has no order to keep).
-			askTopics(c, partition.ResolveMessage(unknown, func([]int16) any { return nil },
-				c.Await(func(any) kmsg.Response { a.startFetch(msg); return nil })))
-			return
-		}
-		a.startFetch(msg)
+	// Served in the connection actor itself, from the published catalogue: no topics
+	// manager hop and no actor spawned per fetch (route.go).
+	a := c.conn
+	msg.Reply = actor.PromiseFunc(func(v any) { a.convertAndComplete(c, convert, v) })
+	if unknown := unknownFetched(c, msg); len(unknown) > 0 {
+		// Started once the manager has read the catalogue again, by the catalogue it
+		// publishes then (a fetch, unlike a produce, has no order to keep).
+		askTopics(c, partition.ResolveMessage(unknown, func([]int16) any { return nil },
+			c.Await(func(any) kmsg.Response { a.startFetch(msg); return nil })))
 		return
 	}
-	msg.Reply = c.Await(convert)
-	askTopics(c, msg)
+	a.startFetch(msg)
 }
 
 // unknownFetched are the partitions of f that the published catalogue does not name and

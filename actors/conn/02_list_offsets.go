@@ -4,7 +4,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"kaas/actors/actor"
 	"kaas/actors/partition"
 )
 
@@ -18,65 +17,16 @@ func init() { register(2, 1, 10, handleListOffsets) }
 
 func handleListOffsets(c *Call) {
 	req := c.Req.(*kmsg.ListOffsetsRequest)
-	msg := &partition.ListOffsets{Topics: offsetTopics(req)}
 	if noTopics(c) {
 		c.Respond(listOffsetsResponse(req, nil))
 		return
 	}
-	if c.Env.Catalog != nil && c.Env.Catalog.IsLoaded() {
-		listOffsetsDirect(c, req, msg.Topics)
-		return
-	}
-	msg.Reply = c.Await(func(v any) kmsg.Response { return listOffsetsResponse(req, v.(*partition.ListOffsetsResult)) })
-	askTopics(c, msg)
-}
-
-// listOffsetsDirect asks each partition from the connection (route.go), with the topics
-// manager's codes: UNKNOWN_TOPIC_OR_PARTITION for what the catalogue does not name (in
-// a cluster, once the manager has read the catalogue again: unknownHere),
-// REQUEST_TIMED_OUT for a partition that does not answer or stops first.
-func listOffsetsDirect(c *Call, req *kmsg.ListOffsetsRequest, topics []partition.OffsetTopic) {
-	routes := c.Env.Catalog.Routes()
 	none := func(code int16) *partition.Listed {
 		return &partition.Listed{ErrorCode: code, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 	}
-	n := 0
-	for _, t := range topics {
-		n += len(t.Partitions)
-	}
-	a := c.conn
-	g := a.newGather(c, n, func(int) any { return none(kerr.RequestTimedOut.Code) }, func(flat []any) kmsg.Response {
-		res := &partition.ListOffsetsResult{Topics: make([][]*partition.Listed, len(topics))}
-		k := 0
-		for i, t := range topics {
-			res.Topics[i] = make([]*partition.Listed, len(t.Partitions))
-			for j := range t.Partitions {
-				res.Topics[i][j] = flat[k].(*partition.Listed)
-				k++
-			}
-		}
-		return listOffsetsResponse(req, res)
+	askOffsets(c, offsetTopics(req), none, partition.ListOffsetMessage, func(flat []*partition.Listed) kmsg.Response {
+		return listOffsetsResponse(req, flat)
 	})
-	i := 0
-	for _, t := range topics {
-		for _, q := range t.Partitions {
-			r := routes.Find(t.Name, partition.TopicID{}, q.Partition)
-			switch {
-			case r.PID == nil && unknownHere(c, r.Code):
-				ref := []partition.PartitionRef{{Topic: t.Name, Partition: q.Partition}}
-				a.ask(g, i, c.Env.Topics, func(reply actor.Promise) any {
-					return partition.ResolveMessage(ref, func(codes []int16) any { return none(codes[0]) }, reply)
-				})
-			case r.PID == nil:
-				g.results[i] = none(r.Code)
-			default:
-				q := q
-				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.ListOffsetMessage(q, reply) })
-			}
-			i++
-		}
-	}
-	a.start(g, partition.DefaultRequestTimeout)
 }
 
 func offsetTopics(req *kmsg.ListOffsetsRequest) []partition.OffsetTopic {
@@ -91,19 +41,23 @@ func offsetTopics(req *kmsg.ListOffsetsRequest) []partition.OffsetTopic {
 	return out
 }
 
-func listOffsetsResponse(req *kmsg.ListOffsetsRequest, res *partition.ListOffsetsResult) *kmsg.ListOffsetsResponse {
+// listOffsetsResponse builds the response from one answer per partition, in request
+// order, or UNKNOWN_TOPIC_OR_PARTITION for every partition when flat is nil.
+func listOffsetsResponse(req *kmsg.ListOffsetsRequest, flat []*partition.Listed) *kmsg.ListOffsetsResponse {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	for i, t := range req.Topics {
+	k := 0
+	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
-		for j, p := range t.Partitions {
+		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
-			if res == nil {
+			if flat == nil {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				r := res.Topics[i][j]
+				r := flat[k]
+				k++
 				rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = r.ErrorCode, r.Timestamp, r.Offset, r.LeaderEpoch
 			}
 			rt.Partitions = append(rt.Partitions, rp)

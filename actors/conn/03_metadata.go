@@ -24,10 +24,14 @@ func init() { register(3, 0, 12, handleMetadata) }
 // leaderWait is how long, in a cluster, a Metadata answer waits for a partition that is
 // moving (or was just created) to be served by its new leader before it answers
 // LEADER_NOT_AVAILABLE (partition.Describe.WaitLeader). A move takes a few hundred
-// milliseconds once the old leader is known gone; a client told LEADER_NOT_AVAILABLE
-// asks again only after its metadata age (franz-go: 5 s), one told the new leader
-// goes on at once. Every client's request timeout is far longer (10 s and up).
-const leaderWait = 2 * time.Second
+// milliseconds once the old leader is known gone; a paused leader is known gone only
+// when its lease lapses, up to a lease after its watchdog ended its connections. A
+// client told LEADER_NOT_AVAILABLE asks again only after its metadata age (franz-go:
+// 5 s), one told the new leader goes on at once. Every client's request timeout is
+// longer (10 s and up).
+func leaderWait(c *Call) time.Duration {
+	return max(2*time.Second, c.Env.Config.LeaseDuration+time.Second)
+}
 
 func handleMetadata(c *Call) {
 	req := c.Req.(*kmsg.MetadataRequest)
@@ -62,6 +66,12 @@ func fillBrokers(c *Call, resp *kmsg.MetadataResponse) {
 		if !ok || !st.Alive(b.ID) {
 			continue
 		}
+		// A peer whose held connection just ended is left out too: a client whose own
+		// connections to it ended at the same instant (a kill, or the watchdog of a
+		// paused peer) asks for Metadata first, and would go on picking it.
+		if b.ID != c.Env.NodeID && c.Env.Registry.Suspect(b.ID) {
+			continue
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = b.ID
 		mb.Host = ep.Host
@@ -82,7 +92,7 @@ func metadataTopics(c *Call, req *kmsg.MetadataRequest, resp *kmsg.MetadataRespo
 		c.Respond(resp)
 		return
 	}
-	d := &partition.Describe{All: all, AutoCreate: req.Version < 4 || req.AllowAutoTopicCreation, WaitLeader: leaderWait}
+	d := &partition.Describe{All: all, AutoCreate: req.Version < 4 || req.AllowAutoTopicCreation, WaitLeader: leaderWait(c)}
 	type ask struct {
 		byID  bool
 		index int

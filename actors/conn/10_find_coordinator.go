@@ -73,7 +73,9 @@ func findCoordinator(c *Call, keyType int8, key string) (node int32, host string
 	} else {
 		b, ok = c.Env.Registry.Coordinator(key)
 	}
-	if !ok {
+	// Not a peer whose held connection just ended: it is killed or paused, and a client
+	// sent to it would wait or fail (COORDINATOR_NOT_AVAILABLE is retried).
+	if !ok || b.ID != c.Env.NodeID && c.Env.Registry.Suspect(b.ID) {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
 	}
 	ep, ok := b.Endpoints[c.Listener]

@@ -13,7 +13,8 @@ import (
 //	v3: replica_id. v4: flexible.
 //
 // Consumers use it to detect log truncation after a leader change (KIP-320): the answer
-// is the end offset of the largest epoch at most the asked one.
+// is the end offset of the largest epoch at most the asked one. Each partition is asked
+// from the connection, as ListOffsets is (askOffsets, route.go).
 func init() { register(23, 0, 4, handleOffsetForLeaderEpoch) }
 
 func handleOffsetForLeaderEpoch(c *Call) {
@@ -26,19 +27,21 @@ func handleOffsetForLeaderEpoch(c *Call) {
 		}
 		topics = append(topics, ot)
 	}
-	build := func(res *partition.EpochEndsResult) kmsg.Response {
+	build := func(flat []*partition.EpochEnd) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-		for i, t := range req.Topics {
+		k := 0
+		for _, t := range req.Topics {
 			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 			rt.Topic = t.Topic
-			for j, p := range t.Partitions {
+			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.LeaderEpoch, rp.EndOffset = -1, -1
-				if res == nil {
+				if flat == nil {
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else {
-					r := res.Topics[i][j]
+					r := flat[k]
+					k++
 					rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = r.ErrorCode, r.LeaderEpoch, r.EndOffset
 				}
 				rt.Partitions = append(rt.Partitions, rp)
@@ -51,6 +54,8 @@ func handleOffsetForLeaderEpoch(c *Call) {
 		c.Respond(build(nil))
 		return
 	}
-	reply := c.Await(func(v any) kmsg.Response { return build(v.(*partition.EpochEndsResult)) })
-	askTopics(c, &partition.EpochEnds{Topics: topics, Reply: reply})
+	none := func(code int16) *partition.EpochEnd {
+		return &partition.EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1}
+	}
+	askOffsets(c, topics, none, partition.EpochEndMessage, build)
 }

@@ -12,9 +12,9 @@
 // access when an authorizer is set (authz.go), and calls the API's handler: NN_name.go, NN
 // being the API key, registered from its init. A handler completes its *Call once, with
 // Respond, or with Await, whose promise another actor (the groups or topics manager, a
-// group, a partition) resolves later; a Produce's and a ListOffsets' partitions are asked
-// of their partition actors directly, and a Fetch is served in the connection actor
-// (route.go).
+// group, a partition) resolves later. The partitions of a Produce, a ListOffsets and an
+// OffsetForLeaderEpoch are asked of their partition actors directly, and a Fetch is served
+// in the connection actor: that is the only data route (route.go).
 //
 // Responses leave in request order, as Kafka clients require: each request has a slot,
 // and a response is written once every earlier one is (order.go). Back-pressure bounds

@@ -29,9 +29,13 @@ type Env struct {
 
 	// Groups is the groups manager (actors/group): every group API is asked of it.
 	Groups *actor.PID
-	// Topics is the topics manager (actors/partition): topic catalogue, produce, fetch.
+	// Topics is the topics manager (actors/partition): the topic catalogue, and the
+	// partitions the published catalogue does not name yet (a cluster's new topics).
 	Topics *actor.PID
-	// Catalog is the topics manager's published catalogue, read without asking it.
+	// Catalog is the topics manager's published catalogue, read without asking it: the
+	// data route (route.go) sends Produce, Fetch, ListOffsets and OffsetForLeaderEpoch
+	// by it straight to the partition actors. Set with Topics, and loaded
+	// (partition.Catalog.Loaded) before the first connection is accepted.
 	Catalog *partition.Catalog
 
 	// Authorizer decides every request's access (nil: authorization off, everything

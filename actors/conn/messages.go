@@ -11,10 +11,18 @@ import (
 // budget. Messages are pointers and are never changed once sent.
 //
 // Besides these it receives the actor system's *actor.Started and *actor.Stopping, an
-// *actor.Settled for each promise it awaits (a handler's Await, a partition's answer to a
-// gather, a Fetch's), an *actor.Terminated for each partition actor it watches, and the
-// partition package's fetch messages (partition.IsFetchMessage), which it hands to the
-// Fetches it serves.
+// *actor.Settled for each promise it awaits (a handler's Await, answered by the groups or
+// topics manager; a partition's answer to a gather, route.go; a partition's answer to a
+// read of a Fetch it serves), an *actor.Terminated for each partition actor it watches,
+// and the partition package's fetch messages (partition.IsFetchMessage), which it hands
+// to the Fetches it serves (partition.FetchRun): a partition's note that data arrived
+// for a watch a FetchRun left, and the run's own max-wait and abandon timers, armed in
+// this actor's context (self-messages).
+//
+// Sender → receiver, in short: Drain (the server) → the connection; frame, readerDone,
+// tlsReady (its reader goroutine), writerDone (its writer goroutine), resume (its writer
+// goroutine, or the response budget's OnFree) → the connection; authFailedClose and
+// gatherExpired (its own timers, actor.After) → the connection itself.
 
 // Drain asks the connection to stop reading, answer what it has read, then close.
 // The server sends it on a graceful stop.

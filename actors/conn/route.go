@@ -3,16 +3,19 @@ package conn
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
 )
 
-// What the data handlers (00 Produce, 02 ListOffsets) share: a request's partitions are
-// asked of their partition actors directly, named by the published catalogue
+// The data route, which the data handlers (00 Produce, 01 Fetch, 02 ListOffsets,
+// 23 OffsetForLeaderEpoch) share and which is their only route: a request's partitions
+// are asked of their partition actors directly, named by the published catalogue
 // (partition.Catalog), and the answers are gathered here, in the connection actor: no
-// hop through the topics manager and no actor spawned per request. The connection is
+// hop through the topics manager and no actor spawned per request. The manager is asked
+// only about a partition the catalogue does not name (unknownHere). The connection is
 // the one sender of its requests' parts, so pipelined produces reach each partition in
 // the order they were sent (a mailbox keeps one sender's order).
 
@@ -118,6 +121,48 @@ func (a *connActor) finishGather(g *partGather) {
 		}
 	}
 	a.convertAndComplete(g.call, func(any) kmsg.Response { return g.finish(g.results) }, nil)
+}
+
+// askOffsets asks each partition of topics one question from the connection
+// (ListOffsets, OffsetForLeaderEpoch: msg builds it), with none(code) for a partition it
+// cannot ask: the catalogue's code, or in a cluster the topics manager's once it has read
+// the catalogue again (unknownHere); none(REQUEST_TIMED_OUT) for a partition that does
+// not answer within DefaultRequestTimeout or stops first. respond builds the response
+// from one answer per partition, in request order.
+func askOffsets[T any](c *Call, topics []partition.OffsetTopic, none func(code int16) T,
+	msg func(q partition.OffsetQuery, reply actor.Promise) any, respond func(flat []T) kmsg.Response) {
+	routes := c.Env.Catalog.Routes()
+	n := 0
+	for _, t := range topics {
+		n += len(t.Partitions)
+	}
+	a := c.conn
+	g := a.newGather(c, n, func(int) any { return none(kerr.RequestTimedOut.Code) }, func(results []any) kmsg.Response {
+		flat := make([]T, len(results))
+		for i, v := range results {
+			flat[i] = v.(T)
+		}
+		return respond(flat)
+	})
+	i := 0
+	for _, t := range topics {
+		for _, q := range t.Partitions {
+			r := routes.Find(t.Name, partition.TopicID{}, q.Partition)
+			switch {
+			case r.PID == nil && unknownHere(c, r.Code):
+				ref := []partition.PartitionRef{{Topic: t.Name, Partition: q.Partition}}
+				a.ask(g, i, c.Env.Topics, func(reply actor.Promise) any {
+					return partition.ResolveMessage(ref, func(codes []int16) any { return none(codes[0]) }, reply)
+				})
+			case r.PID == nil:
+				g.results[i] = none(r.Code)
+			default:
+				a.ask(g, i, r.PID, func(reply actor.Promise) any { return msg(q, reply) })
+			}
+			i++
+		}
+	}
+	a.start(g, partition.DefaultRequestTimeout)
 }
 
 // startFetch serves f in this actor (partition.FetchRun).

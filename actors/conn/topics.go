@@ -12,8 +12,9 @@ func askTopics(c *Call, msg any) {
 	c.Env.System.Send(c.Env.Topics, msg)
 }
 
-// noTopics reports whether there is no topics manager to ask.
-func noTopics(c *Call) bool { return c.Env.Topics == nil }
+// noTopics reports whether there is no data path: no topics manager to ask, or no
+// catalogue it publishes for the data route (route.go).
+func noTopics(c *Call) bool { return c.Env.Topics == nil || c.Env.Catalog == nil }
 
 func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
 

@@ -302,7 +302,25 @@ func joinError(code int16, memberID string) *JoinResult {
 // clients retry it, find the coordinator again and rejoin (as after a coordinator move).
 var notAvailable = kerr.CoordinatorNotAvailable.Code
 
-// Messages the group actors exchange with the manager and with themselves.
+// Messages the group actors exchange with the manager and with themselves. Sender →
+// receiver (those defined elsewhere name their file):
+//
+//	passivate        a group → the manager, its parent: it is idle and may stop
+//	stopIfIdle       the manager → a group (manager.go): may it still stop?
+//	idleReply        a group → the manager (manager.go): the answer to stopIfIdle
+//	listEntry        the manager → a live group: its ListGroups row
+//	expireNow        the manager → a group it woke from disk for offset expiry
+//	dropTopics       the manager → a group: drop deleted topics' offsets
+//	retentionTick    the manager's sweep → a live group: run offset expiry
+//	sessionCheck, joinDeadline, syncDeadline, pendingDeadline
+//	                 a group's timers (actor.After) → the group itself
+//	*actor.ReceiveTimeout  the actor layer → a group: idle long enough to passivate
+//	sweepTick        the manager's timer (actor.Every; manager.go) → the manager
+//	sweepMore        the manager → itself (manager.go): the sweep's next batch
+//	dropMore         the manager → itself (manager.go): a dropJob's next batch
+//	fileIDs          the manager's directory listing (actor.Go; manager.go) → the
+//	                 manager, as the value of an *actor.Settled
+//	countLive        tests → the manager (manager.go)
 
 // passivate asks the manager to stop an idle group actor (sent by the group to its parent).
 type passivate struct {

@@ -11,6 +11,19 @@ import (
 // result type named in the request's doc line (never a false success: a value is resolved
 // only after the write that holds it is on disk, or with an error code). A request the
 // actor panics on before it queued it is answered with codeCrashed (AnswerCrash).
+//
+// Its other messages, sender → receiver (defined beside their handlers):
+//
+//	*actor.Settled   the offsets journal (actors/journal) → the offsets actor: the
+//	                 answer to its Claim (load.go) or to an Append (batch.go)
+//	claimTimeout     the actor's timer (actor.After; load.go) → itself: the journal has
+//	                 not answered its Claim
+//	flushNow         the actor → itself (batch.go): write what has queued, once the
+//	                 requests already in the mailbox have joined the batch
+//	checkpointTick   the actor's timer (actor.After; checkpoint.go) → itself: rewrite
+//	                 the group file behind the journal
+//	ckptJob          the checkpoint write (actor.Background; checkpoint.go) → the actor:
+//	                 its outcome
 
 // TopicPartition names one partition.
 type TopicPartition struct {

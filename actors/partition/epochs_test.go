@@ -71,13 +71,6 @@ func (h *harness) describe(topic string) TopicInfo {
 	return r.Topics[0]
 }
 
-func (h *harness) epochEnd(topic string, part, epoch int32) *EpochEnd {
-	r := request[*EpochEndsResult](h, func(p actor.Promise) any {
-		return &EpochEnds{Topics: []OffsetTopic{{Name: topic, Partitions: []OffsetQuery{{Partition: part, CurrentLeaderEpoch: -1, LeaderEpoch: epoch}}}}, Reply: p}
-	})
-	return r.Topics[0][0]
-}
-
 // batchesFrom reads every batch from offset to the high watermark: base offset, leader
 // epoch and first record's value of each.
 func (h *harness) batchesFrom(topic string, part int32, offset int64) (bases []int64, epochs []int32, values []string) {
@@ -246,14 +239,6 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	if n := testutil.ToFloat64(met.staleIgnored); n != 1 {
 		t.Fatalf("kaas_log_stale_writes_ignored_total = %v at the next leader's recovery, want 1", n)
 	}
-}
-
-func (h *harness) fetchEpoch(topic string, part int32, offset int64, epoch int32) *Fetched {
-	r := request[*FetchResult](h, func(p actor.Promise) any {
-		return &Fetch{MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: topic,
-			Partitions: []FetchPartition{{Partition: part, Offset: offset, MaxBytes: 1 << 20, CurrentLeaderEpoch: epoch}}}}, Reply: p}
-	})
-	return r.Topics[0].Partitions[0]
 }
 
 // firstValue is the value of a stored batch's first record (uncompressed).

@@ -28,19 +28,18 @@ type (
 
 var watchIDs atomic.Uint64
 
-// fetcher serves one Fetch as a short-lived child of the manager. It reads every
+// fetcher serves one Fetch in its host's actor (a connection, FetchHost). It reads every
 // partition; when the answer is smaller than min_bytes it leaves a watch with each
-// partition and waits (no actor is blocked: the partitions go on serving) until one says
-// its high watermark moved, then reads again, until min_bytes is there or max_wait_ms
-// passes. It then answers, drops its watches and stops.
+// partition and waits (no actor is blocked: the partitions and the host go on serving)
+// until one says its high watermark moved, then reads again, until min_bytes is there or
+// max_wait_ms passes. It then answers, drops its watches and tells the host it is done.
+// Its messages arrive in the host's mailbox (FetchRun.Offer); ctx is always the host's.
 type fetcher struct {
 	req   *Fetch
 	out   *FetchResult
 	slots []fetchSlot
-	// host, when set, is the actor serving this fetch (a connection, see FetchRun);
-	// nil: the fetcher is an actor of its own.
-	host FetchHost
-	run  *FetchRun
+	host  FetchHost
+	run   *FetchRun
 
 	ids      map[uint64]int // read promise → slot
 	watchID  uint64         // watch ids are watchID+slot
@@ -51,47 +50,21 @@ type fetcher struct {
 	finished bool
 }
 
-func (f *fetcher) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		f.start(ctx)
-	case *actor.Stopping:
-		f.finish(ctx)
-	case *actor.Settled:
-		f.onRead(ctx, m)
-	case *dataReady:
-		f.onDataReady(ctx, m)
-	case *fetchExpired:
-		f.expired = true
-		if len(f.ids) == 0 {
-			f.readAll(ctx)
-		}
-	case *fetchAbandoned:
-		f.finish(ctx)
-	case *actor.Terminated:
-		f.onPartitionStopped(ctx, m.Who)
-	}
-}
-
 func (f *fetcher) start(ctx actor.Context) {
 	f.watchID = watchIDs.Add(uint64(len(f.slots)+1)) - uint64(len(f.slots))
 	f.cancels = append(f.cancels, actor.After(ctx, f.req.MaxWait+fetchAbandonAfter, &fetchAbandoned{f: f}))
-	f.watchPartitions(ctx)
+	f.watchPartitions()
 	f.readAll(ctx)
 }
 
 // watchPartitions asks to hear when a partition actor stops (its topic was deleted), so
 // a read or watch sent to it is not waited for in vain.
-func (f *fetcher) watchPartitions(ctx actor.Context) {
+func (f *fetcher) watchPartitions() {
 	seen := map[string]bool{}
 	for _, s := range f.slots {
 		if s.to != nil && !seen[s.to.Id] {
 			seen[s.to.Id] = true
-			if f.host != nil {
-				f.host.WatchPartition(s.to)
-			} else {
-				ctx.Watch(s.to)
-			}
+			f.host.WatchPartition(s.to)
 		}
 	}
 }
@@ -215,15 +188,6 @@ func (f *fetcher) finish(ctx actor.Context) {
 	for _, c := range f.cancels {
 		c()
 	}
-	if f.host == nil {
-		unwatched := map[string]bool{}
-		for _, s := range f.slots {
-			if s.to != nil && !unwatched[s.to.Id] {
-				unwatched[s.to.Id] = true
-				ctx.Unwatch(s.to)
-			}
-		}
-	}
 	remaining := int64(f.req.MaxBytes)
 	took := false
 	for i := range f.slots {
@@ -250,18 +214,13 @@ func (f *fetcher) finish(ctx actor.Context) {
 		}
 		f.out.Topics[s.topic].Partitions[s.index] = s.res
 	}
-	if f.host != nil {
-		f.host.FetchDone(f.run)
-		f.req.Reply.Resolve(f.out)
-		return
-	}
+	f.host.FetchDone(f.run)
 	f.req.Reply.Resolve(f.out)
-	ctx.Stop(ctx.Self())
 }
 
-// FetchHost is an actor that serves fetches in its own Receive (a connection), instead
-// of a fetcher actor per fetch: it passes each FetchRun the messages of its mailbox
-// (Offer) and is told when one is done.
+// FetchHost is an actor that serves fetches in its own Receive (a connection): it passes
+// each FetchRun the messages of its mailbox (Offer) and is told when one is done. No
+// actor is spawned per fetch.
 type FetchHost interface {
 	// WatchPartition has the host watch pid (once; it keeps the watch) and pass the
 	// *actor.Terminated it gets on to its fetches.
@@ -279,7 +238,7 @@ type FetchHost interface {
 type FetchRun struct{ f *fetcher }
 
 // StartFetch starts serving req in the host's actor (ctx is the host's), routing its
-// partitions by routes as the topics manager does by its catalogue.
+// partitions by routes (a Catalog's).
 func StartFetch(ctx actor.Context, host FetchHost, routes Routes, req *Fetch) *FetchRun {
 	out := &FetchResult{Topics: make([]FetchedTopic, len(req.Topics))}
 	var slots []fetchSlot

@@ -32,10 +32,7 @@ type Config struct {
 	TopicsDeleted func(topics []string)
 	// IdleClose closes an idle partition's segment files after this long; 0 is 5 minutes.
 	IdleClose time.Duration
-	// RequestTimeout bounds a produce or list request whose partitions do not answer; 0 is
-	// 30 s.
-	RequestTimeout time.Duration
-	Now            func() time.Time
+	Now       func() time.Time
 	// Metrics are shared by every partition; nil records nothing.
 	Metrics *Metrics
 	// FS does every file step of the catalogue and of the partitions (segments, recovery
@@ -104,9 +101,10 @@ type topicState struct {
 	epochs []knownEpoch
 }
 
-// manager is the topics manager: the catalogue under <data>/topics/, the parent of one
-// actor per partition, and the spawner of the short-lived actors that serve
-// multi-partition requests.
+// manager is the topics manager: the catalogue under <data>/topics/ and the parent of
+// one actor per partition. It publishes the catalogue (Catalog) by which the connections
+// send data requests to the partition actors themselves; no data request passes through
+// its mailbox.
 type manager struct {
 	cfg  Config
 	log  zerolog.Logger
@@ -144,9 +142,6 @@ type manager struct {
 func ManagerProps(cfg Config) *actor.Props {
 	if cfg.IdleClose == 0 {
 		cfg.IdleClose = 5 * time.Minute
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -191,14 +186,6 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.handleCreatePartitions(ctx, msg)
 	case *PartitionsExist:
 		msg.Reply.Resolve(m.handleExist(ctx, msg))
-	case *Produce:
-		m.handleProduce(ctx, msg)
-	case *Fetch:
-		m.handleFetch(ctx, msg)
-	case *ListOffsets:
-		m.handleListOffsets(ctx, msg)
-	case *EpochEnds:
-		m.handleEpochEnds(ctx, msg)
 	case *resolveUnknown:
 		m.handleResolve(ctx, msg)
 	case *InitProducerID:

@@ -16,11 +16,14 @@ import (
 	"kaas/config"
 )
 
+// harness is a topics manager (pid) with a client (client_test.go) that sends data
+// requests to its partition actors by the catalogue it publishes, as a connection does.
 type harness struct {
-	t   *testing.T
-	sys *actor.System
-	pid *actor.PID
-	cfg Config
+	t      *testing.T
+	sys    *actor.System
+	pid    *actor.PID
+	client *actor.PID
+	cfg    Config
 }
 
 func newHarness(t *testing.T, dir string, mutate func(*Config)) *harness {
@@ -31,12 +34,25 @@ func newHarness(t *testing.T, dir string, mutate func(*Config)) *harness {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = NewCatalog()
+	}
 	h := &harness{t: t, sys: actor.NewSystem(zerolog.Nop()), cfg: cfg}
 	h.pid = h.sys.Spawn(ManagerProps(cfg))
+	h.client = h.sys.Spawn(actor.PropsOf(newClient))
+	// As the broker does before it accepts connections.
+	select {
+	case <-cfg.Catalog.Loaded():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the catalogue was not loaded")
+	}
 	return h
 }
 
 func (h *harness) stop() {
+	if err := h.sys.Poison(h.client, 5*time.Second); err != nil {
+		h.t.Fatal(err)
+	}
 	if err := h.sys.Poison(h.pid, 5*time.Second); err != nil {
 		h.t.Fatal(err)
 	}
@@ -60,21 +76,6 @@ func (h *harness) create(name string, partitions int32) TopicInfo {
 		return &CreateTopics{Topics: []NewTopic{{Name: name, Partitions: partitions, ReplicationFactor: -1}}, Reply: p}
 	})
 	return r.Topics[0]
-}
-
-func (h *harness) produce(topic string, part int32, batch []byte) *Produced {
-	r := request[*ProduceResult](h, func(p actor.Promise) any {
-		return &Produce{Topics: []ProduceTopic{{Name: topic, Partitions: []ProducePartition{{Partition: part, Records: batch}}}}, Reply: p}
-	})
-	return r.Topics[0][0]
-}
-
-func (h *harness) fetch(topic string, part int32, offset int64, wait time.Duration, minBytes int32) *Fetched {
-	r := request[*FetchResult](h, func(p actor.Promise) any {
-		return &Fetch{MaxWait: wait, MinBytes: minBytes, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: topic,
-			Partitions: []FetchPartition{{Partition: part, Offset: offset, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: p}
-	})
-	return r.Topics[0].Partitions[0]
 }
 
 func TestManagerProduceFetchRestart(t *testing.T) {
@@ -139,9 +140,7 @@ func TestManagerLongPoll(t *testing.T) {
 		t.Fatal("fetch did not wait for max_wait_ms")
 	}
 	// Answered as soon as data arrives.
-	w := h.sys.NewWaiter()
-	h.sys.Send(h.pid, &Fetch{MaxWait: 5 * time.Second, MinBytes: 1, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: "t",
-		Partitions: []FetchPartition{{Partition: 0, Offset: 0, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: w.Promise})
+	w := h.startFetch(oneFetch("t", 0, 0, 5*time.Second, 1, -1))
 	h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("hello")))
 	v, ok := w.Wait(2 * time.Second)
 	if !ok {
@@ -187,39 +186,35 @@ func TestManagerDeleteAndExist(t *testing.T) {
 }
 
 // Pipelined produce requests reach a partition in the order they were sent, so an
-// idempotent producer's in-flight batches are never out of sequence.
+// idempotent producer's in-flight batches are never out of sequence: the partition
+// appends one sender's batches in their order, each once durable.
 func TestManagerPipelinedProduceInOrder(t *testing.T) {
 	h := newHarness(t, t.TempDir(), nil)
 	defer h.stop()
 	h.create("p", 1)
 	var waiters []*actor.Waiter
 	for seq := int32(0); seq < 300; seq++ {
-		w := h.sys.NewWaiter()
-		h.sys.Send(h.pid, &Produce{Topics: []ProduceTopic{{Name: "p", Partitions: []ProducePartition{{Partition: 0,
-			Records: testBatch(9, 0, seq, 1, 0, []byte("v"))}}}}, Reply: w.Promise})
-		waiters = append(waiters, w)
+		waiters = append(waiters, h.sendAppend("p", 0, testBatch(9, 0, seq, 1, 0, []byte("v"))))
 	}
 	for i, w := range waiters {
 		v, ok := w.Wait(5 * time.Second)
 		if !ok {
 			t.Fatalf("produce %d unanswered", i)
 		}
-		if r := v.(*ProduceResult).Topics[0][0]; r.ErrorCode != 0 || r.BaseOffset != int64(i) {
+		if r := v.(*Produced); r.ErrorCode != 0 || r.BaseOffset != int64(i) {
 			t.Fatalf("produce %d: %+v", i, r)
 		}
 	}
 }
 
 // A fetch parked on a topic that is then deleted is answered at once, not at max_wait.
-// The manager takes the fetch before the deletion (one sender, in order); whether the
-// fetcher has parked on the partition yet or reaches it stopped, the answer is the same.
+// The fetch is routed to the partition before the deletion; whether it has parked on the
+// partition yet or reaches it stopped, the answer is the same.
 func TestManagerParkedFetchOnDeletedTopic(t *testing.T) {
 	h := newHarness(t, t.TempDir(), nil)
 	defer h.stop()
 	h.create("gone", 1)
-	w := h.sys.NewWaiter()
-	h.sys.Send(h.pid, &Fetch{MaxWait: time.Minute, MinBytes: 1, MaxBytes: 1 << 20, Topics: []FetchTopic{{Name: "gone",
-		Partitions: []FetchPartition{{Partition: 0, Offset: 0, MaxBytes: 1 << 20, CurrentLeaderEpoch: -1}}}}, Reply: w.Promise})
+	w := h.startFetch(oneFetch("gone", 0, 0, time.Minute, 1, -1))
 	request[*Deleted](h, func(p actor.Promise) any { return &DeleteTopics{Names: []string{"gone"}, Reply: p} })
 	v, ok := w.Wait(5 * time.Second)
 	if !ok {
@@ -249,9 +244,7 @@ func TestManagerRetentionBytes(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		l := request[*ListOffsetsResult](h, func(p actor.Promise) any {
-			return &ListOffsets{Topics: []OffsetTopic{{Name: "r", Partitions: []OffsetQuery{{Partition: 0, Timestamp: earliestTimestamp, CurrentLeaderEpoch: -1}}}}, Reply: p}
-		}).Topics[0][0]
+		l := h.listOffset("r", 0, earliestTimestamp)
 		if l.Offset == 6 {
 			break
 		}

@@ -7,9 +7,26 @@ import (
 )
 
 // This file is the topics manager's contract with the connection handlers and the groups
-// side. Every request carries a Promise the manager (or a request actor it spawns)
-// resolves exactly once with the type named in the request's doc line. Results follow the
-// request's order, topic by topic and partition by partition.
+// side, and the shapes of a Fetch a connection serves (fetcher.go). Every request carries
+// a Promise the manager (or, for a Fetch, its FetchRun) resolves exactly once with the
+// type named in the request's doc line. Results follow the request's order, topic by
+// topic and partition by partition. Produce, ListOffsets and OffsetForLeaderEpoch go to
+// the partition actors themselves (AppendMessage, ListOffsetMessage, EpochEndMessage in
+// snapshot.go, their answers in partition_messages.go).
+//
+// The topics manager's messages inside the package, sender → receiver:
+//
+//	resolveUnknown    a connection → the manager (ResolveMessage; resolve.go)
+//	catalogWritten    a catalogue write job (actor.Background; catalogqueue.go) → the manager
+//	filesRemoved      a deleted topic's file removal (actor.Background; admin.go) → the manager
+//	describeAgain     the manager's timer (actor.After; admin.go) → the manager: held
+//	                  Describes looked at again
+//	catalogTick       the manager's timer (actor.Every; manager.go) → the manager, in a
+//	                  cluster: the catalogue re-read
+//	epochsRead        the manager's read of other partitions' leader-epoch files
+//	                  (actor.Background; leaderepochs.go) → the manager
+//	epochOpened       a partition (partition_messages.go) → the manager, its parent
+//	*actor.Terminated  a partition actor stopping → the manager, its parent
 
 // TopicID is a topic's UUID (KIP-516).
 type TopicID = [16]byte
@@ -153,37 +170,10 @@ type Existence struct {
 	Exists []bool
 }
 
-// Produce appends batches. Each partition's result arrives when that partition has
-// acknowledged (durably by default), or after Timeout with REQUEST_TIMED_OUT.
-// Reply: *ProduceResult.
-type Produce struct {
-	Topics  []ProduceTopic
-	Timeout time.Duration
-	Reply   actor.Promise
-}
-
-// ProduceTopic is one topic of a Produce, by name (or by id from v13).
-type ProduceTopic struct {
-	Name       string
-	ID         TopicID
-	Partitions []ProducePartition
-}
-
-// ProducePartition is one partition's batch.
-type ProducePartition struct {
-	Partition int32
-	Records   []byte
-}
-
-// ProduceResult has a *Produced per partition, Topics[i][j] for the request's topic i,
-// partition j.
-type ProduceResult struct {
-	Topics [][]*Produced
-}
-
-// Fetch reads. It waits up to MaxWait for MinBytes (without holding any actor: the
-// partitions tell the fetch's own actor when data arrives). MaxBytes bounds the whole
-// response; each partition has its own bound. Reply: *FetchResult.
+// Fetch is one Fetch request, served in the actor of a FetchHost (a connection) by
+// StartFetch. It waits up to MaxWait for MinBytes (without holding any actor: the
+// partitions tell the host when data arrives). MaxBytes bounds the whole response; each
+// partition has its own bound. Reply: *FetchResult.
 type Fetch struct {
 	MaxWait  time.Duration
 	MinBytes int32
@@ -219,7 +209,8 @@ type FetchedTopic struct {
 	Partitions []*Fetched
 }
 
-// OffsetQuery is one partition of a ListOffsets or OffsetForLeaderEpoch.
+// OffsetQuery is one partition of a ListOffsets or OffsetForLeaderEpoch
+// (ListOffsetMessage, EpochEndMessage).
 type OffsetQuery struct {
 	Partition          int32
 	CurrentLeaderEpoch int32
@@ -231,28 +222,6 @@ type OffsetQuery struct {
 type OffsetTopic struct {
 	Name       string
 	Partitions []OffsetQuery
-}
-
-// ListOffsets looks offsets up by time. Reply: *ListOffsetsResult.
-type ListOffsets struct {
-	Topics []OffsetTopic
-	Reply  actor.Promise
-}
-
-// ListOffsetsResult has a *Listed per partition.
-type ListOffsetsResult struct {
-	Topics [][]*Listed
-}
-
-// EpochEnds answers OffsetForLeaderEpoch. Reply: *EpochEndsResult.
-type EpochEnds struct {
-	Topics []OffsetTopic
-	Reply  actor.Promise
-}
-
-// EpochEndsResult has an *EpochEnd per partition.
-type EpochEndsResult struct {
-	Topics [][]*EpochEnd
 }
 
 // InitProducerID hands out a fresh producer id (non-transactional producers).

@@ -105,6 +105,9 @@ type partitionActor struct {
 	// doubling up to openRetryMax; openCancel that try's timer.
 	openRetryIn time.Duration
 	openCancel  actor.Cancel
+	// parked are the produces held while the lock is awaited (park.go).
+	parked      []parkedAppend
+	parkedBytes int
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -148,6 +151,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		switch {
 		case p.plog == nil && p.broken == nil:
 			p.takeLock(ctx)
+			p.unpark(ctx)
 		case p.plog != nil && p.lockBroken && p.leaderLock == nil:
 			p.retakeLock(ctx)
 		}
@@ -380,6 +384,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		}
 	}
 	p.pending = nil
+	p.answerParked()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -401,6 +406,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
 	p.pending = nil
+	p.answerParked()
 	p.releaseWatchers(ctx, false)
 	if p.plog != nil {
 		p.plog.Close()
@@ -439,7 +445,9 @@ func (p *partitionActor) closedCode() int16 {
 
 func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	if p.plog == nil {
-		m.reply.Resolve(p.storageError())
+		if !p.park(ctx, m) {
+			m.reply.Resolve(p.storageError())
+		}
 		return
 	}
 	h, perr := validateProduced(m.records, p.cfg.MaxMessageBytes)

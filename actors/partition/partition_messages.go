@@ -6,12 +6,28 @@ import (
 	"kaas/actors/actor"
 )
 
-// Messages of the partition actor. Its only senders are the topics manager's short-lived
-// request actors (collect, fetcher); every request carries a Promise that the partition
-// resolves exactly once, on every path, stop and restart included. A request the actor
-// panics on is answered NOT_LEADER_OR_FOLLOWER (AnswerCrash): the client refreshes its
-// metadata and retries, and a read left unanswered would hold its Fetch until the
-// fetcher abandons it (max wait + 10 s), past the client's timeout.
+// Messages of the partition actor. Its requests come from the connection actors, on the
+// data route (actors/conn/route.go): appendBatch (AppendMessage), listOffset
+// (ListOffsetMessage) and epochEndOf (EpochEndMessage) from a connection's gather, and
+// readLog, watch and unwatch from a Fetch the connection serves (FetchRun, fetcher.go).
+// Every request carries a Promise that the partition resolves exactly once, on every
+// path, stop and restart included. A request the actor panics on is answered
+// NOT_LEADER_OR_FOLLOWER (AnswerCrash): the client refreshes its metadata and retries,
+// and a read left unanswered would hold its Fetch until the FetchRun abandons it (max
+// wait + 10 s), past the client's timeout.
+//
+// Messages inside the package, sender → receiver:
+//
+//	syncDone       the partition's background fsync (actor.Background) → the partition
+//	retentionTick  the partition's timer (actor.Every) → the partition
+//	lockRetryTick  the partition's timer (actor.After; partition.go) → the partition
+//	*actor.ReceiveTimeout  the actor layer → the partition: idle, it closes its files
+//	dataReady      a partition → the connection whose FetchRun left the watch
+//	fetchExpired, fetchAbandoned  a FetchRun's timers (fetcher.go) → the connection
+//	               serving it, which hands them back to the run (FetchRun.Offer)
+//	epochOpened    a partition → the topics manager, its parent
+//
+// The topics manager's are listed in messages.go.
 
 // appendBatch appends one producer batch. Reply: *Produced, once the batch is durable
 // (log.flush.interval.messages=1) or at once.
@@ -55,8 +71,9 @@ type watch struct {
 
 type unwatch struct{ id uint64 }
 
-// dataReady tells a fetcher that a partition it watches has new data, or, with gone, that
-// the partition is stopping (its topic was deleted) and will answer no more reads.
+// dataReady tells a FetchRun, through the connection hosting it, that a partition it
+// watches has new data, or, with gone, that the partition is stopping (its topic was
+// deleted) and will answer no more reads.
 type dataReady struct {
 	id   uint64
 	gone bool

@@ -13,9 +13,9 @@ import (
 // Catalog is the topic catalogue as the connections read it: an immutable snapshot the
 // topics manager replaces (copy on write) each time a topic is created, grown or deleted,
 // as the registry publishes the broker set. A connection answers "does this partition
-// exist" from it directly instead of asking the manager, whose mailbox carries the data
-// path, and sends Produce and ListOffsets straight to the partition actors it names.
-// Reads are lock-free; only the manager writes.
+// exist" from it directly instead of asking the manager, and sends Produce, Fetch,
+// ListOffsets and OffsetForLeaderEpoch straight to the partition actors it names: this
+// is the only data route. Reads are lock-free; only the manager writes.
 type Catalog struct {
 	p          atomic.Pointer[catalogSnap]
 	loaded     chan struct{} // closed by the first publish
@@ -43,19 +43,10 @@ func NewCatalog() *Catalog {
 }
 
 // Loaded is closed once the manager has published the catalogue it loaded at start:
-// before, the snapshot is empty, and only the manager can answer (it handles requests
-// after its load). The broker accepts connections once it is closed.
+// before, the snapshot is empty and would route every partition to
+// UNKNOWN_TOPIC_OR_PARTITION, so the broker accepts connections only once it is closed
+// (broker/topics.go).
 func (c *Catalog) Loaded() <-chan struct{} { return c.loaded }
-
-// IsLoaded says whether Loaded is closed.
-func (c *Catalog) IsLoaded() bool {
-	select {
-	case <-c.loaded:
-		return true
-	default:
-		return false
-	}
-}
 
 // Exists reports, for each partition, whether its topic has it.
 func (c *Catalog) Exists(tps []TopicPartition) []bool {
@@ -77,8 +68,8 @@ func (c *Catalog) Partitions(topic string) (int32, bool) {
 	return t.partitions, true
 }
 
-// Route is where one partition of a data request goes: its actor, or the error code the
-// topics manager would answer (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+// Route is where one partition of a data request goes: its actor, or the error code to
+// answer (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_LEADER_OR_FOLLOWER for a partition with no actor here). Topic and
 // ID name the topic when it is known.
 type Route struct {
@@ -96,7 +87,7 @@ type Routes struct{ snap *catalogSnap }
 func (c *Catalog) Routes() Routes { return Routes{c.p.Load()} }
 
 // Find routes partition p of the topic named name, or, when name is empty, of the topic
-// with id (Produce and Fetch v13+), as the topics manager looks partitions up.
+// with id (Produce and Fetch v13+), as the topics manager looks partitions up (lookup).
 func (r Routes) Find(name string, id TopicID, p int32) Route {
 	t := r.snap.topics[name]
 	if name == "" && id != (TopicID{}) {
@@ -119,8 +110,8 @@ func (r Routes) Find(name string, id TopicID, p int32) Route {
 	return Route{PID: t.pids[p], Topic: t.name, ID: t.id}
 }
 
-// DefaultRequestTimeout bounds a produce (without a timeout of its own) or a list
-// request whose partitions do not answer (a restart lost the message).
+// DefaultRequestTimeout bounds a produce (without a timeout of its own), a ListOffsets
+// or an OffsetForLeaderEpoch whose partitions do not answer (a restart lost the message).
 const DefaultRequestTimeout = 30 * time.Second
 
 // ProduceTimeout is how long a produce with timeout_ms d waits for its partitions: d,
@@ -141,6 +132,12 @@ func AppendMessage(records []byte, reply actor.Promise) any {
 // ListOffsetMessage asks a partition actor for one ListOffsets answer; reply gets *Listed.
 func ListOffsetMessage(q OffsetQuery, reply actor.Promise) any {
 	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
+}
+
+// EpochEndMessage asks a partition actor for one OffsetForLeaderEpoch answer: the end
+// offset of the largest leader epoch at most q.LeaderEpoch. reply gets *EpochEnd.
+func EpochEndMessage(q OffsetQuery, reply actor.Promise) any {
+	return &epochEndOf{epoch: q.LeaderEpoch, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
 }
 
 // publish replaces the snapshot with the manager's topics (the manager's Receive only),

@@ -3,7 +3,9 @@ package partition
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sys/unix"
@@ -70,12 +72,19 @@ func TestCatalogRoutesPartitionsLedElsewhereToNotLeader(t *testing.T) {
 }
 
 // A new leader whose partition lock another process still holds (the previous leader
-// stopping, or paused) answers NOT_LEADER_OR_FOLLOWER, which clients retry, without
-// blocking, and serves as soon as the lock is let go. Before, it waited 5 s inside its
-// Receive and then answered KAFKA_STORAGE_ERROR for good.
+// stopping, or paused and not yet lapsed) holds the produces sent to it and appends them
+// once the lock is let go, without blocking (a fetch meanwhile answers
+// NOT_LEADER_OR_FOLLOWER at once, and is retried at once). A produce held past parkFor
+// is answered NOT_LEADER_OR_FOLLOWER. Before, every produce was answered
+// NOT_LEADER_OR_FOLLOWER at once, and franz-go then waits its metadata age (5 s) before
+// it asks again; earlier still, the actor waited 5 s inside its Receive and then
+// answered KAFKA_STORAGE_ERROR for good.
 func TestPartitionWaitsForLeaderLock(t *testing.T) {
 	dir := t.TempDir()
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
 	cluster := func(c *Config) {
+		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
 		c.Cluster = &ClusterConfig{
 			Owns:      func(string, int32) bool { return true },
 			Leader:    func(string, int32) (int32, int32) { return 0, 0 },
@@ -104,16 +113,40 @@ func TestPartitionWaitsForLeaderLock(t *testing.T) {
 	}
 	h = newHarness(t, dir, cluster)
 	defer h.stop()
-	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, nil)); r.ErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("produce while the lock is held elsewhere: %+v, want NOT_LEADER_OR_FOLLOWER", r)
-	}
+	// Held past its wait: NOT_LEADER_OR_FOLLOWER. The clock moves only once the
+	// produce has been answered or parked: a fetch sent after it is answered after it.
+	expired := h.sendAppend("t", 0, testBatch(-1, -1, -1, 1, 0, nil))
 	if r := h.fetch("t", 0, 0, 0, 1); r.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("fetch while the lock is held elsewhere: %+v, want NOT_LEADER_OR_FOLLOWER", r)
+	}
+	now.Add(int64(parkFor + time.Second))
+	v, ok := expired.Wait(5 * time.Second)
+	if !ok {
+		t.Fatal("a produce held past its wait was not answered")
+	}
+	if r := v.(*Produced); r.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce held past its wait: %+v, want NOT_LEADER_OR_FOLLOWER", r)
+	}
+	// Held, then appended once the lock is let go: the client sends it once.
+	held := h.sendAppend("t", 0, testBatch(-1, -1, -1, 1, 0, nil))
+	if r := h.fetch("t", 0, 0, 0, 1); r.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch while the lock is held elsewhere: %+v, want NOT_LEADER_OR_FOLLOWER", r)
+	}
+	// The fetch was answered after the produce was handled: had the produce been
+	// answered, its answer would be here.
+	select {
+	case v := <-held.C:
+		t.Fatalf("a produce was answered while the lock was held elsewhere, within its wait: %+v", v)
+	default:
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.produceOnceLed("t", 0, nil); r.BaseOffset != 1 {
-		t.Fatalf("produce once the lock was let go: base offset %d, want 1", r.BaseOffset)
+	v, ok = held.Wait(5 * time.Second)
+	if !ok {
+		t.Fatal("the held produce was not answered once the lock was let go")
+	}
+	if r := v.(*Produced); r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("held produce once the lock was let go: %+v, want base offset 1", r)
 	}
 }

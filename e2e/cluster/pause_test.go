@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// apiVersions sends one ApiVersions request on c and reads its answer.
+func apiVersions(c net.Conn) error {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "pause-test", "1"
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pause-test")).AppendRequest(nil, req, 1)
+	if _, err := c.Write(frame); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, make([]byte, binary.BigEndian.Uint32(size[:])))
+	return err
+}
+
+// TestPausedBrokerConnectionsEnd: a broker stopped (SIGSTOP) past its lease has its
+// connections ended and its dials refused by its watchdog, as a killed broker's are, so
+// clients go to the peers that adopt what it owned instead of waiting out their own
+// timeouts. Resumed, it listens again and serves.
+func TestPausedBrokerConnectionsEnd(t *testing.T) {
+	c := newCluster(t, false)
+	addr := c.seeds()[0]
+	var held net.Conn
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cn, err := net.Dial("tcp", addr)
+		if err == nil {
+			if err = apiVersions(cn); err == nil {
+				held = cn
+				break
+			}
+			cn.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker 0 never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the broker is starting
+	}
+	defer held.Close()
+
+	c.procs[0].Pause()
+	paused := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.procs[0].Resume()
+		}
+	}()
+	// Before the watchdog, this read waited for the whole pause.
+	_ = held.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := held.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("a paused broker's connection stayed open 30 s")
+	}
+	t.Logf("connection ended %v after the pause: %v", time.Since(paused).Round(time.Millisecond), err)
+	if cn, err := net.DialTimeout("tcp", addr, 10*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if cn != nil {
+			cn.Close()
+		}
+		t.Fatalf("dial of the paused broker: %v, want connection refused", err)
+	}
+
+	c.procs[0].Resume()
+	resumed = true
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		cn, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = cn.SetDeadline(time.Now().Add(10 * time.Second))
+			err = apiVersions(cn)
+			cn.Close()
+			if err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed broker 0 never answered again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the resumed broker listens again
+	}
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log"))
+	for _, ev := range []string{"pause_watchdog_fired", "listener_relistened"} {
+		if !strings.Contains(string(b), ev) {
+			t.Errorf("the brokers' log has no %s", ev)
+		}
+	}
+}
