@@ -6,6 +6,7 @@ import (
 
 	"kaas/actors/group"
 	"kaas/actors/partition"
+	"kaas/storage"
 )
 
 // startTopics starts the topics manager (actors/partition) and sets Env.Topics. A
@@ -15,6 +16,7 @@ func (b *Broker) startTopics() error {
 	catalog := partition.NewCatalog()
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
 		Catalog:  catalog,
+		FS:       storage.OSFS{},
 		Cluster:  b.topicsCluster(),
 		Broker:   &b.cfg,
 		NodeID:   b.cfg.NodeID,

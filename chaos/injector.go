@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -29,8 +30,8 @@ const (
 	Delay         Kind = "delay"          // a pause before an actor handles a message
 	TimerLate     Kind = "timer_late"     // a timer firing later than armed
 	TimerTwice    Kind = "timer_twice"    // a timer firing twice
-	DiskFail      Kind = "disk_fail"      // a failed write, fsync or rename (EIO)
-	DiskSlow      Kind = "disk_slow"      // a slow write, fsync or rename
+	DiskFail      Kind = "disk_fail"      // a failed write, fsync, rename or segment read (EIO)
+	DiskSlow      Kind = "disk_slow"      // a slow write, fsync, rename or segment read
 	ResetRequest  Kind = "reset_request"  // connection reset with a request read, unhandled
 	ResetResponse Kind = "reset_response" // connection reset with a response half written
 	Retriable     Kind = "retriable"      // a request answered with a retriable error
@@ -295,6 +296,7 @@ func (f actorFaults) Timer(msg any, d time.Duration) (time.Duration, bool) {
 
 // fileKind names what a path under data.dir holds.
 func fileKind(path string) string {
+	name := strings.TrimSuffix(filepath.Base(path), storage.TmpSuffix)
 	switch {
 	case strings.Contains(path, "__offsets_journal"):
 		return "journal"
@@ -302,23 +304,33 @@ func fileKind(path string) string {
 		return "group_file"
 	case strings.Contains(path, "__cluster"):
 		return "cluster"
+	case strings.HasSuffix(name, ".log"):
+		return "log" // a partition segment
+	case name == "recovery-point":
+		return "recovery_point"
+	case name == "leader-epochs.json":
+		return "leader_epochs"
+	case name == "leader.lock":
+		return "leader_lock"
 	default:
-		return "log"
+		return "catalog" // topic.json, producer ids
 	}
 }
 
-// disk is the storage hook: writes, fsyncs and renames of every file kind may fail
-// (EIO) or be slow.
+// disk is the storage hook: writes, fsyncs and renames of every file kind, and reads of
+// partition segments (a fetch, a recovery), may fail (EIO) or be slow.
 func (in *Injector) disk(op storage.Op, path string) error {
 	if !in.on.Load() {
 		return nil
 	}
-	switch op {
-	case storage.OpWrite, storage.OpSync, storage.OpRename:
+	kind := fileKind(path)
+	switch {
+	case op == storage.OpWrite, op == storage.OpSync, op == storage.OpRename:
+	case op == storage.OpRead && kind == "log":
 	default:
 		return nil
 	}
-	name := "disk/" + string(op) + "/" + fileKind(path)
+	name := "disk/" + string(op) + "/" + kind
 	k, n, v := in.visit(name, DiskFail, DiskSlow)
 	switch k {
 	case DiskFail:

@@ -1,19 +1,19 @@
 // Package storage is the file access of kaas's writers under data.dir: the FS interface
 // they go through, OSFS on the operating system's files, FaultFS to fail any step in
-// tests, the hook by which the chaos suite fails or slows OSFS's write-side steps
-// (SetHook), the modes new files and directories get (data.file.mode), and the durable
-// helpers (an atomic write through a tmp file, fsync, rename and an fsync of the
-// directory; a durable removal; SyncDir).
+// tests, the hook by which the chaos suite fails or slows OSFS's write-side steps and
+// positioned reads (SetHook), the modes new files and directories get (data.file.mode),
+// and the durable helpers (an atomic write through a tmp file, fsync, rename and an fsync
+// of the directory; a durable removal; SyncDir).
 //
 // Through FS go the group files, the offsets journal, the topic catalogue and producer
-// ids, the rewrites of a partition's leader-epoch file, the cluster id and size, the
-// published cluster views, the fence's lease records and the users and ACL files (the
-// lock files that the fence and the auth files flock are opened with os).
+// ids, the cluster id and size, the published cluster views, the fence's lease records,
+// the users and ACL files, and every file of a partition: its segments are RWFiles
+// (FS.OpenFile: positioned reads and writes, truncation and fsync), its recovery point,
+// accepted-loss record and leader-epoch file are read and written through FS, and its
+// leader.lock is taken with FS.Lock. FaultFS and the chaos hook can fail or slow each
+// of those steps.
 //
-// Not through FS yet (planned): a partition's data files. Its segments are created,
-// appended, read, moved aside and removed with package os, on the produce and fetch
-// paths, and only their fsync goes through FS.SyncFile, so that FaultFS can fail it;
-// leader.lock, recovery-point, the accepted-loss record and the reads of
-// leader-epochs.json use os as well. FaultFS and the chaos suite's storage faults do
-// not reach those steps.
+// Not through FS yet (planned): the other lock files, which the data dir, the fence and
+// the auth files flock shared or with a wait that FS.Lock does not offer, are opened with
+// os.
 package storage

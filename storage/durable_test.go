@@ -50,31 +50,3 @@ func TestRemoveDurablyMissing(t *testing.T) {
 		t.Fatalf("removal under a failed directory fsync: %v", err)
 	}
 }
-
-// A file opened outside FS (a partition segment) fails its fsync through FaultFS as a
-// file of FS does, under OpSync and its own name.
-func TestFaultFSSyncFile(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "00000000000000000000.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fsys := NewFaultFS(nil)
-	var path string
-	fsys.Before = func(op Op, p string) error {
-		if op == OpSync {
-			path = p
-		}
-		return nil
-	}
-	fsys.FailNext(OpSync, nil)
-	if err := fsys.SyncFile(f); !errors.Is(err, ErrInjected) {
-		t.Fatalf("first fsync: %v", err)
-	}
-	if err := fsys.SyncFile(f); err != nil || path != f.Name() {
-		t.Fatalf("second fsync: %v, path %q", err, path)
-	}
-	if n := fsys.Count(OpSync); n != 2 {
-		t.Fatalf("%d fsyncs counted, want 2", n)
-	}
-}

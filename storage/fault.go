@@ -12,6 +12,7 @@ type Op string
 
 // The steps FaultFS can fail.
 const (
+	// OpRead is a whole-file read (ReadFile) or a positioned one (RWFile.ReadAt).
 	OpRead    Op = "read"
 	OpReadDir Op = "readdir"
 	OpCreate  Op = "create"
@@ -26,6 +27,12 @@ const (
 	OpMkdir   Op = "mkdir"
 	// OpRemoveAll is a removal of a tree (a deleted topic's directory).
 	OpRemoveAll Op = "removeall"
+	// OpTruncate cuts a file open for positioned writes (a torn segment tail).
+	OpTruncate Op = "truncate"
+	// OpStat asks an open file its size.
+	OpStat Op = "stat"
+	// OpLock takes a file's lock (a partition's leader.lock).
+	OpLock Op = "lock"
 )
 
 // ErrInjected is the error FaultFS returns unless told another.
@@ -180,13 +187,30 @@ func (f *FaultFS) SyncFS(dir string) error {
 	return f.Inner.SyncFS(dir)
 }
 
-// SyncFile fails as OpSync does, with f's name as the path: a partition segment's fsync
-// fails the same way as a group file's.
-func (f *FaultFS) SyncFile(file *os.File) error {
-	if err := f.check(OpSync, file.Name()); err != nil {
-		return err
+func (f *FaultFS) OpenFile(path string, flag int) (RWFile, error) {
+	op := OpOpen
+	if flag&os.O_CREATE != 0 {
+		op = OpCreate
 	}
-	return f.Inner.SyncFile(file)
+	if err := f.check(op, path); err != nil {
+		return nil, err
+	}
+	file, err := f.Inner.OpenFile(path, flag)
+	if err != nil {
+		return nil, err
+	}
+	return &faultRWFile{faultFile{fs: f, path: path, inner: file}, file}, nil
+}
+
+func (f *FaultFS) Lock(path string) (RWFile, bool, error) {
+	if err := f.check(OpLock, path); err != nil {
+		return nil, false, err
+	}
+	file, held, err := f.Inner.Lock(path)
+	if err != nil || !held {
+		return nil, held, err
+	}
+	return &faultRWFile{faultFile{fs: f, path: path, inner: file}, file}, true, nil
 }
 
 func (f *FaultFS) MkdirAll(dir string) error {
@@ -232,3 +256,41 @@ func (f *faultFile) Close() error {
 	}
 	return f.inner.Close()
 }
+
+// faultRWFile is a faultFile open for positioned reads and writes. A failed WriteAt
+// writes half of its buffer first, as a failed Write does.
+type faultRWFile struct {
+	faultFile
+	rw RWFile
+}
+
+func (f *faultRWFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpRead, f.path); err != nil {
+		return 0, err
+	}
+	return f.rw.ReadAt(p, off)
+}
+
+func (f *faultRWFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpWrite, f.path); err != nil {
+		n, _ := f.rw.WriteAt(p[:len(p)/2], off)
+		return n, err
+	}
+	return f.rw.WriteAt(p, off)
+}
+
+func (f *faultRWFile) Truncate(size int64) error {
+	if err := f.fs.check(OpTruncate, f.path); err != nil {
+		return err
+	}
+	return f.rw.Truncate(size)
+}
+
+func (f *faultRWFile) Size() (int64, error) {
+	if err := f.fs.check(OpStat, f.path); err != nil {
+		return 0, err
+	}
+	return f.rw.Size()
+}
+
+func (f *faultRWFile) Name() string { return f.rw.Name() }

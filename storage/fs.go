@@ -1,8 +1,12 @@
 package storage
 
 import (
+	"errors"
+	"io"
 	"io/fs"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"kaas/datamode"
 )
@@ -37,9 +41,15 @@ type FS interface {
 	// one call. It returns an error satisfying errors.ErrUnsupported where the system
 	// has no such call.
 	SyncFS(dir string) error
-	// SyncFile fsyncs f, a file opened outside FS: partition segments keep their own
-	// open and append path (the produce path), and only their fsync comes here.
-	SyncFile(f *os.File) error
+	// OpenFile opens path for positioned reads and writes (a partition segment, its
+	// recovery point). flag is os.OpenFile's: os.O_RDONLY or os.O_RDWR, with os.O_CREATE,
+	// os.O_EXCL and os.O_TRUNC as wanted; a file made gets datamode.File(). The step is
+	// OpCreate with os.O_CREATE, else OpOpen.
+	OpenFile(path string, flag int) (RWFile, error)
+	// Lock opens path, creating it, and takes its exclusive advisory lock (flock) without
+	// waiting: held is false, with no file, while another process holds it. The lock
+	// lasts until the file is closed; the kernel drops it when its process dies.
+	Lock(path string) (f RWFile, held bool, err error)
 	// MkdirAll makes dir and its parents.
 	MkdirAll(dir string) error
 }
@@ -52,6 +62,18 @@ type File interface {
 	// the rest (on a preallocated file, no filesystem journal commit at all).
 	Datasync() error
 	Close() error
+}
+
+// RWFile is a file open for positioned reads and writes. ReadAt may run on another
+// goroutine than the writes.
+type RWFile interface {
+	File
+	io.ReaderAt
+	WriteAt(p []byte, off int64) (int, error)
+	Truncate(size int64) error
+	// Size is the file's length now.
+	Size() (int64, error)
+	Name() string
 }
 
 // OSFS is FS on the operating system's files. New files get datamode.File(), new
@@ -97,8 +119,75 @@ func (OSFS) OpenWrite(path string) (File, error) {
 	return osFile{f}, nil
 }
 
+func (OSFS) OpenFile(path string, flag int) (RWFile, error) {
+	op := OpOpen
+	if flag&os.O_CREATE != 0 {
+		op = OpCreate
+	}
+	if err := hooked(op, path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, flag, datamode.File())
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (OSFS) Lock(path string) (RWFile, bool, error) {
+	if err := hooked(OpLock, path); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
+	if err != nil {
+		return nil, false, err
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		return osFile{f}, true, nil
+	}
+	f.Close()
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, false, nil
+	}
+	return nil, false, &fs.PathError{Op: "flock", Path: path, Err: err}
+}
+
 // osFile is an *os.File with Datasync (datasync_linux.go, datasync_other.go).
 type osFile struct{ *os.File }
+
+func (f osFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := hooked(OpRead, f.Name()); err != nil {
+		return 0, err
+	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f osFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := hooked(OpWrite, f.Name()); err != nil {
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
+		return n, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f osFile) Truncate(size int64) error {
+	if err := hooked(OpTruncate, f.Name()); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}
+
+func (f osFile) Size() (int64, error) {
+	if err := hooked(OpStat, f.Name()); err != nil {
+		return 0, err
+	}
+	st, err := f.File.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
 
 func (f osFile) Datasync() error {
 	if err := hooked(OpSync, f.Name()); err != nil {
@@ -164,13 +253,6 @@ func (OSFS) SyncDir(dir string) error {
 		err = cerr
 	}
 	return err
-}
-
-func (OSFS) SyncFile(f *os.File) error {
-	if err := hooked(OpSync, f.Name()); err != nil {
-		return err
-	}
-	return f.Sync()
 }
 
 func (OSFS) MkdirAll(dir string) error {

@@ -6,7 +6,8 @@ import (
 )
 
 // Hook, when installed with SetHook, runs before each write-side step OSFS takes
-// (create, open, write, sync, close, rename, remove, syncdir, syncfs, mkdir): it may
+// (create, open, write, sync, close, rename, remove, syncdir, syncfs, mkdir, truncate,
+// lock) and before each positioned read or size of an open file (read, stat): it may
 // sleep (a slow disk) or return an error, which fails the step as FaultFS does (a failed
 // write writes half of its buffer first). It is the chaos suite's way into the broker's
 // real storage without changing what the broker is built with; never set in production,

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 
 	"kaas/storage"
@@ -84,14 +83,14 @@ var (
 
 // readEpochs reads dir's leader-epoch file; none is an empty list. Entries must grow in
 // epoch and never go back in start offset.
-func readEpochs(dir string) ([]epochEntry, error) {
-	entries, _, err := readEpochFile(dir)
+func readEpochs(fsys storage.FS, dir string) ([]epochEntry, error) {
+	entries, _, err := readEpochFile(fsys, dir)
 	return entries, err
 }
 
 // readEpochFile reads dir's leader-epoch file; found is false when there is none.
-func readEpochFile(dir string) (entries []epochEntry, found bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, epochsName))
+func readEpochFile(fsys storage.FS, dir string) (entries []epochEntry, found bool, err error) {
+	b, err := fsys.ReadFile(filepath.Join(dir, epochsName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -213,7 +213,7 @@ func TestLeaderEpochFileRebuiltFromBatches(t *testing.T) {
 			if e := h.epochEnd("t", 0, 6); e.ErrorCode != 0 || e.LeaderEpoch != 6 || e.EndOffset != 6 {
 				t.Fatalf("OffsetForLeaderEpoch(6) = %+v, want epoch 6 ending at 6", e)
 			}
-			entries, err := readEpochs(pdir)
+			entries, err := readEpochs(storage.OSFS{}, pdir)
 			if err != nil {
 				t.Fatalf("leader-epoch file after the restart: %v", err)
 			}
@@ -251,7 +251,7 @@ func TestLeaderEpochFileTrustedWhenItMatchesBatches(t *testing.T) {
 	if r := h.produceOnceLed("t", 0, []byte("new")); r.BaseOffset != 9 {
 		t.Fatalf("first produce after the restart at %d, want 9", r.BaseOffset)
 	}
-	entries, err := readEpochs(pdir)
+	entries, err := readEpochs(storage.OSFS{}, pdir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestLeaderEpochFileRebuiltAlone(t *testing.T) {
 			if !slices.Equal(epochs, []int32{5, 5, 5, 6, 6, 6, 7, 7, 7, want}) {
 				t.Fatalf("served epochs %v, want 5,5,5,6,6,6,7,7,7,%d", epochs, want)
 			}
-			entries, err := readEpochs(pdir)
+			entries, err := readEpochs(storage.OSFS{}, pdir)
 			if err != nil {
 				t.Fatalf("leader-epoch file after the restart: %v", err)
 			}

@@ -150,7 +150,7 @@ func TestLeaderEpochBeginsWhenPartitionMoves(t *testing.T) {
 		t.Fatalf("epochs after the leader's restart %v, want [2]", epochs)
 	}
 	h.stop()
-	entries, err := readEpochs(partitionDir(topicsDir(dir), "t", 0))
+	entries, err := readEpochs(storage.OSFS{}, partitionDir(topicsDir(dir), "t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}

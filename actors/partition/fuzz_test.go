@@ -88,7 +88,7 @@ func FuzzLeaderEpochs(f *testing.F) {
 		if err := writeEpochs(storage.OSFS{}, dir, entries); err != nil {
 			t.Fatal(err)
 		}
-		back, err := readEpochs(dir)
+		back, err := readEpochs(storage.OSFS{}, dir)
 		if err != nil || len(back) != min(len(entries), maxEpochEntries) {
 			t.Fatalf("round trip: %v, %d entries of %d", err, len(back), len(entries))
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // The leader epochs Metadata answers (epochs.go): for a partition whose actor here has
@@ -76,7 +77,7 @@ func (m *manager) readEpochsOf(t *topicState) {
 		return
 	}
 	for p := int32(0); p < t.meta.Partitions; p++ {
-		last, ok, _ := readLastEpoch(partitionDir(m.root, t.meta.Name, p))
+		last, ok, _ := readLastEpoch(m.cfg.FS, partitionDir(m.root, t.meta.Name, p))
 		k := t.knownEpoch(p)
 		k.last, k.ok = last, ok
 	}
@@ -84,13 +85,13 @@ func (m *manager) readEpochsOf(t *topicState) {
 
 // readLastEpoch is the newest entry of dir's leader-epoch file (ok false: none); when
 // the file cannot be read, the newest epoch the batches show (fromBatches).
-func readLastEpoch(dir string) (last epochEntry, ok, fromBatches bool) {
-	entries, err := readEpochs(dir)
+func readLastEpoch(fsys storage.FS, dir string) (last epochEntry, ok, fromBatches bool) {
+	entries, err := readEpochs(fsys, dir)
 	if err == nil {
 		last, ok = lastEpoch(entries)
 		return last, ok, false
 	}
-	last, ok = epochOfBatches(dir)
+	last, ok = epochOfBatches(fsys, dir)
 	return last, ok, true
 }
 
@@ -99,8 +100,8 @@ func readLastEpoch(dir string) (last epochEntry, ok, fromBatches bool) {
 // (every leader appends from a segment of its own, and epochs only grow along the log).
 // The broker it began on is not known (-1), so the epoch predicted for a leader is the
 // next one, the one that leader begins when it rebuilds the file.
-func epochOfBatches(dir string) (epochEntry, bool) {
-	names, err := os.ReadDir(dir)
+func epochOfBatches(fsys storage.FS, dir string) (epochEntry, bool) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return epochEntry{}, false
 	}
@@ -114,7 +115,7 @@ func epochOfBatches(dir string) (epochEntry, bool) {
 	slices.Sort(bases)
 	b := make([]byte, batchHeaderSize)
 	for i := len(bases) - 1; i >= 0; i-- {
-		f, err := os.Open(filepath.Join(dir, segmentName(bases[i])))
+		f, err := fsys.OpenFile(filepath.Join(dir, segmentName(bases[i])), os.O_RDONLY)
 		if err != nil {
 			continue
 		}
@@ -172,10 +173,11 @@ func (m *manager) readEpochsOfOthers(ctx actor.Context) {
 		return
 	}
 	m.readingEpochs = true
+	fsys := m.cfg.FS
 	actor.Background(ctx, func() any {
 		out := &epochsRead{reads: make([]epochRead, 0, len(wants))}
 		for _, w := range wants {
-			last, ok, fromBatches := readLastEpoch(w.dir)
+			last, ok, fromBatches := readLastEpoch(fsys, w.dir)
 			out.reads = append(out.reads, epochRead{topic: w.topic, id: w.id, partition: w.p, last: last, ok: ok, fromBatches: fromBatches})
 		}
 		return out

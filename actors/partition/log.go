@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kaas/datamode"
+	"kaas/storage"
 )
 
 // indexInterval is how many log bytes lie between two entries of a segment's offset and
@@ -39,7 +39,8 @@ type segment struct {
 	index       []indexEntry
 	sinceIndex  int64
 	path        string
-	f           *os.File // nil while closed (idle); reopened on the next read
+	fs          storage.FS
+	f           storage.RWFile // nil while closed (idle); reopened on the next read
 	// readers are the fetches reading f outside the actor (readplan.go); nil: none yet.
 	readers *fileReaders
 	// staleAt (cluster) is the position of a batch recovery found written by a replaced
@@ -50,9 +51,9 @@ type segment struct {
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d.log", base) }
 
-func (s *segment) file() (*os.File, error) {
+func (s *segment) file() (storage.RWFile, error) {
 	if s.f == nil {
-		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+		f, err := s.fs.OpenFile(s.path, os.O_RDWR)
 		if err != nil {
 			return nil, fmt.Errorf("open segment %s: %w", s.path, err)
 		}
@@ -109,6 +110,8 @@ type logConfig struct {
 	// walks and trusts it only while it matches them (Log.lateWrite).
 	epochs      []epochEntry
 	epochsFound bool
+	// fs does every file step of the log (nil: storage.OSFS).
+	fs storage.FS
 }
 
 // Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
@@ -120,7 +123,7 @@ type Log struct {
 	epochs []epochStart
 
 	recoveryPoint int64          // every offset below was on disk (recovery.go)
-	rpFile        *os.File       // the recovery point file, nil while closed
+	rpFile        storage.RWFile // the recovery point file, nil while closed
 	corrupt       []corruptRange // quarantined: never served, never cut, never reused
 	accepted      [][2]int64     // offset ranges whose loss an operator accepted
 	// distrust says how the leader-epoch file (cfg.epochs) contradicts the batches (""
@@ -138,10 +141,13 @@ type Log struct {
 // (recovery.go). visit sees every surviving batch in offset order (producer state is
 // rebuilt from it).
 func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
-	if err := os.MkdirAll(dir, datamode.Dir()); err != nil {
+	if cfg.fs == nil {
+		cfg.fs = storage.OSFS{}
+	}
+	if err := cfg.fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := cfg.fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list log dir %s: %w", dir, err)
 	}
@@ -159,26 +165,26 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 		bases = append(bases, base)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	rp, _, err := readRecoveryPoint(dir)
+	rp, _, err := readRecoveryPoint(cfg.fs, dir)
 	if err != nil {
 		return nil, err
 	}
 	if n := len(bases); n > 0 && bases[n-1] > rp {
 		rp = bases[n-1] // rolling fsynced every older segment
 	}
-	accepted, err := readAcceptedLoss(dir, cfg.log)
+	accepted, err := readAcceptedLoss(cfg.fs, dir, cfg.log)
 	if err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
 	for i, base := range bases {
-		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base))}
+		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base)), fs: cfg.fs}
 		if len(l.segs) > 0 && base < l.segs[len(l.segs)-1].next {
 			// Segments never overlap; the later file cannot be served in line, but it
 			// is moved aside for the operator rather than deleted (offsets it alone held
 			// are quarantined as missing).
 			aside := s.path + ".overlapping"
-			err := os.Rename(s.path, aside)
+			err := cfg.fs.Rename(s.path, aside)
 			cfg.log.Error().Err(err).Str("segment", s.path).Str("moved_to", aside).
 				Int64("previous_end_offset", l.segs[len(l.segs)-1].next).Msg("partition_overlapping_segment_moved_aside")
 			if err != nil {
@@ -201,7 +207,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 			// is the log. Moved aside for the operator, never deleted.
 			s.close()
 			aside := s.path + ".stale"
-			err := os.Rename(s.path, aside)
+			err := cfg.fs.Rename(s.path, aside)
 			cfg.log.Error().Err(err).Str("segment", s.path).Str("moved_to", aside).Msg("partition_stale_segment_moved_aside")
 			if err != nil {
 				l.closeFiles()
@@ -280,7 +286,7 @@ func (l *Log) rollOwn() error {
 		return err
 	}
 	a.close()
-	if err := os.Remove(a.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := l.cfg.fs.Remove(a.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove empty segment %s: %w", a.path, err)
 	}
 	l.segs = l.segs[:len(l.segs)-1]
@@ -301,15 +307,15 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 	if err != nil {
 		return err
 	}
-	st, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		return fmt.Errorf("stat segment %s: %w", s.path, err)
 	}
-	w := walker{f: f, end: st.Size()}
+	w := walker{f: f, end: size}
 	pos := int64(0)
 	expect := s.base
 	torn := false
-	for pos < st.Size() {
+	for pos < size {
 		h, ok, err := w.batch(pos, check)
 		if err != nil {
 			return fmt.Errorf("read segment %s: %w", s.path, err)
@@ -320,7 +326,7 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			// Past the next segment's base: bytes a former leader wrote after this
 			// segment was closed by its successor (cluster). Never served.
 			l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int64("next_segment", upTo).
-				Int64("ignored_bytes", st.Size()-pos).Msg("partition_stale_tail_ignored")
+				Int64("ignored_bytes", size-pos).Msg("partition_stale_tail_ignored")
 			if l.cfg.stale != nil {
 				l.cfg.stale()
 			}
@@ -341,7 +347,7 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 				// Written by a leader already replaced at this offset: it was never
 				// acknowledged, and what its successor wrote from here on is the log.
 				l.cfg.log.Warn().Str("segment", s.path).Int64("offset", h.BaseOffset).Int32("batch_epoch", h.LeaderEpoch).
-					Int32("epoch_in_force", newer).Int64("ignored_bytes", st.Size()-pos).
+					Int32("epoch_in_force", newer).Int64("ignored_bytes", size-pos).
 					Msg("partition_stale_epoch_ignored")
 				if l.cfg.stale != nil {
 					l.cfg.stale()
@@ -374,11 +380,11 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			torn = true
 			break
 		}
-		l.quarantine(corruptRange{seg: s, from: expect, to: max(upTo, expect), pos: pos, end: st.Size()}, "at_open")
+		l.quarantine(corruptRange{seg: s, from: expect, to: max(upTo, expect), pos: pos, end: size}, "at_open")
 		break
 	}
 	if torn {
-		l.cfg.log.Warn().Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", st.Size()).
+		l.cfg.log.Warn().Str("segment", s.path).Int64("valid_bytes", pos).Int64("file_bytes", size).
 			Int64("recovery_point", l.recoveryPoint).Msg("partition_torn_tail_truncated")
 		if l.cfg.truncated != nil {
 			l.cfg.truncated()
@@ -394,8 +400,8 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			return fmt.Errorf("sync segment %s: %w", s.path, err)
 		}
 	}
-	if !torn && pos < st.Size() {
-		pos = st.Size() // the quarantined or stale bytes stay; nothing is written over them
+	if !torn && pos < size {
+		pos = size // the quarantined or stale bytes stay; nothing is written over them
 	}
 	s.size = pos
 	return nil
@@ -481,7 +487,7 @@ func (l *Log) noteEpoch(epoch int32, offset int64) {
 // walker reads batch headers (and, when checking, whole batches) through a read-ahead
 // window, so walking a segment of small batches costs one read per window.
 type walker struct {
-	f      *os.File
+	f      io.ReaderAt
 	end    int64
 	buf    []byte
 	bufPos int64
@@ -561,21 +567,21 @@ func (l *Log) roll(base int64) (*segment, error) {
 			}
 		}
 	}
-	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(l.dir, segmentName(base))}
+	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(l.dir, segmentName(base)), fs: l.cfg.fs}
 	flags := os.O_RDWR | os.O_CREATE | os.O_TRUNC
 	if l.cfg.rollOnOpen {
 		// Never over a file another broker made (cluster): a former leader that rolls
 		// late must fail, not empty its successor's segment.
 		flags = os.O_RDWR | os.O_CREATE | os.O_EXCL
 	}
-	f, err := os.OpenFile(s.path, flags, datamode.File())
+	f, err := l.cfg.fs.OpenFile(s.path, flags)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", s.path, err)
 	}
 	s.f = f
-	if err := syncDir(l.dir); err != nil {
+	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("sync dir %s: %w", l.dir, err)
 	}
 	l.segs = append(l.segs, s)
 	return s, nil
@@ -610,7 +616,7 @@ func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) 
 
 // syncTarget is the file a background fsync must flush so that every offset below end
 // is durable.
-func (l *Log) syncTarget() (*os.File, int64, error) {
+func (l *Log) syncTarget() (storage.RWFile, int64, error) {
 	f, err := l.active().file()
 	return f, l.EndOffset(), err
 }
@@ -748,7 +754,7 @@ func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 			break
 		}
 		s.close()
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.cfg.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return n, fmt.Errorf("delete segment %s: %w", s.path, err)
 		}
 		total -= s.size
@@ -806,16 +812,4 @@ func (l *Log) closeFiles() {
 		s.close()
 	}
 	l.closeRecoveryPoint()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
 }

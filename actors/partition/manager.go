@@ -35,8 +35,9 @@ type Config struct {
 	Now       func() time.Time
 	// Metrics are shared by every partition; nil records nothing.
 	Metrics *Metrics
-	// FS does the catalogue's file access and the fsync of appended segments; nil is
-	// storage.OSFS. Tests inject failures here (storage.FaultFS).
+	// FS does every file step of the catalogue and of the partitions (segments, recovery
+	// point, leader-epoch file, leader.lock); nil is storage.OSFS. Tests inject failures
+	// here (storage.FaultFS).
 	FS storage.FS
 	// Catalog, if set, is published with every change of the topics, for the
 	// connections to read (see Catalog).

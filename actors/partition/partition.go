@@ -3,7 +3,6 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,10 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"golang.org/x/sys/unix"
 
 	"kaas/actors/actor"
-	"kaas/datamode"
 	"kaas/metrics"
 	"kaas/storage"
 )
@@ -53,7 +50,8 @@ type PartitionConfig struct {
 	Now            func() time.Time
 	Log            zerolog.Logger
 	Metrics        *Metrics
-	// FS fsyncs appended segments (FS.SyncFile); nil is storage.OSFS.
+	// FS does every file step of the partition: its segments, recovery point,
+	// leader-epoch file and leader.lock. Nil is storage.OSFS.
 	FS storage.FS
 	// Gate, in a cluster, reports whether this broker may still write the partition: its
 	// lease is held and has not been lost since the partition was started. Checked
@@ -79,7 +77,7 @@ type partitionActor struct {
 	// leaderLock (cluster) is the partition's flock, held while this actor leads it;
 	// lockWaitSince is when it started waiting for another process to let it go (zero:
 	// not waiting), lockCancel the retry's timer.
-	leaderLock    *os.File
+	leaderLock    storage.RWFile
 	lockWaitSince time.Time
 	lockCancel    actor.Cancel
 	// lockBroken: the lock was held by a broker whose lease had lapsed, and this actor
@@ -102,6 +100,10 @@ type partitionActor struct {
 	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
 
 	stopRetention actor.Cancel
+	// openRetryIn is the wait before the next try of a log that could not be opened,
+	// doubling up to openRetryMax; openCancel that try's timer.
+	openRetryIn time.Duration
+	openCancel  actor.Cancel
 	// parked are the produces held while the lock is awaited (park.go).
 	parked      []parkedAppend
 	parkedBytes int
@@ -146,6 +148,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.onSyncDone(ctx, m)
 	case *retentionTick:
 		p.onRetentionTick()
+	case *openRetryTick:
+		p.onOpenRetry(ctx)
 	case *lockRetryTick:
 		switch {
 		case p.plog == nil && p.broken == nil:
@@ -161,6 +165,9 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	p.log = p.cfg.Log.With().Str("topic", p.cfg.Topic).Int32("partition", p.cfg.Partition).Logger()
 	if p.cfg.Now == nil {
 		p.cfg.Now = time.Now
+	}
+	if p.cfg.FS == nil {
+		p.cfg.FS = storage.OSFS{}
 	}
 	p.producers = producers{}
 	p.watchers = map[uint64]watch{}
@@ -207,6 +214,9 @@ func (p *partitionActor) takeLock(ctx actor.Context) {
 		p.waitForLock(ctx, "")
 		return
 	}
+	if p.plog == nil {
+		return // the log could not be opened: tried again (onOpenRetry)
+	}
 	if !p.lockWaitSince.IsZero() {
 		p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
 		p.lockWaitSince = time.Time{}
@@ -241,24 +251,28 @@ func (p *partitionActor) retakeLock(ctx actor.Context) {
 }
 
 // open opens the log (the lock, in a cluster, held or broken) and settles the leader
-// epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR);
-// the error returned is a leader-epoch file that could not be written, to try again.
+// epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR)
+// and is tried again (onOpenRetry); the error returned is a leader-epoch file that could
+// not be written, to try again.
 func (p *partitionActor) open(ctx actor.Context) error {
 	// The leader-epoch file is a cache of the batches' epochs (epochs.go): recovery
 	// checks it against them, and one that cannot be read or does not match them is
 	// rebuilt from them.
-	file, found, ferr := readEpochFile(p.cfg.Dir)
+	file, found, ferr := readEpochFile(p.cfg.FS, p.cfg.Dir)
 	p.producers = producers{}
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: file, epochsFound: found && ferr == nil,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
-		rollOnOpen: p.cfg.Gate != nil}, p.producers.record)
+		rollOnOpen: p.cfg.Gate != nil, fs: p.cfg.FS}, p.producers.record)
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
 		p.cfg.Metrics.writeFailed("open")
-		p.log.Error().Err(err).Msg("partition_open_failed")
+		p.openRetryIn = min(max(2*p.openRetryIn, openRetryFirst), openRetryMax)
+		p.log.Error().Err(err).Dur("retry_in", p.openRetryIn).Msg("partition_open_failed")
+		p.openCancel = actor.After(ctx, p.openRetryIn, &openRetryTick{})
 		return nil
 	}
+	p.broken, p.openRetryIn = nil, 0
 	entries, reason, detail := file, "", ""
 	switch {
 	case ferr != nil:
@@ -294,11 +308,7 @@ func (p *partitionActor) open(ctx actor.Context) error {
 		entries = append(entries, epochEntry{Epoch: epoch, StartOffset: l.EndOffset(), Broker: p.cfg.NodeID})
 	}
 	if write {
-		fsys := p.cfg.FS
-		if fsys == nil {
-			fsys = storage.OSFS{}
-		}
-		werr := writeEpochs(fsys, p.cfg.Dir, entries)
+		werr := writeEpochs(p.cfg.FS, p.cfg.Dir, entries)
 		if reason != "" {
 			ev := p.log.Warn()
 			if werr != nil {
@@ -349,6 +359,9 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	if p.lockCancel != nil {
 		p.lockCancel()
 	}
+	if p.openCancel != nil {
+		p.openCancel()
+	}
 	if p.stopRetention != nil {
 		p.stopRetention()
 	}
@@ -384,6 +397,9 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	defer p.unlockLeader()
 	if p.lockCancel != nil {
 		p.lockCancel()
+	}
+	if p.openCancel != nil {
+		p.openCancel()
 	}
 	if p.stopRetention != nil {
 		p.stopRetention()
@@ -505,13 +521,9 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 	batches := p.unsynced
 	p.unsynced = 0
 	met := p.cfg.Metrics
-	fsys := p.cfg.FS
-	if fsys == nil {
-		fsys = storage.OSFS{}
-	}
 	actor.Background(ctx, func() any {
 		start := time.Now()
-		err := fsys.SyncFile(f)
+		err := f.Sync()
 		met.synced(time.Since(start), batches)
 		return &syncDone{end: end, err: err}
 	})
@@ -760,6 +772,32 @@ func (p *partitionActor) String() string {
 	return fmt.Sprintf("partition %s-%d", p.cfg.Topic, p.cfg.Partition)
 }
 
+// onOpenRetry opens again a log that could not be opened: recovery reads and checks
+// every file afresh, so an I/O error that passes (an fsync of the newest segment that
+// failed once) does not keep the partition from its clients until a restart. A tick
+// that finds the log open (a timer fired twice) does nothing.
+func (p *partitionActor) onOpenRetry(ctx actor.Context) {
+	if p.plog != nil || p.broken == nil {
+		return
+	}
+	p.broken = nil
+	if p.cfg.Gate != nil {
+		p.takeLock(ctx)
+		return
+	}
+	p.open(ctx)
+}
+
+// openRetryFirst and openRetryMax bound the wait before a log that could not be opened
+// is tried again: it doubles from the first to the most.
+const (
+	openRetryFirst = 100 * time.Millisecond
+	openRetryMax   = 30 * time.Second
+)
+
+// openRetryTick tells the actor to try opening its log again.
+type openRetryTick struct{ actor.Tick }
+
 // lockRetry is how often a new leader tries the previous one's lock again (a graceful
 // hand-over releases it as the old actor stops).
 const lockRetry = 20 * time.Millisecond
@@ -777,16 +815,15 @@ type lockRetryTick struct{ actor.Tick }
 // keeps it, so its partitions wait for it to resume (and find itself fenced) or die.
 // held is false while another process holds it.
 func (p *partitionActor) lockLeader() (held bool, err error) {
-	if err := os.MkdirAll(p.cfg.Dir, datamode.Dir()); err != nil {
+	if err := p.cfg.FS.MkdirAll(p.cfg.Dir); err != nil {
 		return false, err
 	}
 	path := filepath.Join(p.cfg.Dir, "leader.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, datamode.File())
+	f, held, err := p.cfg.FS.Lock(path)
 	if err != nil {
-		return false, fmt.Errorf("open %s: %w", path, err)
+		return false, fmt.Errorf("lock %s: %w", path, err)
 	}
-	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	if err == nil {
+	if held {
 		p.leaderLock = f
 		// Who holds it, for a successor that finds it held (takeLock). Best effort: a
 		// lock whose holder is not known is waited for.
@@ -801,16 +838,12 @@ func (p *partitionActor) lockLeader() (held bool, err error) {
 		}
 		return true, nil
 	}
-	f.Close()
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		return false, nil
-	}
-	return false, fmt.Errorf("lock %s: %w", path, err)
+	return false, nil
 }
 
 // lockHolder is the broker the partition's lock names (known false: none readable).
 func (p *partitionActor) lockHolder() (int32, bool) {
-	b, err := os.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
+	b, err := p.cfg.FS.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
 	if err != nil {
 		return 0, false
 	}
@@ -823,8 +856,7 @@ func (p *partitionActor) lockHolder() (int32, bool) {
 
 func (p *partitionActor) unlockLeader() {
 	if p.leaderLock != nil {
-		_ = unix.Flock(int(p.leaderLock.Fd()), unix.LOCK_UN)
-		p.leaderLock.Close()
+		p.leaderLock.Close() // closing the file lets the lock go
 		p.leaderLock = nil
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // A Fetch's read of a partition is served in two steps, so that the disk reads and CRC
@@ -37,7 +37,7 @@ import (
 // the last of them; a segment deleted by retention stays readable to them (the inode
 // lives until its last descriptor is closed).
 type fileReaders struct {
-	f        *os.File
+	f        storage.RWFile
 	mu       sync.Mutex
 	n        int
 	orphaned bool // the segment let f go: the last reader closes it

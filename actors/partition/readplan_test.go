@@ -44,7 +44,7 @@ func TestReadPlanOutlivesRetentionAndIdleClose(t *testing.T) {
 	f := plan.hold.file.f
 	plan.hold.release()
 	plan.hold.release() // once only
-	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+	if _, err := f.Size(); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("file of a deleted segment left open after its last reader: %v", err)
 	}
 }
@@ -61,7 +61,7 @@ func TestSegmentClosedWithoutReaders(t *testing.T) {
 	}
 	f := l.active().f
 	l.closeIdle(true)
-	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+	if _, err := f.Size(); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("idle segment file left open: %v", err)
 	}
 }
@@ -171,11 +171,11 @@ func TestUnclaimedPlanLetsTheFileGo(t *testing.T) {
 	}
 	f := plan.hold.file.f
 	l.closeIdle(true)
-	if _, err := f.Stat(); err != nil {
+	if _, err := f.Size(); err != nil {
 		t.Fatalf("file closed under an outstanding plan: %v", err)
 	}
 	Unclaimed(&actor.Settled{Value: plan})
-	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+	if _, err := f.Size(); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("file left open after its plan was dropped: %v", err)
 	}
 }

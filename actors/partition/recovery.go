@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"kaas/datamode"
+	"kaas/storage"
 )
 
 // The recovery point is Apache's recovery-point-offset-checkpoint, kept per partition
@@ -43,8 +43,8 @@ func encodeRecoveryPoint(off int64) []byte {
 
 // readRecoveryPoint returns the partition's recovery point; ok is false when there is
 // no usable file (absent, short, or failing its CRC).
-func readRecoveryPoint(dir string) (off int64, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, recoveryPointName))
+func readRecoveryPoint(fsys storage.FS, dir string) (off int64, ok bool, err error) {
+	b, err := fsys.ReadFile(filepath.Join(dir, recoveryPointName))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -66,7 +66,7 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 		return nil
 	}
 	if l.rpFile == nil {
-		f, err := os.OpenFile(filepath.Join(l.dir, recoveryPointName), os.O_RDWR|os.O_CREATE, datamode.File())
+		f, err := l.cfg.fs.OpenFile(filepath.Join(l.dir, recoveryPointName), os.O_RDWR|os.O_CREATE)
 		if err != nil {
 			return fmt.Errorf("open recovery point in %s: %w", l.dir, err)
 		}
@@ -93,7 +93,7 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
 	path := filepath.Join(l.dir, recoveryPointName)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, datamode.File())
+	f, err := l.cfg.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("create recovery point in %s: %w", l.dir, err)
 	}
@@ -101,7 +101,7 @@ func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
 		f.Close()
 		return fmt.Errorf("write recovery point in %s: %w", l.dir, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := l.cfg.fs.Rename(tmp, path); err != nil {
 		f.Close()
 		return fmt.Errorf("replace recovery point in %s: %w", l.dir, err)
 	}
@@ -140,8 +140,8 @@ const acceptedLossName = "accepted-loss"
 
 // readAcceptedLoss reads the accepted ranges; a line it cannot parse is logged and
 // ignored (the range stays quarantined).
-func readAcceptedLoss(dir string, log zerolog.Logger) ([][2]int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, acceptedLossName))
+func readAcceptedLoss(fsys storage.FS, dir string, log zerolog.Logger) ([][2]int64, error) {
+	b, err := fsys.ReadFile(filepath.Join(dir, acceptedLossName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
