@@ -164,7 +164,7 @@ type offsetsActor struct {
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
 	metaJSON metaCache
-	// tombUnreadable: the last look found the group's tombstone unreadable (diskEpoch);
+	// tombUnreadable: the last look found the group's tombstone unreadable (noteTomb);
 	// no file is written until it reads again.
 	tombUnreadable bool
 
@@ -182,12 +182,17 @@ type offsetsActor struct {
 	ckptCancel    actor.Cancel
 
 	// claiming: the journal has not yet said whether an earlier actor of the group left
-	// state behind its file; requests wait in stash.
+	// state behind its file; loading: a load job (load.go) reads the file. Requests wait
+	// in stash meanwhile, at most ClaimWait at a time (stashCancel).
 	claiming    bool
 	claimID     uint64
-	claimCancel actor.Cancel
+	loading     bool
+	loadJob     *loadJob
+	stashCancel actor.Cancel
 	stash       []any
-	hold        hold // hold.go: the group is held after a damaged journal segment
+	// flushes are the Flush requests waiting for everything accepted before them.
+	flushes []*Flush
+	hold    hold // hold.go: the group is held after a damaged journal segment
 	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
 	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
 	// nothing is written.
@@ -243,15 +248,10 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.onAppended(ctx, m)
-	case *claimTimeout:
-		if a.claiming {
-			// Serving the file now could hand out offsets older than the journal's: the
-			// waiting requests are told to retry, and the actor goes on waiting.
-			a.log.Error().Dur("waited_ms", a.cfg.ClaimWait).Int("requests", len(a.stash)).
-				Msg("offsets_journal_claim_unanswered_requests_retried")
-			a.failStash(codeLoading)
-			a.claimCancel = actor.After(ctx, a.cfg.ClaimWait, &claimTimeout{})
-		}
+	case *stashTimeout:
+		a.onStashTimeout(ctx)
+	case *loadJob:
+		a.onLoad(ctx, m)
 	case *checkpointTick:
 		a.onCheckpointTick(ctx)
 	case *ckptJob:
@@ -260,11 +260,6 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.flushQueued = false
 		a.flush(ctx)
 	default:
-		if a.claiming {
-			a.stash = append(a.stash, msg)
-			actor.HandedOn(ctx)
-			return
-		}
 		a.handle(ctx, msg)
 	}
 }
@@ -275,8 +270,22 @@ func (a *offsetsActor) Panicked(_ actor.Context, r any) {
 	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
 }
 
-// handle serves one request.
+// handle serves one request, or stashes it while the claim or a load is under way (one
+// that needs a load starts it).
 func (a *offsetsActor) handle(ctx actor.Context, msg any) {
+	if !a.waiting() && a.needsLoad(msg) {
+		a.startLoad(ctx, nil)
+	}
+	if a.waiting() {
+		a.stash = append(a.stash, msg)
+		actor.HandedOn(ctx)
+		return
+	}
+	a.serve(ctx, msg)
+}
+
+// serve serves one request with the group loaded.
+func (a *offsetsActor) serve(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *Commit:
 		a.handleCommit(ctx, m)
@@ -287,8 +296,7 @@ func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 	case *Delete, *DeleteAll, *DropTopics, *SaveMeta, *Expire:
 		a.handleChange(ctx, m)
 	case *Flush:
-		a.flushSync(ctx)
-		m.Reply.Resolve(&Result{})
+		a.handleFlush(ctx, m)
 	}
 }
 
@@ -297,15 +305,18 @@ func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
 	a.pub.Remove()
-	if a.claiming {
-		// Stopped before the journal answered: nothing was served or changed.
-		a.failStash(codeWriteFailed)
-		if a.claimCancel != nil {
-			a.claimCancel()
-		}
-		return
+	if a.stashCancel != nil {
+		a.stashCancel()
 	}
-	a.flushSync(ctx)
+	if a.waiting() {
+		// Stopped before the journal answered or the load was done: nothing waiting was
+		// served or changed.
+		a.failStash(codeWriteFailed)
+	}
+	if !a.claiming {
+		a.flushSync(ctx)
+	}
+	a.answerFlushes(&Result{})
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}
@@ -322,12 +333,13 @@ func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	}
 	a.queue = nil
 	a.failStash(codeCrashed)
-	if a.claimCancel != nil {
-		a.claimCancel()
+	if a.stashCancel != nil {
+		a.stashCancel()
 	}
 	if !a.claiming {
-		a.checkpointNow(ctx)
+		a.checkpointNow(ctx, time.Now().Add(checkpointWait))
 	}
+	a.answerFlushes(&Result{})
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}

@@ -893,3 +893,70 @@ func TestPropsWithoutJournalPanics(t *testing.T) {
 	}()
 	Props(Config{Group: "g", Dir: t.TempDir()})
 }
+
+// holdReads holds the first read of path from now on until release is closed, and
+// reports it on held.
+func holdReads(h *harness, path string) (held <-chan struct{}, release chan struct{}) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.fs.SetBefore(func(op storage.Op, p string) error {
+		if op == storage.OpRead && p == path {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(in)
+				<-out
+			}
+		}
+		return nil
+	})
+	return in, out
+}
+
+// The group file is read by a load job, off the actor's turn: while a read hangs (a
+// slow or stuck disk), the actor goes on taking messages, and the request waiting for
+// the load is told to retry (COORDINATOR_LOAD_IN_PROGRESS) after ClaimWait instead of
+// waiting for the disk. Once the read returns, the file is served. (The read was done in
+// the actor's turn: nothing was answered until the disk came back.)
+func TestHeldFileReadLeavesTheActorAnswering(t *testing.T) {
+	h := newHarness(t, "g", func(c *Config) { c.ClaimWait = 20 * time.Millisecond })
+	h.commit(entry("t", 0, 5))
+	h.restart() // the next incarnation reads the file
+	held, release := holdReads(h.harness, filepath.Join(h.dir, FileName("g")))
+	w := h.send(func(p actor.Promise) any { return &Fetch{Reply: p} })
+	<-held
+	if f := wait[*FetchResult](t, w); f.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("fetch while the file read hangs: %+v, want COORDINATOR_LOAD_IN_PROGRESS", f)
+	}
+	close(release)
+	if f := h.fetch(); f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 0}].Offset != 5 {
+		t.Fatalf("fetch once the read returned: %+v", f)
+	}
+}
+
+// In a cluster a checkpoint reads the file's epoch before it writes (another broker may
+// have taken the group over). That read, too, is the checkpoint job's: while it hangs, a
+// commit is journaled and answered. (The read was done in the actor's turn, so a Flush or
+// a checkpoint tick held every commit of the group behind the disk.)
+func TestHeldEpochReadLeavesCommitsAnswered(t *testing.T) {
+	j := newJournalHarness(t, "x", ckptNever)
+	pid, _ := gatedActor(j, "g")
+	if got := j.commitTo(pid, entry("t", 0, 1)); !codesOK(got) {
+		t.Fatalf("commit: %v", got)
+	}
+	held, release := holdReads(j.harness, filepath.Join(j.dir, FileName("g")))
+	flushed := j.sendTo(pid, func(p actor.Promise) any { return &Flush{Reply: p} })
+	<-held
+	if got := j.commitTo(pid, entry("t", 1, 2)); !codesOK(got) {
+		t.Fatalf("commit while the checkpoint's read hangs: %v", got)
+	}
+	close(release)
+	if r := wait[*Result](t, flushed); r.ErrorCode != 0 {
+		t.Fatalf("flush: %+v", r)
+	}
+	j.flushTo(pid)
+	if s, ok := groupFile(t, j.dir, "g"); !ok || s.offsets[TopicPartition{"t", 1}].Offset != 2 {
+		t.Fatalf("file %v with %+v, want both commits", ok, s.offsets)
+	}
+	_ = j.sys.Poison(pid, waitFor)
+}
