@@ -127,9 +127,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Props makes the offsets actor of cfg.Group. Its parent (the group actor) should stop it
-// with Poison, not Stop: protoactor drops the user messages still in a stopped actor's
-// mailbox, and with them their promises; after Poison everything sent before is answered.
+// Props makes the offsets actor of cfg.Group. Its parent (the group actor) should have
+// it Flush before it stops it: protoactor drops the user messages still in a stopped
+// actor's mailbox, and with them their promises; once Flush is answered everything sent
+// before is answered and durable.
 // A Config without a Journal is a wiring bug, and Props panics on it: the actor has no
 // other way to make a change durable.
 func Props(cfg Config) *actor.Props {
@@ -148,8 +149,9 @@ func Props(cfg Config) *actor.Props {
 // the mailbox is ahead of it, so it joins the same batch; while up to maxInflight batches
 // wait for the journal's fsync, new requests queue and all go into the next batch. Every
 // waiter is answered right after the fsync that holds its request, and the state is
-// touched only in Receive. The group file is rewritten behind the journal (a checkpoint,
-// on a goroutine of its own); only a stopping or restarting actor writes it in Receive.
+// touched only in Receive. The group file is read (a load) and rewritten behind the
+// journal (a checkpoint) by jobs on goroutines of their own whose outcomes come back as
+// messages; only a stopping or restarting actor waits for its last write, with a bound.
 type offsetsActor struct {
 	cfg  *Config // shared by the incarnations; never written
 	name string  // file name in cfg.Dir
