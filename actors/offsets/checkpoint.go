@@ -197,7 +197,8 @@ func (a *offsetsActor) onCheckpointDone(ctx actor.Context, job *ckptJob) {
 	if a.lastSeq > a.fileSeq && !job.refused() {
 		a.scheduleCheckpoint(ctx)
 	}
-	a.settleFlushes(ctx, true)
+	// A Flush that came while this job ran waits for one that holds what it did.
+	a.settleFlushes(ctx, job.seq >= a.lastSeq || job.err != nil || job.refused())
 }
 
 // checkpointResult takes a finished checkpoint job's outcome.
@@ -328,13 +329,13 @@ func (a *offsetsActor) handleFlush(ctx actor.Context, m *Flush) {
 
 // settleFlushes answers the waiting Flushes once nothing accepted waits for the journal
 // and the file holds what it did: a checkpoint is started for them if the file is behind
-// (after a checkpoint, afterCheckpoint, they are answered whatever its outcome: the
-// journal holds every change).
-func (a *offsetsActor) settleFlushes(ctx actor.Context, afterCheckpoint bool) {
+// (after one that tried to write everything, tried, they are answered whatever its
+// outcome: the journal holds every change).
+func (a *offsetsActor) settleFlushes(ctx actor.Context, tried bool) {
 	if len(a.flushes) == 0 || len(a.queue) > 0 || len(a.inflight) > 0 || a.ckpt != nil {
 		return
 	}
-	if !afterCheckpoint && a.lastSeq > a.fileSeq && a.startCheckpoint(ctx) {
+	if !tried && a.lastSeq > a.fileSeq && a.startCheckpoint(ctx) {
 		return
 	}
 	a.answerFlushes(&Result{})
