@@ -33,17 +33,17 @@ func (f delayDescribe) Receive(a actor.Actor, msg any) bool {
 func (delayDescribe) Timer(_ any, d time.Duration) (time.Duration, bool) { return d, false }
 
 // A member whose session expired just before its group was released (the broker lets
-// the group go to another broker) is not handled by the stopping actor: protoactor still
-// delivers the mailbox while the actor waits for its offsets actor to stop, and that one
-// is already drained. The expiry once reached the offsets actor that was gone, the panic
-// restarted the group actor, its stop was lost, and the release never completed: the
-// broker kept serving a group it had let go (found by the cluster chaos run: a broker
-// paused past its members' sessions, resumed as its lease had lapsed).
+// the group go to another broker) is not handled by the releasing actor: its mailbox is
+// delivered while it waits for its offsets actor's Flush, and protoactor still delivers
+// it while that actor stops, when it may already be drained. The expiry once reached the
+// offsets actor that was gone, the panic restarted the group actor, its stop was lost,
+// and the release never completed: the broker kept serving a group it had let go (found
+// by the cluster chaos run: a broker paused past its members' sessions, resumed as its
+// lease had lapsed).
 //
 // The test runs on synctest's fake clock (it takes milliseconds): the session check comes
-// due while the actor is busy, so it waits in the mailbox behind the release's stop, and
-// a commit whose journal write is held makes the release's drain of the offsets actor
-// wait out its timeout. Whether the offsets actor then stops before the group actor goes
+// due while the actor is busy, so it waits in the mailbox behind the release, and a
+// commit whose journal write is held makes the release's Flush wait out its timeout. Whether the offsets actor then stops before the group actor goes
 // through its mailbox is up to the scheduler: without the fix the test fails in about
 // half of its runs, with it in none.
 func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
@@ -80,9 +80,9 @@ func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
 		time.Sleep(session * 3 / 10)
 		w := h.sys.NewWaiter()
 		h.sys.Send(h.mgr, &Release{Keep: func(string) bool { return false }, Reply: w.Promise})
-		// The group actor stops: its drain of the offsets actor times out on the held
-		// write, the offsets actor is told to stop but cannot yet, and the group actor
-		// goes through what is left in its mailbox.
+		// The group actor is released: its Flush times out on the held write, the
+		// offsets actor is told to stop but cannot yet, and the group actor goes
+		// through what is left in its mailbox.
 		synctest.Wait()
 		time.Sleep(flushTimeout)
 		synctest.Wait()
