@@ -156,7 +156,7 @@ func makeDir(fsys storage.FS, dir string) error {
 // writes, and two writes of one file at once could rename a half-written temporary file
 // into place. Files share a lock by the hash of their path; a lock is only ever waited
 // for on a job's goroutine, or with a bound.
-var fileLocks = func() (l [256]chan struct{}) {
+var fileLocks = func() (l [1024]chan struct{}) {
 	for i := range l {
 		l[i] = make(chan struct{}, 1)
 	}
