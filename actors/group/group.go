@@ -476,6 +476,13 @@ const flushTimeout = offsets.StopWait + time.Second
 // releaseDeadline ends a release whose Flush was not answered within flushTimeout.
 type releaseDeadline struct{}
 
+// A release, as states:
+//
+//	live ──release──▶ releasing ──Flush answered │ offsets Terminated │ releaseDeadline──▶
+//	    Stop(self) ──▶ Stopping (offsets actor stopped, drained) ──▶ Terminated to the manager
+//
+// From releasing on, afterStop answers requests NOT_COORDINATOR and drops timers.
+//
 // onRelease begins the group's release (the manager passivates it or lets it go): every
 // waiter is answered NOT_COORDINATOR and every timer cancelled, as on a stop, and the
 // offsets actor is asked to make every write it accepted durable (offsets.Flush). The

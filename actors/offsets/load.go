@@ -15,7 +15,13 @@ import (
 )
 
 // Loading a group: the journal's claim, the file, the take-over of a cluster and the
-// fence that ends it. Every file access of a load (the hold markers, the leftover tmp
+// fence that ends it.
+//
+//	claiming ──Claimed──▶ serving ──a request, loadDue──▶ loading ──*loadJob──▶ serving
+//	         ──Claimed with Unsaved──▶ loading
+//
+// While claiming or loading (waiting), requests wait in the stash, at most ClaimWait at
+// a time (stashTimeout: COORDINATOR_LOAD_IN_PROGRESS, and the wait goes on). Every file access of a load (the hold markers, the leftover tmp
 // file, the group file or its tombstone, the take-over's rewrite) runs in a load job on
 // a goroutine the actor system owns (actor.Background); requests that arrive meanwhile
 // wait in the stash, as while the journal answers the claim, and are served in order
