@@ -150,12 +150,11 @@ func (a *offsetsActor) loadDue() bool {
 	if a.fenced {
 		return false
 	}
-	now := a.cfg.Now()
 	if h := &a.hold; len(h.markers) > 0 {
-		return h.checkedAt.IsZero() || now.Sub(h.checkedAt) >= a.cfg.RetryLoadAfter
+		return h.checkedAt.IsZero() || a.cfg.Now().Sub(h.checkedAt) >= a.cfg.RetryLoadAfter
 	}
-	if a.broken != nil && now.Sub(a.brokenAt) >= a.cfg.RetryLoadAfter {
-		return true
+	if a.broken != nil {
+		return a.cfg.Now().Sub(a.brokenAt) >= a.cfg.RetryLoadAfter
 	}
 	return !a.loaded
 }
