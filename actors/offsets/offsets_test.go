@@ -656,8 +656,8 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
-// TestPanicAnswersWaiters: a panic in the actor's Receive (here: a checkpoint creating
-// the offsets directory) restarts it with one batch in the journal's fsync, one in the
+// TestPanicAnswersWaiters: a panic in the actor's Receive (here: as it takes a
+// checkpoint tick) restarts it with one batch in the journal's fsync, one in the
 // journal's mailbox and a commit queued behind them. The batches the journal makes
 // durable are answered success, the queued commit a retriable code, and the next
 // incarnation serves what the journal holds.
@@ -665,16 +665,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
 	panicked := make(chan struct{})
-	var once sync.Once
-	_, gates := h.hookSegments(func(op storage.Op, path string) error {
-		if op == storage.OpMkdir && path == h.dir {
-			once.Do(func() {
-				close(panicked)
-				panic("mkdir bug")
-			})
-		}
-		return nil
-	}, 1)
+	defer actor.SetFaults(&tickPanic{panicked: panicked})()
+	_, gates := h.hookSegments(nil, 1)
 	inSync := h.commitW(entry("t", 0, 2))
 	<-gates[0].entered
 	inMailbox := h.commitW(entry("t", 1, 2))
@@ -705,7 +697,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 		t.Fatalf("commit after restart %v", got)
 	}
 
-	// A panic in a request's own handler (here: the load) answers that request.
+	// A panic in a request's own handler (here: the load, whose job's panic is raised
+	// again in the turn that takes its outcome) answers that request.
 	h2 := newHarness(t, "g2")
 	var once2 sync.Once
 	h2.fs.SetBefore(func(op storage.Op, _ string) error {
@@ -960,3 +953,24 @@ func TestHeldEpochReadLeavesCommitsAnswered(t *testing.T) {
 	}
 	_ = j.sys.Poison(pid, waitFor)
 }
+
+// tickPanic makes an offsets actor's Receive panic once, as it takes its first
+// checkpoint tick, and closes panicked then (actor.Faults).
+type tickPanic struct {
+	once     sync.Once
+	panicked chan struct{}
+}
+
+func (p *tickPanic) Receive(_ actor.Actor, msg any) bool {
+	if _, ok := msg.(*checkpointTick); !ok {
+		return false
+	}
+	fire := false
+	p.once.Do(func() {
+		close(p.panicked)
+		fire = true
+	})
+	return fire
+}
+
+func (p *tickPanic) Timer(_ any, d time.Duration) (time.Duration, bool) { return d, false }
