@@ -232,14 +232,19 @@ func (b *Broker) ownershipKeys() cluster.Keys {
 	return k
 }
 
-// releaseGroups stops the group actors keep does not serve and waits for them.
+// releaseGroups stops the group actors keep does not serve (nil: every one) and waits
+// for them.
 func (b *Broker) releaseGroups(ctx context.Context, keep *cluster.State) error {
 	if b.env.Groups == nil {
 		return nil
 	}
 	done := make(chan struct{})
 	p := actor.PromiseFunc(func(any) { close(done) })
-	b.sys.Send(b.env.Groups, &group.Release{Keep: keep.OwnsGroup, Reply: p})
+	keepFn := func(string) bool { return false }
+	if keep != nil {
+		keepFn = keep.OwnsGroup
+	}
+	b.sys.Send(b.env.Groups, &group.Release{Keep: keepFn, Reply: p})
 	select {
 	case <-done:
 		return nil

@@ -1,6 +1,9 @@
 package broker
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // startManagers starts the actors that own groups and topics and puts their PIDs in the
 // connections' Env. Each manager's own file (groups.go, topics.go) does its part.
@@ -11,10 +14,18 @@ func (b *Broker) startManagers() error {
 	return b.startTopics()
 }
 
-// stopManagers stops the managers gracefully: groups first (parked joins are answered,
-// offsets actors flush and write their files), then the offsets journal, then topics.
+// stopManagers stops the managers gracefully: groups first (released: parked joins are
+// answered, offsets actors flush and write their files; protoactor's own stop of the
+// manager would stop them with a system message that drops what their mailboxes hold),
+// then the offsets journal, then topics.
 func (b *Broker) stopManagers(timeout time.Duration) {
 	if b.env.Groups != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := b.releaseGroups(ctx, nil)
+		cancel()
+		if err != nil {
+			b.log.Error().Err(err).Msg("groups_release_timed_out")
+		}
 		if err := b.sys.Poison(b.env.Groups, timeout); err != nil {
 			b.log.Error().Err(err).Msg("groups_manager_stop_timed_out")
 		}

@@ -174,6 +174,13 @@ type groupActor struct {
 	stopped        bool
 	rebalanceStart time.Time
 	rebalanceCause string
+
+	// releasing: the manager told the group to go (release); it waits for its offsets
+	// actor's Flush (releaseID) or for that actor's end, at most flushTimeout
+	// (releaseCancel), then stops itself.
+	releasing     bool
+	releaseID     uint64
+	releaseCancel actor.Cancel
 }
 
 func newGroupActor(cfg *Config) *groupActor {
@@ -199,11 +206,11 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		g.unpublish()
 		g.shutdown(kerr.NotCoordinator.Code)
-		g.drainOffsets(ctx)
 	case *actor.Restarting:
 		g.unpublish()
 		g.shutdown(notAvailable)
-		g.drainOffsets(ctx)
+	case *release:
+		g.onRelease(ctx)
 	case *actor.ReceiveTimeout:
 		g.onIdle(ctx)
 	case *actor.Settled:
@@ -227,17 +234,33 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	g.publish()
 }
 
-// afterStop handles a message that reaches the actor once its stop has begun: protoactor
-// goes on delivering the mailbox while the actor waits for its offsets actor to stop, and
-// that one is already drained and gone. A request gets NOT_COORDINATOR (the client finds
-// the group's new home); a timer or a late reply is dropped (the group's state was saved
-// as the stop began). A session expiring here once reached the offsets actor that was no
-// longer there, and the panic restarted the actor, so the stop was lost and the broker
-// kept a group it had released. Lifecycle messages go on as usual (handled false).
+// afterStop handles a message that reaches the actor once its release or stop has begun:
+// the mailbox is delivered while the group waits for its offsets actor to flush, and
+// protoactor goes on delivering it while that actor stops, when it may already be drained
+// and gone. A request gets NOT_COORDINATOR (the client finds the group's new home); a
+// timer or a late reply is dropped (the group's state was saved as the release began).
+// A session expiring here once reached the offsets actor that was no longer there, and
+// the panic restarted the actor, so the stop was lost and the broker kept a group it had
+// released. What ends a release (the Flush answer, the offsets actor's end, the release's
+// deadline) and the lifecycle messages go on as usual (handled false).
 func (g *groupActor) afterStop(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Restarting:
 		return false
+	case *actor.Settled:
+		if g.releasing && m.ID == g.releaseID {
+			g.onFlushed(ctx, m.Value)
+		}
+	case *actor.Terminated:
+		if g.releasing && g.offsets != nil && m.Who.Equal(g.offsets) {
+			g.log.Warn().Msg("offsets_actor_stopped_before_flush_answered")
+			g.finishRelease(ctx)
+		}
+	case *releaseDeadline:
+		if g.releasing {
+			g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
+			g.finishRelease(ctx)
+		}
 	case Request:
 		m.fail(kerr.NotCoordinator.Code)
 	}
@@ -439,29 +462,71 @@ func (g *groupActor) shutdown(code int16) {
 	}
 	g.cfg.Settings.Pending.release(len(g.pending))
 	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
-	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel} {
+	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.releaseCancel} {
 		if c != nil {
 			c()
 		}
 	}
 }
 
-// flushTimeout bounds how long a stopping group waits for its offsets actor's writes:
-// a little longer than the offsets actor's own bound, so its waits end first.
+// flushTimeout bounds how long a releasing group waits for its offsets actor's Flush: a
+// little longer than the offsets actor's own bound, so its waits end first.
 const flushTimeout = offsets.StopWait + time.Second
 
-// drainOffsets lets the offsets actor finish every write it accepted (a commit, the
-// saved generation) before the group goes: protoactor stops children with a system
-// message that drops their mailboxes. A generation saved is on disk however the group
-// stops; its waiters were already answered by shutdown.
-func (g *groupActor) drainOffsets(ctx actor.Context) {
-	if g.offsets == nil {
+// releaseDeadline ends a release whose Flush was not answered within flushTimeout.
+type releaseDeadline struct{}
+
+// A release, as states:
+//
+//	live ──release──▶ releasing ──Flush answered │ offsets Terminated │ releaseDeadline──▶
+//	    Stop(self) ──▶ Stopping (offsets actor stopped, drained) ──▶ Terminated to the manager
+//
+// From releasing on, afterStop answers requests NOT_COORDINATOR and drops timers.
+//
+// onRelease begins the group's release (the manager passivates it or lets it go): every
+// waiter is answered NOT_COORDINATOR and every timer cancelled, as on a stop, and the
+// offsets actor is asked to make every write it accepted durable (offsets.Flush). The
+// group stops itself once that is answered, once the offsets actor has stopped, or after
+// flushTimeout, and handles nothing else meanwhile (afterStop). It never waits in its
+// Receive: protoactor stops children with a system message that drops their mailboxes,
+// so the Flush, which comes behind everything the group sent before, is what makes them
+// durable first.
+func (g *groupActor) onRelease(ctx actor.Context) {
+	if g.stopped {
 		return
 	}
-	if _, ok := actor.Call(ctx, g.offsets, func(p actor.Promise) any { return &offsets.Flush{Reply: p} }, flushTimeout); !ok {
-		g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
+	g.unpublish()
+	g.shutdown(kerr.NotCoordinator.Code)
+	g.releasing = true
+	if g.offsets == nil {
+		g.finishRelease(ctx)
+		return
 	}
-	g.offsets = nil
+	p := actor.NewPromise(ctx, ctx.Self())
+	g.releaseID = p.ID()
+	ctx.Send(g.offsets, &offsets.Flush{Reply: p})
+	g.releaseCancel = actor.After(ctx, flushTimeout, &releaseDeadline{})
+}
+
+// onFlushed: the offsets actor answered the release's Flush.
+func (g *groupActor) onFlushed(ctx actor.Context, v any) {
+	if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
+		g.log.Warn().Interface("answer", v).Msg("offsets_flush_failed_acknowledged_writes_are_on_disk")
+	}
+	g.finishRelease(ctx)
+}
+
+// finishRelease stops the actor; protoactor stops its offsets actor, drained, first.
+func (g *groupActor) finishRelease(ctx actor.Context) {
+	if !g.releasing {
+		return
+	}
+	g.releasing = false
+	if g.releaseCancel != nil {
+		g.releaseCancel()
+		g.releaseCancel = nil
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // idle: nothing would be lost by stopping this actor: no members, no rebalance, nothing

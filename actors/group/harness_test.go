@@ -102,9 +102,14 @@ func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Sett
 	return h
 }
 
-// stop stops the manager (and every group), then the journal, as the broker does, and
-// the system.
+// stop releases every group and stops the manager, then the journal, as the broker
+// does, and the system.
 func (h *harness) stop() {
+	w := h.sys.NewWaiter()
+	h.sys.Send(h.mgr, &Release{Keep: func(string) bool { return false }, Reply: w.Promise})
+	if _, ok := w.Wait(time.Minute); !ok {
+		h.t.Errorf("release every group: no answer")
+	}
 	if err := h.sys.Poison(h.mgr, time.Minute); err != nil {
 		h.t.Errorf("stop: %v", err)
 	}

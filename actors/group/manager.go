@@ -80,6 +80,7 @@ type entry struct {
 	id       string
 	pid      *actor.PID
 	stopping bool      // asked to stop if idle, or stopping: requests wait in queue
+	released bool      // told to go (release): it stops whatever its idleReply says
 	queue    []Request // requests for the group while it stops; a fresh actor gets them
 }
 
@@ -199,10 +200,7 @@ func (mg *manager) onRelease(ctx actor.Context, m *Release) {
 			continue
 		}
 		job.waiting[e.pid.Id] = true
-		if !e.stopping {
-			e.stopping = true
-			ctx.Stop(e.pid)
-		}
+		mg.release(ctx, e)
 	}
 	for id := range mg.dormant {
 		if !m.Keep(id) {
@@ -229,6 +227,17 @@ func (mg *manager) released(pid string) {
 		kept = append(kept, job)
 	}
 	mg.releases = kept
+}
+
+// release tells e's actor to go: it answers its waiters, has its offsets actor write
+// what it accepted, and stops (onTerminated follows). Requests for it meanwhile wait in
+// e.queue for a fresh actor.
+func (mg *manager) release(ctx actor.Context, e *entry) {
+	if e.released {
+		return
+	}
+	e.stopping, e.released = true, true
+	ctx.Send(e.pid, &release{})
 }
 
 func (mg *manager) route(ctx actor.Context, r Request) {
@@ -291,7 +300,7 @@ func (mg *manager) onPassivate(ctx actor.Context, m *passivate) {
 
 func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
 	e := mg.byPID[m.pid.Id]
-	if e == nil || !e.stopping {
+	if e == nil || !e.stopping || e.released {
 		return
 	}
 	if !m.idle {
@@ -302,8 +311,8 @@ func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
 	if m.exists {
 		mg.dormant[e.id] = dormant{protocolType: m.protocolType, state: stateEmpty}
 	}
-	// Nothing else was sent to it since stopIfIdle, so stopping drops no request.
-	ctx.Stop(e.pid)
+	// Nothing else was sent to it since stopIfIdle: it goes with no request of its own.
+	mg.release(ctx, e)
 }
 
 func (mg *manager) flush(ctx actor.Context, e *entry) {

@@ -328,6 +328,11 @@ type passivate struct {
 	pid   *actor.PID
 }
 
+// release tells a group actor to go (sent by the manager, which passivates it or lets it
+// go to another broker): it answers its waiters, has its offsets actor flush and stops
+// itself (group.go, onRelease). The manager learns it from the actor's Terminated.
+type release struct{}
+
 // listEntry asks a live group for its ListGroups row. Reply: *listedGroup.
 type listEntry struct {
 	group string

@@ -336,9 +336,11 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		if j.retryCancel != nil {
 			j.retryCancel()
 		}
-		if j.retriesDone != nil {
+		deadline := time.Now().Add(stopWait)
+		if j.retriesDone != nil && !waitClosed(j.retriesDone, deadline) {
 			// Its outcome goes nowhere: what it wrote is also replayed at the next start.
-			<-j.retriesDone
+			// Left running, it writes group files under their locks (offsets.GroupFileSaver).
+			j.log.Error().Dur("waited_ms", stopWait).Msg("offsets_journal_stops_with_unsaved_retry_running")
 		}
 		for _, claims := range j.deferred {
 			for _, c := range claims {
@@ -353,11 +355,31 @@ func (j *journalActor) Receive(ctx actor.Context) {
 			_ = j.cfg.FS.Remove(j.spare)
 		}
 		if j.preparing {
-			// Nothing of the journal outlives it: the spare being zero-filled is waited
-			// for and removed (its spareReady goes nowhere).
-			<-j.spareDone
-			_ = j.cfg.FS.Remove(j.sparePath)
+			// The spare being zero-filled is waited for and removed (its spareReady goes
+			// nowhere), within the bound: one still being written then is left to the
+			// replay at the next start, which removes spares.
+			if waitClosed(j.spareDone, deadline) {
+				_ = j.cfg.FS.Remove(j.sparePath)
+			} else {
+				j.log.Warn().Str("spare", j.sparePath).Msg("offsets_journal_stops_with_spare_being_filled")
+			}
 		}
+	}
+}
+
+// stopWait bounds how long a stopping journal waits for its goroutines: the retry round
+// and the spare's zero-fill, together.
+const stopWait = 5 * time.Second
+
+// waitClosed waits for ch to be closed until deadline; false when it was not.
+func waitClosed(ch <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -307,4 +309,37 @@ func TestUnsavedRetried(t *testing.T) {
 	if !gone(t, filepath.Join(dir, seg)) {
 		t.Fatal("the recovered segment is still there once nothing pins it")
 	}
+}
+
+// A journal stopping while its spare segment is being zero-filled waits for it within a
+// bound, not for ever: a disk that hangs on the spare does not hang the broker's stop.
+// The spare left behind is the replay's to remove at the next start.
+func TestStopWaitsForTheSpareWithABound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fsys := storage.NewFaultFS(nil)
+		held, hold := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		fsys.SetBefore(func(op storage.Op, path string) error {
+			if op == storage.OpCreate && strings.HasPrefix(filepath.Base(path), SpareMarker) {
+				once.Do(func() { close(held) })
+				<-hold
+			}
+			return nil
+		})
+		sys := actor.NewSystem(zerolog.Nop())
+		pid := sys.Spawn(Props(Config{Dir: t.TempDir(), FS: fsys, SegmentBytes: 64 << 10}))
+		// The first segment starts without a spare: the next one is prepared at once.
+		if a := appendRecord(t, sys, pid, "g", []byte("r")); a.Err != nil {
+			t.Fatal(a.Err)
+		}
+		<-held
+		if err := sys.Poison(pid, time.Minute); err != nil {
+			t.Errorf("stop with the spare's fill held: %v", err)
+		}
+		close(hold)
+		sys.Shutdown()
+		// The spare's outcome went to the stopped journal: a dead letter, whose throttle
+		// goroutine waits out protoactor's interval.
+		time.Sleep(time.Second)
+	})
 }

@@ -47,7 +47,7 @@ type queued struct {
 type flushNow struct{}
 
 func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
-	if !a.ready() {
+	if !a.serving() {
 		fail(queued{msg: m}, codeBroken)
 		return
 	}
@@ -74,7 +74,7 @@ func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
 }
 
 func (a *offsetsActor) handleFetch(m *Fetch) {
-	if !a.ready() {
+	if !a.serving() {
 		m.Reply.Resolve(&FetchResult{ErrorCode: codeBroken})
 		return
 	}
@@ -98,7 +98,7 @@ func (a *offsetsActor) handleFetch(m *Fetch) {
 }
 
 func (a *offsetsActor) handleStat(m *Stat) {
-	if !a.ready() {
+	if !a.serving() {
 		m.Reply.Resolve(&Status{ErrorCode: codeBroken})
 		return
 	}
@@ -110,7 +110,7 @@ func (a *offsetsActor) status() *Status {
 }
 
 func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
-	if !a.ready() {
+	if !a.serving() {
 		fail(queued{msg: m}, codeBroken)
 		return
 	}
@@ -244,6 +244,7 @@ func (a *offsetsActor) onAppended(ctx actor.Context, m *actor.Settled) {
 		a.finishInflight(ctx, *a.inflight[0].res, true)
 	}
 	a.flush(ctx)
+	a.settleFlushes(ctx, false)
 }
 
 // appended is the journal's answer v as an outcome.
@@ -317,7 +318,7 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 // stuck in fdatasync).
 const flushWait = 5 * time.Second
 
-// StopWait is how long a stopping offsets actor may take to answer Flush when its file
-// writes do not hang: the group, which waits for it, waits a little longer, so the
-// inner wait always ends first.
-const StopWait = flushWait + 5*time.Second
+// StopWait bounds how long an offsets actor takes to answer Flush, or to stop, when the
+// journal answers and its file writes do not hang: the group, which waits for the Flush
+// answer as it is released, waits a little longer, so the inner waits end first.
+const StopWait = flushWait + checkpointWait

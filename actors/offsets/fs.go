@@ -16,6 +16,9 @@ import (
 // removes the file when data is nil, creating dir if it is missing.
 func GroupFileSaver(fsys storage.FS, dir string) func(group string, data []byte) error {
 	return func(group string, data []byte) error {
+		lock := fileLock(filepath.Join(dir, FileName(group)))
+		lock <- struct{}{}
+		defer func() { <-lock }()
 		// A state left with the journal by an earlier owner never goes over the file of
 		// a newer one (the group moved: its new owner replayed this journal).
 		if mine, ok := epochOf(data); ok {

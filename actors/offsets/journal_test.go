@@ -757,7 +757,8 @@ func TestJournalSegmentsRollAndGo(t *testing.T) {
 }
 
 // TestJournalPanicRestart: a panic inside the offsets actor's Receive (here: the
-// checkpoint tick's directory creation) with a journaled batch in flight. The failed
+// checkpoint job's directory creation, raised again in the turn that takes the job's
+// outcome) with a journaled batch in flight. The failed
 // incarnation answers that batch when the journal holds it and writes the file; the next
 // incarnation's Fetch returns every acknowledged commit.
 func TestJournalPanicRestart(t *testing.T) {

@@ -131,10 +131,12 @@ type SaveMeta struct {
 	Reply actor.Promise
 }
 
-// Flush writes every change queued so far at once, and answers after that write (or
-// at once when nothing is queued). The group actor sends it as it stops: protoactor
-// stops a child with a system message that drops its mailbox, so without it a change
-// accepted just before would be lost. Reply: *Result.
+// Flush makes every change accepted so far durable and the file hold it, and answers
+// after that (whatever the file write's outcome: the journal holds every change). The
+// actor does not wait for it in its turn. The group actor sends it as it is released,
+// and stops once it is answered: protoactor stops a child with a system message that
+// drops its mailbox, so without it a change accepted just before would be lost.
+// Reply: *Result.
 type Flush struct {
 	Reply actor.Promise
 }

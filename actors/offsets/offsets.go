@@ -127,9 +127,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Props makes the offsets actor of cfg.Group. Its parent (the group actor) should stop it
-// with Poison, not Stop: protoactor drops the user messages still in a stopped actor's
-// mailbox, and with them their promises; after Poison everything sent before is answered.
+// Props makes the offsets actor of cfg.Group. Its parent (the group actor) should have
+// it Flush before it stops it: protoactor drops the user messages still in a stopped
+// actor's mailbox, and with them their promises; once Flush is answered everything sent
+// before is answered and durable.
 // A Config without a Journal is a wiring bug, and Props panics on it: the actor has no
 // other way to make a change durable.
 func Props(cfg Config) *actor.Props {
@@ -148,8 +149,9 @@ func Props(cfg Config) *actor.Props {
 // the mailbox is ahead of it, so it joins the same batch; while up to maxInflight batches
 // wait for the journal's fsync, new requests queue and all go into the next batch. Every
 // waiter is answered right after the fsync that holds its request, and the state is
-// touched only in Receive. The group file is rewritten behind the journal (a checkpoint,
-// on a goroutine of its own); only a stopping or restarting actor writes it in Receive.
+// touched only in Receive. The group file is read (a load) and rewritten behind the
+// journal (a checkpoint) by jobs on goroutines of their own whose outcomes come back as
+// messages; only a stopping or restarting actor waits for its last write, with a bound.
 type offsetsActor struct {
 	cfg  *Config // shared by the incarnations; never written
 	name string  // file name in cfg.Dir
@@ -164,7 +166,7 @@ type offsetsActor struct {
 	exists   bool  // the file exists on disk
 	st       state // what the file holds
 	metaJSON metaCache
-	// tombUnreadable: the last look found the group's tombstone unreadable (diskEpoch);
+	// tombUnreadable: the last look found the group's tombstone unreadable (noteTomb);
 	// no file is written until it reads again.
 	tombUnreadable bool
 
@@ -182,12 +184,17 @@ type offsetsActor struct {
 	ckptCancel    actor.Cancel
 
 	// claiming: the journal has not yet said whether an earlier actor of the group left
-	// state behind its file; requests wait in stash.
+	// state behind its file; loading: a load job (load.go) reads the file. Requests wait
+	// in stash meanwhile, at most ClaimWait at a time (stashCancel).
 	claiming    bool
 	claimID     uint64
-	claimCancel actor.Cancel
+	loading     bool
+	loadJob     *loadJob
+	stashCancel actor.Cancel
 	stash       []any
-	hold        hold // hold.go: the group is held after a damaged journal segment
+	// flushes are the Flush requests waiting for everything accepted before them.
+	flushes []*Flush
+	hold    hold // hold.go: the group is held after a damaged journal segment
 	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
 	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
 	// nothing is written.
@@ -243,15 +250,10 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.onAppended(ctx, m)
-	case *claimTimeout:
-		if a.claiming {
-			// Serving the file now could hand out offsets older than the journal's: the
-			// waiting requests are told to retry, and the actor goes on waiting.
-			a.log.Error().Dur("waited_ms", a.cfg.ClaimWait).Int("requests", len(a.stash)).
-				Msg("offsets_journal_claim_unanswered_requests_retried")
-			a.failStash(codeLoading)
-			a.claimCancel = actor.After(ctx, a.cfg.ClaimWait, &claimTimeout{})
-		}
+	case *stashTimeout:
+		a.onStashTimeout(ctx)
+	case *loadJob:
+		a.onLoad(ctx, m)
 	case *checkpointTick:
 		a.onCheckpointTick(ctx)
 	case *ckptJob:
@@ -260,11 +262,6 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.flushQueued = false
 		a.flush(ctx)
 	default:
-		if a.claiming {
-			a.stash = append(a.stash, msg)
-			actor.HandedOn(ctx)
-			return
-		}
 		a.handle(ctx, msg)
 	}
 }
@@ -275,8 +272,22 @@ func (a *offsetsActor) Panicked(_ actor.Context, r any) {
 	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
 }
 
-// handle serves one request.
+// handle serves one request, or stashes it while the claim or a load is under way (one
+// that needs a load starts it).
 func (a *offsetsActor) handle(ctx actor.Context, msg any) {
+	if !a.waiting() && a.needsLoad(msg) {
+		a.startLoad(ctx, nil)
+	}
+	if a.waiting() {
+		a.stash = append(a.stash, msg)
+		actor.HandedOn(ctx)
+		return
+	}
+	a.serve(ctx, msg)
+}
+
+// serve serves one request with the group loaded.
+func (a *offsetsActor) serve(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *Commit:
 		a.handleCommit(ctx, m)
@@ -287,8 +298,7 @@ func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 	case *Delete, *DeleteAll, *DropTopics, *SaveMeta, *Expire:
 		a.handleChange(ctx, m)
 	case *Flush:
-		a.flushSync(ctx)
-		m.Reply.Resolve(&Result{})
+		a.handleFlush(ctx, m)
 	}
 }
 
@@ -297,15 +307,18 @@ func (a *offsetsActor) handle(ctx actor.Context, msg any) {
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
 	a.pub.Remove()
-	if a.claiming {
-		// Stopped before the journal answered: nothing was served or changed.
-		a.failStash(codeWriteFailed)
-		if a.claimCancel != nil {
-			a.claimCancel()
-		}
-		return
+	if a.stashCancel != nil {
+		a.stashCancel()
 	}
-	a.flushSync(ctx)
+	if a.waiting() {
+		// Stopped before the journal answered or the load was done: nothing waiting was
+		// served or changed.
+		a.failStash(codeWriteFailed)
+	}
+	if !a.claiming {
+		a.flushSync(ctx)
+	}
+	a.answerFlushes(&Result{})
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}
@@ -322,12 +335,13 @@ func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	}
 	a.queue = nil
 	a.failStash(codeCrashed)
-	if a.claimCancel != nil {
-		a.claimCancel()
+	if a.stashCancel != nil {
+		a.stashCancel()
 	}
 	if !a.claiming {
-		a.checkpointNow(ctx)
+		a.checkpointNow(ctx, time.Now().Add(checkpointWait))
 	}
+	a.answerFlushes(&Result{})
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}

@@ -656,8 +656,8 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
-// TestPanicAnswersWaiters: a panic in the actor's Receive (here: a checkpoint creating
-// the offsets directory) restarts it with one batch in the journal's fsync, one in the
+// TestPanicAnswersWaiters: a panic in the actor's Receive (here: as it takes a
+// checkpoint tick) restarts it with one batch in the journal's fsync, one in the
 // journal's mailbox and a commit queued behind them. The batches the journal makes
 // durable are answered success, the queued commit a retriable code, and the next
 // incarnation serves what the journal holds.
@@ -665,16 +665,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 	h := newHarness(t, "g")
 	h.commit(entry("t", 0, 1))
 	panicked := make(chan struct{})
-	var once sync.Once
-	_, gates := h.hookSegments(func(op storage.Op, path string) error {
-		if op == storage.OpMkdir && path == h.dir {
-			once.Do(func() {
-				close(panicked)
-				panic("mkdir bug")
-			})
-		}
-		return nil
-	}, 1)
+	defer actor.SetFaults(&tickPanic{panicked: panicked})()
+	_, gates := h.hookSegments(nil, 1)
 	inSync := h.commitW(entry("t", 0, 2))
 	<-gates[0].entered
 	inMailbox := h.commitW(entry("t", 1, 2))
@@ -705,7 +697,8 @@ func TestPanicAnswersWaiters(t *testing.T) {
 		t.Fatalf("commit after restart %v", got)
 	}
 
-	// A panic in a request's own handler (here: the load) answers that request.
+	// A panic in a request's own handler (here: the load, whose job's panic is raised
+	// again in the turn that takes its outcome) answers that request.
 	h2 := newHarness(t, "g2")
 	var once2 sync.Once
 	h2.fs.SetBefore(func(op storage.Op, _ string) error {
@@ -893,3 +886,91 @@ func TestPropsWithoutJournalPanics(t *testing.T) {
 	}()
 	Props(Config{Group: "g", Dir: t.TempDir()})
 }
+
+// holdReads holds the first read of path from now on until release is closed, and
+// reports it on held.
+func holdReads(h *harness, path string) (held <-chan struct{}, release chan struct{}) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.fs.SetBefore(func(op storage.Op, p string) error {
+		if op == storage.OpRead && p == path {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(in)
+				<-out
+			}
+		}
+		return nil
+	})
+	return in, out
+}
+
+// The group file is read by a load job, off the actor's turn: while a read hangs (a
+// slow or stuck disk), the actor goes on taking messages, and the request waiting for
+// the load is told to retry (COORDINATOR_LOAD_IN_PROGRESS) after ClaimWait instead of
+// waiting for the disk. Once the read returns, the file is served. (The read was done in
+// the actor's turn: nothing was answered until the disk came back.)
+func TestHeldFileReadLeavesTheActorAnswering(t *testing.T) {
+	h := newHarness(t, "g", func(c *Config) { c.ClaimWait = 20 * time.Millisecond })
+	h.commit(entry("t", 0, 5))
+	h.restart() // the next incarnation reads the file
+	held, release := holdReads(h.harness, filepath.Join(h.dir, FileName("g")))
+	w := h.send(func(p actor.Promise) any { return &Fetch{Reply: p} })
+	<-held
+	if f := wait[*FetchResult](t, w); f.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("fetch while the file read hangs: %+v, want COORDINATOR_LOAD_IN_PROGRESS", f)
+	}
+	close(release)
+	if f := h.fetch(); f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 0}].Offset != 5 {
+		t.Fatalf("fetch once the read returned: %+v", f)
+	}
+}
+
+// In a cluster a checkpoint reads the file's epoch before it writes (another broker may
+// have taken the group over). That read, too, is the checkpoint job's: while it hangs, a
+// commit is journaled and answered. (The read was done in the actor's turn, so a Flush or
+// a checkpoint tick held every commit of the group behind the disk.)
+func TestHeldEpochReadLeavesCommitsAnswered(t *testing.T) {
+	j := newJournalHarness(t, "x", ckptNever)
+	pid, _ := gatedActor(j, "g")
+	if got := j.commitTo(pid, entry("t", 0, 1)); !codesOK(got) {
+		t.Fatalf("commit: %v", got)
+	}
+	held, release := holdReads(j.harness, filepath.Join(j.dir, FileName("g")))
+	flushed := j.sendTo(pid, func(p actor.Promise) any { return &Flush{Reply: p} })
+	<-held
+	if got := j.commitTo(pid, entry("t", 1, 2)); !codesOK(got) {
+		t.Fatalf("commit while the checkpoint's read hangs: %v", got)
+	}
+	close(release)
+	if r := wait[*Result](t, flushed); r.ErrorCode != 0 {
+		t.Fatalf("flush: %+v", r)
+	}
+	j.flushTo(pid)
+	if s, ok := groupFile(t, j.dir, "g"); !ok || s.offsets[TopicPartition{"t", 1}].Offset != 2 {
+		t.Fatalf("file %v with %+v, want both commits", ok, s.offsets)
+	}
+	_ = j.sys.Poison(pid, waitFor)
+}
+
+// tickPanic makes an offsets actor's Receive panic once, as it takes its first
+// checkpoint tick, and closes panicked then (actor.Faults).
+type tickPanic struct {
+	once     sync.Once
+	panicked chan struct{}
+}
+
+func (p *tickPanic) Receive(_ actor.Actor, msg any) bool {
+	if _, ok := msg.(*checkpointTick); !ok {
+		return false
+	}
+	fire := false
+	p.once.Do(func() {
+		close(p.panicked)
+		fire = true
+	})
+	return fire
+}
+
+func (p *tickPanic) Timer(_ any, d time.Duration) (time.Duration, bool) { return d, false }
