@@ -198,7 +198,11 @@ func (p *partitionActor) takeLock(ctx actor.Context) {
 		if !held {
 			holder, known := p.lockHolder()
 			if !known || holder == p.cfg.NodeID || p.cfg.Lapsed == nil || !p.cfg.Lapsed(holder) {
-				p.waitForLock(ctx, "partition_leader_lock_held_elsewhere_waiting")
+				if p.lockWaitSince.IsZero() {
+					p.log.Warn().Int32("holder", holder).Bool("holder_known", known).
+						Msg("partition_leader_lock_held_elsewhere_waiting")
+				}
+				p.waitForLock(ctx, "")
 				return
 			}
 			p.lockBroken = true
