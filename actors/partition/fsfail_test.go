@@ -2,6 +2,8 @@ package partition
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -314,5 +316,40 @@ func TestPartitionOpenFaultIsRetried(t *testing.T) {
 	}
 	if _, values := h.values(); !slices.Equal(values, []string{"a", "b"}) {
 		t.Fatalf("served %v, want a, b", values)
+	}
+}
+
+// A leader whose lock file cannot be made to name it (the holder's id write fails) lets
+// the lock go and takes it again, so a lock is held only while it names its holder. Kept
+// unnamed, a successor finding it held by a broker paused past its lease could not tell
+// whose lease to watch, and waited for the whole pause (the cluster chaos run, seed 101:
+// a partition served by nobody for over 60 s). Before, the failure was not even logged.
+func TestLeaderLockNamesItsHolder(t *testing.T) {
+	fault := &pathFault{op: storage.OpWrite, suffix: "leader.lock"}
+	fault.armed.Store(2)
+	logs := &eventLog{}
+	var leader atomic.Int32
+	dir := t.TempDir()
+	h := newHarness(t, dir, func(c *Config) {
+		asBroker(0, &leader, nil)(c)
+		c.FS = fault.faultFS()
+		c.Log = zerolog.New(logs)
+	})
+	defer h.stop()
+	if ti := h.create("t", 1); ti.ErrorCode != 0 {
+		t.Fatalf("create: %+v", ti)
+	}
+	if r := h.produceOnceLed("t", 0, []byte("a")); r.BaseOffset != 0 {
+		t.Fatalf("produce once the lock names its holder: %+v", r)
+	}
+	if n := fault.failed.Load(); n != 2 {
+		t.Fatalf("%d holder writes failed, want 2", n)
+	}
+	if evs := logs.events(t, "partition_leader_lock_holder_write_failed"); len(evs) != 2 {
+		t.Fatalf("partition_leader_lock_holder_write_failed logged %d times, want 2", len(evs))
+	}
+	b, err := os.ReadFile(filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock"))
+	if err != nil || string(b) != "0" {
+		t.Fatalf("leader.lock holds %q (%v), want the holder's id 0", b, err)
 	}
 }

@@ -827,22 +827,28 @@ func (p *partitionActor) lockLeader() (held bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if held {
-		p.leaderLock = f
-		// Who holds it, for a successor that finds it held (takeLock). Best effort: a
-		// lock whose holder is not known is waited for.
-		id := []byte(strconv.Itoa(int(p.cfg.NodeID)))
-		if err := f.Truncate(0); err == nil {
-			if _, err = f.WriteAt(id, 0); err == nil {
-				err = f.Sync()
-			}
-		}
-		if err != nil {
-			p.log.Warn().Err(err).Msg("partition_leader_lock_holder_write_failed")
-		}
-		return true, nil
+	if !held {
+		return false, nil
 	}
-	return false, nil
+	// Who holds it, for a successor that finds it held (takeLock): a lock whose holder
+	// is not known is waited for, so a lock is kept only once it names this broker.
+	// Written to a paused broker's lock and never named, its successor would wait for
+	// the whole pause. Not written: let go and tried again like a lock held elsewhere.
+	id := []byte(strconv.Itoa(int(p.cfg.NodeID)))
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt(id, 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		p.log.Warn().Err(err).Msg("partition_leader_lock_holder_write_failed")
+		return false, nil
+	}
+	p.leaderLock = f
+	return true, nil
 }
 
 // lockHolder is the broker the partition's lock names (known false: none readable).
