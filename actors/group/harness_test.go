@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/logs/logtest"
@@ -122,27 +123,12 @@ func (h *harness) stop() {
 // bubble runs f in a synctest bubble with a fresh harness.
 func bubble(t *testing.T, mutate func(*Settings), f func(t *testing.T, h *harness)) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		h := newHarness(t, dir, mutate)
 		f(t, h)
 		h.stop()
 	})
 }
-
-// inBubble is synctest.Test for harness tests. After f (and what it defers) it lets the
-// fake clock run past protoactor's dead-letter throttle interval: the first dead letter
-// of an interval (a late reply, such as the journal's answer to an offsets actor that
-// took it from its channel while stopping) starts a goroutine that waits out the
-// interval, and no goroutine may outlive its bubble.
-func inBubble(t *testing.T, f func(t *testing.T)) {
-	synctest.Test(t, func(t *testing.T) {
-		f(t)
-		time.Sleep(deadLetterThrottleInterval)
-	})
-}
-
-// deadLetterThrottleInterval is protoactor's default (actor.Config).
-const deadLetterThrottleInterval = time.Second
 
 // send sends r to the manager with a waiter as its reply.
 func (h *harness) send(r Request) *actor.Waiter {

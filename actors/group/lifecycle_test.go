@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/actor/actortest"
 	"kaas/actors/offsets"
 	"kaas/storage"
 )
@@ -121,7 +122,7 @@ func subscriptionTo(topics ...string) []byte {
 // retention (in a cluster, where the broker sets DropTombstones).
 func TestSweepDropsTombstones(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		calls := make(chan time.Time, 4)
 		h := newHarnessWith(t, dir, storage.OSFS{}, func(s *Settings) { s.RetentionCheck = time.Minute },
 			func(c *ManagerConfig) {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/storage"
@@ -66,7 +67,7 @@ func heartbeatCode(h *harness, g string, j *JoinResult) int16 {
 // session timeout after the load, and the group rebalances.
 func TestRestartLoadsStableMembers(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		const session = 10 * time.Second
 		h := newHarness(t, dir, nil)
 		js := stableGroup(t, h, "g", 3, session)
@@ -126,7 +127,7 @@ func TestRestartLoadsStableMembers(t *testing.T) {
 // A group whose last member left is saved Empty, without members, and loads Empty.
 func TestRestartLoadsEmptyGroup(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		h := newHarness(t, dir, nil)
 		js := stableGroup(t, h, "g", 1, 10*time.Second)
 		l := call[*LeaveResult](h, &LeaveGroup{Group: "g", Members: []LeaveMember{{MemberID: js[0].MemberID}}})
@@ -152,7 +153,7 @@ func TestRestartLoadsEmptyGroup(t *testing.T) {
 // assignment and the group is Stable.
 func TestSyncAnsweredAfterSave(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		hold := make(chan struct{})
 		held := make(chan struct{}, 1)
@@ -203,7 +204,7 @@ func TestSyncAnsweredAfterSave(t *testing.T) {
 // (NOT_COORDINATOR, the mapped storage error) and the group rebalances (§4.4).
 func TestSyncSaveFailureRebalances(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		defer h.stop()
@@ -237,7 +238,7 @@ func TestSyncSaveFailureRebalances(t *testing.T) {
 // error with no member id. After a restart the saved id is the member, the old one fenced.
 func TestStaticReplacementSaved(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		static := func(member string) *JoinGroup {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 	"kaas/actors/offsets"
 	"kaas/storage"
 )
@@ -49,7 +50,7 @@ func (delayDescribe) Timer(_ any, d time.Duration) (time.Duration, bool) { retur
 func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
 	dir := t.TempDir()
 	const session = 100 * time.Millisecond
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, func(s *Settings) { s.InitialRebalanceDelay = 0 })
 		defer h.stop()
@@ -107,7 +108,7 @@ func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
 // it was answered meanwhile.)
 func TestReleasingGroupAnswersWhileItsFileWriteHangs(t *testing.T) {
 	dir := t.TempDir()
-	inBubble(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		h := newHarnessFS(t, dir, fsys, nil)
 		defer h.stop()

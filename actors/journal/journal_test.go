@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/actors/actor/actortest"
 	"kaas/storage"
 )
 
@@ -315,7 +315,7 @@ func TestUnsavedRetried(t *testing.T) {
 // bound, not for ever: a disk that hangs on the spare does not hang the broker's stop.
 // The spare left behind is the replay's to remove at the next start.
 func TestStopWaitsForTheSpareWithABound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	actortest.Bubble(t, func(t *testing.T) {
 		fsys := storage.NewFaultFS(nil)
 		held, hold := make(chan struct{}), make(chan struct{})
 		var once sync.Once
@@ -337,9 +337,6 @@ func TestStopWaitsForTheSpareWithABound(t *testing.T) {
 			t.Errorf("stop with the spare's fill held: %v", err)
 		}
 		close(hold)
-		sys.Shutdown()
-		// The spare's outcome went to the stopped journal: a dead letter, whose throttle
-		// goroutine waits out protoactor's interval.
-		time.Sleep(time.Second)
+		sys.Shutdown() // the spare's outcome goes to the stopped journal: a dead letter
 	})
 }
