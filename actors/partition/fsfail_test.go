@@ -245,28 +245,7 @@ func TestLeaderEpochFileReadFaultRebuildsIt(t *testing.T) {
 // is tried again like a lock held elsewhere, and the partition leads once it succeeds.
 func TestLeaderEpochFileWriteFaultIsRetried(t *testing.T) {
 	fault := &pathFault{op: storage.OpSync, suffix: epochsName + storage.TmpSuffix}
-	fault.armed.Store(2)
-	logs := &eventLog{}
-	var leader atomic.Int32
-	dir := t.TempDir()
-	h := newHarness(t, dir, func(c *Config) {
-		asBroker(0, &leader, nil)(c)
-		c.FS = fault.faultFS()
-		c.Log = zerolog.New(logs)
-	})
-	defer h.stop()
-	if ti := h.create("t", 1); ti.ErrorCode != 0 {
-		t.Fatalf("create: %+v", ti)
-	}
-	if r := h.produceOnceLed("t", 0, []byte("a")); r.BaseOffset != 0 {
-		t.Fatalf("produce once the epoch is written: %+v", r)
-	}
-	if n := fault.failed.Load(); n != 2 {
-		t.Fatalf("%d leader-epoch file fsyncs failed, want 2", n)
-	}
-	if evs := logs.events(t, "partition_leader_epoch_write_failed"); len(evs) != 2 {
-		t.Fatalf("partition_leader_epoch_write_failed logged %d times, want 2", len(evs))
-	}
+	dir := leadsAfterTwoFaults(t, fault, "partition_leader_epoch_write_failed")
 	pdir := partitionDir(topicsDir(dir), "t", 0)
 	entries, err := readEpochs(storage.OSFS{}, pdir)
 	if err != nil || len(entries) != 1 || entries[0].Broker != 0 {
@@ -326,6 +305,18 @@ func TestPartitionOpenFaultIsRetried(t *testing.T) {
 // a partition served by nobody for over 60 s). Before, the failure was not even logged.
 func TestLeaderLockNamesItsHolder(t *testing.T) {
 	fault := &pathFault{op: storage.OpWrite, suffix: "leader.lock"}
+	dir := leadsAfterTwoFaults(t, fault, "partition_leader_lock_holder_write_failed")
+	b, err := os.ReadFile(filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock"))
+	if err != nil || string(b) != "0" {
+		t.Fatalf("leader.lock holds %q (%v), want the holder's id 0", b, err)
+	}
+}
+
+// leadsAfterTwoFaults has broker 0 of a cluster lead a new one-partition topic "t" while
+// fault fails its first two steps: each failure is logged as event and tried again, and
+// the partition then leads and takes a produce at offset 0. It returns the data dir.
+func leadsAfterTwoFaults(t *testing.T, fault *pathFault, event string) string {
+	t.Helper()
 	fault.armed.Store(2)
 	logs := &eventLog{}
 	var leader atomic.Int32
@@ -340,16 +331,13 @@ func TestLeaderLockNamesItsHolder(t *testing.T) {
 		t.Fatalf("create: %+v", ti)
 	}
 	if r := h.produceOnceLed("t", 0, []byte("a")); r.BaseOffset != 0 {
-		t.Fatalf("produce once the lock names its holder: %+v", r)
+		t.Fatalf("produce once the partition leads: %+v", r)
 	}
 	if n := fault.failed.Load(); n != 2 {
-		t.Fatalf("%d holder writes failed, want 2", n)
+		t.Fatalf("%d %s steps failed, want 2", n, fault.op)
 	}
-	if evs := logs.events(t, "partition_leader_lock_holder_write_failed"); len(evs) != 2 {
-		t.Fatalf("partition_leader_lock_holder_write_failed logged %d times, want 2", len(evs))
+	if evs := logs.events(t, event); len(evs) != 2 {
+		t.Fatalf("%s logged %d times, want 2", event, len(evs))
 	}
-	b, err := os.ReadFile(filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock"))
-	if err != nil || string(b) != "0" {
-		t.Fatalf("leader.lock holds %q (%v), want the holder's id 0", b, err)
-	}
+	return dir
 }
