@@ -213,8 +213,8 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	if n := testutil.ToFloat64(met.locksBroken); n != 1 {
 		t.Fatalf("kaas_log_leader_locks_broken_total = %v, want 1", n)
 	}
-	// Once broker 0 lets its lock go, the new leader takes it, so a later leader waits
-	// for it as usual.
+	// The new leader holds the lock of a new leader.lock, which names it, so a later
+	// leader waits for it as usual, before and after broker 0 lets its old lock go.
 	old.stop()
 	lockFile := filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock")
 	deadline := time.Now().Add(10 * time.Second)

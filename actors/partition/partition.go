@@ -3,9 +3,6 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -80,9 +77,6 @@ type partitionActor struct {
 	leaderLock    storage.RWFile
 	lockWaitSince time.Time
 	lockCancel    actor.Cancel
-	// lockBroken: the lock was held by a broker whose lease had lapsed, and this actor
-	// leads without it (taking it once it is let go).
-	lockBroken bool
 	// epoch is the leader epoch this actor leads at: stamped on every batch it appends,
 	// and the one clients' current_leader_epoch is checked against.
 	epoch int32
@@ -151,12 +145,9 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *openRetryTick:
 		p.onOpenRetry(ctx)
 	case *lockRetryTick:
-		switch {
-		case p.plog == nil && p.broken == nil:
+		if p.plog == nil && p.broken == nil {
 			p.takeLock(ctx)
 			p.unpark(ctx)
-		case p.plog != nil && p.lockBroken && p.leaderLock == nil:
-			p.retakeLock(ctx)
 		}
 	}
 }
@@ -178,83 +169,7 @@ func (p *partitionActor) onStarted(ctx actor.Context) {
 	p.open(ctx)
 }
 
-// takeLock, in a cluster, takes the partition's lock before the log is opened. While
-// another process holds it (the previous leader stopping, or paused and not yet told it
-// lapsed) the partition answers NOT_LEADER_OR_FOLLOWER, which clients retry, and the
-// lock is tried again every lockRetry, never blocking the actor.
-//
-// A lock held by a broker whose lease has lapsed (paused, or cut off) is broken rather
-// than waited for: the new leader begins a new leader epoch, and recovery never serves
-// what the paused leader may still write once it resumes (log.go).
-func (p *partitionActor) takeLock(ctx actor.Context) {
-	if p.leaderLock == nil && !p.lockBroken {
-		held, err := p.lockLeader()
-		if err != nil {
-			p.broken = err
-			p.cfg.Metrics.writeFailed("open")
-			p.log.Error().Err(err).Msg("partition_leader_lock_failed")
-			return
-		}
-		if !held {
-			holder, known := p.lockHolder()
-			if !known || holder == p.cfg.NodeID || p.cfg.Lapsed == nil || !p.cfg.Lapsed(holder) {
-				if p.lockWaitSince.IsZero() {
-					p.log.Warn().Int32("holder", holder).Bool("holder_known", known).
-						Msg("partition_leader_lock_held_elsewhere_waiting")
-				}
-				p.waitForLock(ctx, "")
-				return
-			}
-			p.lockBroken = true
-			p.cfg.Metrics.lockBroken()
-			p.log.Warn().Int32("holder", holder).Msg("partition_leader_lock_broken")
-		}
-	}
-	if err := p.open(ctx); err != nil {
-		// The leader-epoch file could not be written: nothing is served under an epoch
-		// not on disk. Tried again like a lock.
-		p.cfg.Metrics.writeFailed("open")
-		p.log.Error().Err(err).Msg("partition_leader_epoch_write_failed")
-		p.waitForLock(ctx, "")
-		return
-	}
-	if p.plog == nil {
-		return // the log could not be opened: tried again (onOpenRetry)
-	}
-	if !p.lockWaitSince.IsZero() {
-		p.log.Info().Dur("waited", time.Since(p.lockWaitSince)).Msg("partition_leader_lock_taken")
-		p.lockWaitSince = time.Time{}
-	}
-	if p.lockBroken {
-		p.lockCancel = actor.After(ctx, lockRetakeEvery, &lockRetryTick{})
-	}
-}
-
-// waitForLock answers NOT_LEADER_OR_FOLLOWER until the next try (event: logged when the
-// wait begins, if set).
-func (p *partitionActor) waitForLock(ctx actor.Context, event string) {
-	if p.lockWaitSince.IsZero() {
-		p.lockWaitSince = time.Now()
-		if event != "" {
-			p.log.Warn().Msg(event)
-		}
-	}
-	p.lockCancel = actor.After(ctx, lockRetry, &lockRetryTick{})
-}
-
-// retakeLock takes the lock this actor broke once its former holder lets it go, so a
-// later leader waits for this one as usual.
-func (p *partitionActor) retakeLock(ctx actor.Context) {
-	held, err := p.lockLeader()
-	if err == nil && held {
-		p.lockBroken = false
-		p.log.Info().Msg("partition_leader_lock_retaken")
-		return
-	}
-	p.lockCancel = actor.After(ctx, lockRetakeEvery, &lockRetryTick{})
-}
-
-// open opens the log (the lock, in a cluster, held or broken) and settles the leader
+// open opens the log (the lock, in a cluster, held) and settles the leader
 // epoch. A log that cannot be opened leaves the partition broken (KAFKA_STORAGE_ERROR)
 // and is tried again (onOpenRetry); the error returned is a leader-epoch file that could
 // not be written, to try again.
@@ -801,72 +716,3 @@ const (
 
 // openRetryTick tells the actor to try opening its log again.
 type openRetryTick struct{ actor.Tick }
-
-// lockRetry is how often a new leader tries the previous one's lock again (a graceful
-// hand-over releases it as the old actor stops).
-const lockRetry = 20 * time.Millisecond
-
-// lockRetakeEvery is how often a leader that broke its partition's lock tries to take it.
-const lockRetakeEvery = 200 * time.Millisecond
-
-// lockRetryTick tells the actor to try the partition's lock again. It is no traffic: a
-// partition that retakes a broken lock still closes its idle files.
-type lockRetryTick struct{ actor.Tick }
-
-// lockLeader tries to take the partition's exclusive lock (cluster): whatever the
-// ownership controller decides, two processes never write one partition's log at once.
-// The kernel drops the lock when its process dies (kill -9 included); a paused leader
-// keeps it, so its partitions wait for it to resume (and find itself fenced) or die.
-// held is false while another process holds it.
-func (p *partitionActor) lockLeader() (held bool, err error) {
-	if err := p.cfg.FS.MkdirAll(p.cfg.Dir); err != nil {
-		return false, err
-	}
-	path := filepath.Join(p.cfg.Dir, "leader.lock")
-	f, held, err := p.cfg.FS.Lock(path)
-	if err != nil {
-		return false, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if !held {
-		return false, nil
-	}
-	// Who holds it, for a successor that finds it held (takeLock): a lock whose holder
-	// is not known is waited for, so a lock is kept only once it names this broker.
-	// Written to a paused broker's lock and never named, its successor would wait for
-	// the whole pause. Not written: let go and tried again like a lock held elsewhere.
-	id := []byte(strconv.Itoa(int(p.cfg.NodeID)))
-	err = f.Truncate(0)
-	if err == nil {
-		_, err = f.WriteAt(id, 0)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err != nil {
-		f.Close()
-		p.log.Warn().Err(err).Msg("partition_leader_lock_holder_write_failed")
-		return false, nil
-	}
-	p.leaderLock = f
-	return true, nil
-}
-
-// lockHolder is the broker the partition's lock names (known false: none readable).
-func (p *partitionActor) lockHolder() (int32, bool) {
-	b, err := p.cfg.FS.ReadFile(filepath.Join(p.cfg.Dir, "leader.lock"))
-	if err != nil {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
-	if err != nil || id < 0 {
-		return 0, false
-	}
-	return int32(id), true
-}
-
-func (p *partitionActor) unlockLeader() {
-	if p.leaderLock != nil {
-		p.leaderLock.Close() // closing the file lets the lock go
-		p.leaderLock = nil
-	}
-}
