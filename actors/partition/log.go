@@ -558,13 +558,35 @@ func (l *Log) Size() int64 {
 }
 
 // roll starts a new segment at base, after making the current one durable: only the
-// active segment may ever hold unsynced bytes, which keeps recovery to one file.
+// active segment may ever hold unsynced bytes, which keeps recovery to one file. The
+// partition actor rolls off its turn (roll.go): rollDue, makeSegment in the background,
+// then addSegment.
 func (l *Log) roll(base int64) (*segment, error) {
+	var prev storage.RWFile
 	if len(l.segs) > 0 {
-		if f := l.active().f; f != nil {
-			if err := f.Sync(); err != nil {
-				return nil, fmt.Errorf("sync segment %s: %w", l.active().path, err)
-			}
+		prev = l.active().f
+	}
+	s, err := l.makeSegment(prev, base)
+	if err != nil {
+		return nil, err
+	}
+	l.addSegment(s)
+	return s, nil
+}
+
+// rollDue says whether a batch of n bytes goes to a new segment.
+func (l *Log) rollDue(n int) bool {
+	s := l.active()
+	return s.size > 0 && s.size+int64(n) > l.cfg.segmentBytes
+}
+
+// makeSegment is the I/O of a roll: it syncs prev (the active segment's file; nil: none
+// open) and creates the file of a segment beginning at base. It reads only the log's
+// settings, so it may run off the actor's turn while the log is not appended to.
+func (l *Log) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
+	if prev != nil {
+		if err := prev.Sync(); err != nil {
+			return nil, fmt.Errorf("sync segment before %s: %w", segmentName(base), err)
 		}
 	}
 	s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(l.dir, segmentName(base)), fs: l.cfg.fs}
@@ -583,9 +605,11 @@ func (l *Log) roll(base int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("sync dir %s: %w", l.dir, err)
 	}
-	l.segs = append(l.segs, s)
 	return s, nil
 }
+
+// addSegment makes s, made by makeSegment, the active segment.
+func (l *Log) addSegment(s *segment) { l.segs = append(l.segs, s) }
 
 // append writes one validated batch at the log end, stamping its base offset and leader
 // epoch, and returns the base offset. On a failed write the segment is cut back so a

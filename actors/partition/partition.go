@@ -89,6 +89,10 @@ type partitionActor struct {
 	syncing   bool
 	unsynced  int64
 	pending   []pendingAck
+	// roll is the segment roll in flight (roll.go); rollQueue the produces that wait
+	// for it, in the order they came.
+	roll      *rollJob
+	rollQueue []*appendBatch
 	watchers  map[uint64]watch
 	broken    error           // set when the log could not be opened
 	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
@@ -140,6 +144,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		}
 	case *syncDone:
 		p.onSyncDone(ctx, m)
+	case *rollDone:
+		p.onRollDone(ctx, m)
 	case *retentionTick:
 		p.onRetentionTick()
 	case *openRetryTick:
@@ -307,6 +313,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	}
 	p.pending = nil
 	p.answerParked()
+	p.answerRollQueue()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -329,6 +336,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	}
 	p.pending = nil
 	p.answerParked()
+	p.answerRollQueue()
 	p.releaseWatchers(ctx, false)
 	if p.plog != nil {
 		p.plog.Close()
@@ -337,7 +345,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 
 func (p *partitionActor) onIdle(ctx actor.Context) {
 	if p.plog != nil {
-		p.plog.closeIdle(!p.syncing && len(p.pending) == 0)
+		p.plog.closeIdle(!p.syncing && p.roll == nil && len(p.pending) == 0)
 	}
 	ctx.SetReceiveTimeout(p.cfg.IdleClose)
 }
@@ -370,6 +378,12 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		if !p.park(ctx, m) {
 			m.reply.Resolve(p.storageError())
 		}
+		return
+	}
+	if p.roll != nil || p.plog.rollDue(len(m.batch.records)) {
+		// Before the producer checks: a pipelined producer's next batch waits behind
+		// the one before it, rather than being judged out of sequence.
+		p.queueForRoll(ctx, m)
 		return
 	}
 	// Validated by the sender (validated.go); only what needs the partition's state is
@@ -450,22 +464,28 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	p.syncing = false
-	if m.err != nil && m.end > p.durable {
+	p.settle(ctx, m.end, m.err)
+}
+
+// settle records what an fsync (err: failed) made durable up to end, and answers the
+// produces it covers.
+func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
+	if err != nil && end > p.durable {
 		// The page cache may have dropped what it could not write; fail the waiters
 		// this fsync was for. Their producers retry and idempotence deduplicates.
 		p.cfg.Metrics.writeFailed("fsync")
-		p.log.Error().Err(m.err).Int64("end_offset", m.end).Msg("partition_fsync_failed")
+		p.log.Error().Err(err).Int64("end_offset", end).Msg("partition_fsync_failed")
 		keep := p.pending[:0]
 		for _, w := range p.pending {
-			if w.end <= m.end {
+			if w.end <= end {
 				w.reply.Resolve(p.storageError())
 			} else {
 				keep = append(keep, w)
 			}
 		}
 		p.pending = keep
-	} else if m.end > p.durable {
-		p.durable = m.end
+	} else if end > p.durable {
+		p.durable = end
 		// Recorded before the acknowledgements below; no fsync of its own (recovery.go).
 		// A fenced partition writes nothing more (its successor keeps the file).
 		if p.plog != nil && !p.fenced() {
@@ -490,7 +510,7 @@ func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 		}
 	}
 	p.pending = keep
-	if p.plog != nil && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
+	if p.plog != nil && !p.syncing && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
 		p.startSync(ctx)
 	}
 	p.notifyWatchers(ctx)
