@@ -315,6 +315,10 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 	pos := int64(0)
 	expect := s.base
 	torn := false
+	// unsynced is where the batches past the recovery point begin (-1: none), and clean
+	// says none of the segment was quarantined: those bytes are written again before
+	// the fsync below (repair.go).
+	unsynced, clean := int64(-1), true
 	for pos < size {
 		h, ok, err := w.batch(pos, check)
 		if err != nil {
@@ -357,6 +361,9 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 			}
 		}
 		if good {
+			if check && unsynced < 0 && h.LastOffset() >= l.recoveryPoint {
+				unsynced = pos
+			}
 			s.track(&h, pos)
 			l.noteEpoch(h.LeaderEpoch, h.BaseOffset)
 			if visit != nil {
@@ -370,6 +377,7 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 		if err != nil {
 			return fmt.Errorf("scan segment %s: %w", s.path, err)
 		}
+		clean = false
 		if found {
 			l.quarantine(corruptRange{seg: s, from: expect, to: nh.BaseOffset, pos: pos, end: next}, "at_open")
 			s.sinceIndex = indexInterval // reads after the range start from an entry past it
@@ -395,8 +403,16 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 	}
 	if check {
 		// What a killed process wrote may still be only in the page cache: make it
-		// durable before it is served as such.
-		if err := f.Sync(); err != nil {
+		// durable before it is served as such. Past the recovery point it is written
+		// again first: after a failed fsync the cache may hold it marked clean, and an
+		// fsync alone would not write it (repair.go).
+		var err error
+		if clean && unsynced >= 0 {
+			err = rewriteTail(f, unsynced, pos)
+		} else {
+			err = f.Sync()
+		}
+		if err != nil {
 			return fmt.Errorf("sync segment %s: %w", s.path, err)
 		}
 	}
@@ -636,13 +652,6 @@ func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) 
 	s.track(h, s.size)
 	l.noteEpoch(leaderEpoch, base)
 	return base, nil
-}
-
-// syncTarget is the file a background fsync must flush so that every offset below end
-// is durable.
-func (l *Log) syncTarget() (storage.RWFile, int64, error) {
-	f, err := l.active().file()
-	return f, l.EndOffset(), err
 }
 
 // find returns the segment holding offset, skipping a gap to the next segment.

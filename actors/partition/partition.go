@@ -93,9 +93,13 @@ type partitionActor struct {
 	// for it, in the order they came.
 	roll      *rollJob
 	rollQueue []*appendBatch
-	watchers  map[uint64]watch
-	broken    error           // set when the log could not be opened
-	end       *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
+	// synced is where the last good fsync of the active segment reached; repair says an
+	// fsync failed since, so the next one rewrites from there first (repair.go).
+	synced   syncedTo
+	repair   bool
+	watchers map[uint64]watch
+	broken   error           // set when the log could not be opened
+	end      *metrics.LogEnd // the high watermark as kaas_log_end_offset publishes it
 
 	stopRetention actor.Cancel
 	// openRetryIn is the wait before the next try of a log that could not be opened,
@@ -260,6 +264,7 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	}
 	p.plog = l
 	p.durable = l.EndOffset()
+	p.repair, p.synced = false, syncedTo{seg: l.active(), size: l.active().size}
 	p.end = p.cfg.Metrics.offsets().LogEnd(p.cfg.Topic, p.cfg.Partition)
 	p.end.Set(p.highWatermark())
 	if p.cfg.RetentionCheck > 0 {
@@ -445,25 +450,53 @@ func (p *partitionActor) ack(ctx actor.Context, end int64, resp *Produced, reply
 // startSync fsyncs the active segment on a goroutine. Appends that arrive meanwhile are
 // written at once and share the next fsync (group commit).
 func (p *partitionActor) startSync(ctx actor.Context) {
-	f, end, err := p.plog.syncTarget()
+	l := p.plog
+	s := l.active()
+	end, size := l.EndOffset(), s.size
+	f, err := s.file()
 	if err != nil {
-		p.onSyncDone(ctx, &syncDone{end: end, err: err})
+		p.onSyncDone(ctx, &syncDone{log: l, seg: s, size: size, end: end, err: err})
 		return
 	}
+	from := p.repairFrom(s)
 	p.syncing = true
 	batches := p.unsynced
 	p.unsynced = 0
 	met := p.cfg.Metrics
 	actor.Background(ctx, func() any {
 		start := time.Now()
-		err := f.Sync()
+		var err error
+		if from >= 0 {
+			err = rewriteTail(f, from, size)
+		} else {
+			err = f.Sync()
+		}
 		met.synced(time.Since(start), batches)
-		return &syncDone{end: end, err: err}
+		return &syncDone{log: l, seg: s, size: size, end: end, err: err}
 	})
 }
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	p.syncing = false
+	if m.log != p.plog {
+		// Of a log closed since (dropLog): nothing it says holds for this one.
+		if p.plog != nil {
+			p.settle(ctx, p.durable, nil)
+		}
+		return
+	}
+	switch {
+	case errors.Is(m.err, errTailLost):
+		p.dropLog(ctx, m.err)
+		return
+	case m.err != nil:
+		p.repair = true
+	case m.seg != p.synced.seg || m.size > p.synced.size:
+		p.repair = false
+		p.synced = syncedTo{seg: m.seg, size: m.size}
+	default:
+		p.repair = false
+	}
 	p.settle(ctx, m.end, m.err)
 }
 

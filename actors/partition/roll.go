@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -83,8 +84,14 @@ func (p *partitionActor) startRoll(ctx actor.Context) {
 		p.onRollDone(ctx, &rollDone{job: job, err: err})
 		return
 	}
-	l, base := p.plog, old.next
+	l, base, size, from := p.plog, old.next, old.size, p.repairFrom(old)
 	actor.Background(ctx, func() any {
+		if from >= 0 {
+			// An fsync of it failed since the last good one (repair.go).
+			if err := rewriteTail(prev, from, size); err != nil {
+				return &rollDone{job: job, err: err}
+			}
+		}
 		s, err := l.makeSegment(prev, base)
 		if err != nil {
 			return &rollDone{job: job, err: err}
@@ -111,6 +118,11 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 		if f != nil {
 			f.Close()
 		}
+		if errors.Is(m.err, errTailLost) && p.plog != nil {
+			p.dropLog(ctx, m.err)
+			return
+		}
+		p.repair = p.repair || m.err != nil // its fsync may have failed
 		p.cfg.Metrics.writeFailed("roll")
 		p.log.Error().Err(m.err).Msg("partition_roll_failed")
 		for _, w := range p.rollQueue {
@@ -122,6 +134,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 	}
 	m.seg.f = f
 	p.plog.addSegment(m.seg)
+	p.repair, p.synced = false, syncedTo{seg: m.seg}
 	// Every offset before the new segment is durable: its predecessor was fsynced.
 	p.settle(ctx, m.seg.base, nil)
 	// One at a time off the queue: a panic in one leaves the rest to Restarting. A
