@@ -119,8 +119,10 @@ func Props(cfg Config) *actor.Props {
 	}
 	return actor.PropsOf(func() actor.Actor {
 		// The log names (this actor field, the event names, the "group" fields that name
-		// keys) are those of the offsets journal, its first user, which operators and
-		// tests search for.
+		// keys) are those of the offsets journal, its only user, which operators and
+		// tests search for: its keys are group ids, found by the same group field as
+		// every other line about the group, and its events are one family with the
+		// offsets_journal_* events of the replay (actors/offsets).
 		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
 			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
 	}, actor.Resume())
