@@ -93,7 +93,7 @@ type epochStart struct {
 	Offset int64
 }
 
-// logConfig is what a Log needs to know.
+// logConfig is what a segmentLog needs to know.
 type logConfig struct {
 	segmentBytes int64
 	log          zerolog.Logger
@@ -107,16 +107,16 @@ type logConfig struct {
 	rollOnOpen bool
 	// epochs is the partition's leader-epoch file as read (epochs.go), epochsFound false
 	// when there is none that could be read. Recovery checks it against every batch it
-	// walks and trusts it only while it matches them (Log.lateWrite).
+	// walks and trusts it only while it matches them (segmentLog.lateWrite).
 	epochs      []epochEntry
 	epochsFound bool
 	// fs does every file step of the log (nil: storage.OSFS).
 	fs storage.FS
 }
 
-// Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
-// and never touched from anywhere else.
-type Log struct {
+// segmentLog is a partition's segments (the actor's p.disk). It is plain Go, owned by
+// exactly one partition actor, and never touched from anywhere else.
+type segmentLog struct {
 	dir    string
 	cfg    logConfig
 	segs   []*segment
@@ -140,7 +140,7 @@ type Log struct {
 // follows is a torn tail and is cut off; any other bad batch is quarantined
 // (recovery.go). visit sees every surviving batch in offset order (producer state is
 // rebuilt from it).
-func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
+func openLog(dir string, cfg logConfig, visit func(*header)) (*segmentLog, error) {
 	if cfg.fs == nil {
 		cfg.fs = storage.OSFS{}
 	}
@@ -176,7 +176,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
+	l := &segmentLog{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base)), fs: cfg.fs}
 		if len(l.segs) > 0 && base < l.segs[len(l.segs)-1].next {
@@ -279,7 +279,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 // and is never served. An empty newest segment, which a former leader may have just
 // rolled and may still write into, is unlinked and made again, so such a write goes to a
 // file nobody reads.
-func (l *Log) rollOwn() error {
+func (l *segmentLog) rollOwn() error {
 	a := l.active()
 	if a.size > 0 || slices.ContainsFunc(l.corrupt, func(c corruptRange) bool { return c.seg == a }) {
 		_, err := l.roll(l.EndOffset())
@@ -302,7 +302,7 @@ func (l *Log) rollOwn() error {
 // the walk goes on from the next valid batch, and offsets lost at the end of the
 // segment (up to upTo: the next segment's base, or the recovery point) are never
 // handed out again.
-func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
+func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
 	f, err := s.file()
 	if err != nil {
 		return err
@@ -417,8 +417,8 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 // recovery point, and with no batch of the newer epoch after it in the segment (the
 // newer leader writes in a segment of its own, never after a late write). A file that
 // would say otherwise, or that has no entry for h's epoch at or before h, does not
-// match the batches: it is not trusted from then on (Log.distrust) and is rebuilt.
-func (l *Log) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bool, error) {
+// match the batches: it is not trusted from then on (segmentLog.distrust) and is rebuilt.
+func (l *segmentLog) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bool, error) {
 	if h.LeaderEpoch < 0 {
 		return -1, false, nil
 	}
@@ -473,9 +473,9 @@ func (l *Log) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bo
 
 // trustsEpochs says whether there is a leader-epoch file and nothing walked so far
 // contradicts it.
-func (l *Log) trustsEpochs() bool { return l.cfg.epochsFound && l.distrust == "" }
+func (l *segmentLog) trustsEpochs() bool { return l.cfg.epochsFound && l.distrust == "" }
 
-func (l *Log) noteEpoch(epoch int32, offset int64) {
+func (l *segmentLog) noteEpoch(epoch int32, offset int64) {
 	if epoch < 0 {
 		return
 	}
@@ -540,16 +540,16 @@ func (w *walker) bytes(pos, n int64) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+func (l *segmentLog) active() *segment { return l.segs[len(l.segs)-1] }
 
 // StartOffset is the first offset still kept.
-func (l *Log) StartOffset() int64 { return l.segs[0].base }
+func (l *segmentLog) StartOffset() int64 { return l.segs[0].base }
 
 // EndOffset is the offset the next batch gets (the log end offset).
-func (l *Log) EndOffset() int64 { return l.active().next }
+func (l *segmentLog) EndOffset() int64 { return l.active().next }
 
 // Size is the bytes of every segment.
-func (l *Log) Size() int64 {
+func (l *segmentLog) Size() int64 {
 	var n int64
 	for _, s := range l.segs {
 		n += s.size
@@ -561,7 +561,7 @@ func (l *Log) Size() int64 {
 // active segment may ever hold unsynced bytes, which keeps recovery to one file. The
 // partition actor rolls off its turn (roll.go): rollDue, makeSegment in the background,
 // then addSegment.
-func (l *Log) roll(base int64) (*segment, error) {
+func (l *segmentLog) roll(base int64) (*segment, error) {
 	var prev storage.RWFile
 	if len(l.segs) > 0 {
 		prev = l.active().f
@@ -575,7 +575,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 }
 
 // rollDue says whether a batch of n bytes goes to a new segment.
-func (l *Log) rollDue(n int) bool {
+func (l *segmentLog) rollDue(n int) bool {
 	s := l.active()
 	return s.size > 0 && s.size+int64(n) > l.cfg.segmentBytes
 }
@@ -583,7 +583,7 @@ func (l *Log) rollDue(n int) bool {
 // makeSegment is the I/O of a roll: it syncs prev (the active segment's file; nil: none
 // open) and creates the file of a segment beginning at base. It reads only the log's
 // settings, so it may run off the actor's turn while the log is not appended to.
-func (l *Log) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
+func (l *segmentLog) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
 	if prev != nil {
 		if err := prev.Sync(); err != nil {
 			return nil, fmt.Errorf("sync segment before %s: %w", segmentName(base), err)
@@ -609,12 +609,12 @@ func (l *Log) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
 }
 
 // addSegment makes s, made by makeSegment, the active segment.
-func (l *Log) addSegment(s *segment) { l.segs = append(l.segs, s) }
+func (l *segmentLog) addSegment(s *segment) { l.segs = append(l.segs, s) }
 
 // append writes one validated batch at the log end, stamping its base offset and leader
 // epoch, and returns the base offset. On a failed write the segment is cut back so a
 // partial batch is never left behind.
-func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) {
+func (l *segmentLog) append(batch []byte, h *header, leaderEpoch int32) (int64, error) {
 	s := l.active()
 	if s.size > 0 && s.size+int64(len(batch)) > l.cfg.segmentBytes {
 		var err error
@@ -640,7 +640,7 @@ func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) 
 
 // syncTarget is the file a background fsync must flush so that every offset below end
 // is durable.
-func (l *Log) syncTarget() (storage.RWFile, int64, error) {
+func (l *segmentLog) syncTarget() (storage.RWFile, int64, error) {
 	f, err := l.active().file()
 	return f, l.EndOffset(), err
 }
@@ -648,7 +648,7 @@ func (l *Log) syncTarget() (storage.RWFile, int64, error) {
 // retain deletes whole segments that retention allows to go: older than retentionMS
 // (by their largest timestamp) or, oldest first, while the rest still exceeds
 // retentionBytes. The active segment always stays. Returns how many went.
-func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
+func (l *segmentLog) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 	total := l.Size()
 	n := 0
 	for len(l.segs) > 1 {
@@ -678,7 +678,7 @@ func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 
 // closeIdle closes the segments' files (they reopen on the next read or append); the
 // active one only with active, when no fsync is using it.
-func (l *Log) closeIdle(active bool) {
+func (l *segmentLog) closeIdle(active bool) {
 	n := len(l.segs) - 1
 	if active {
 		n++
@@ -693,7 +693,7 @@ func (l *Log) closeIdle(active bool) {
 
 // Close syncs the active segment, records the log end as the recovery point and closes
 // every file.
-func (l *Log) Close() error {
+func (l *segmentLog) Close() error {
 	var err error
 	if len(l.segs) > 0 {
 		if f := l.active().f; f != nil {
@@ -712,7 +712,7 @@ func (l *Log) Close() error {
 }
 
 // closeFiles closes every file, recording nothing.
-func (l *Log) closeFiles() {
+func (l *segmentLog) closeFiles() {
 	for _, s := range l.segs {
 		s.close()
 	}

@@ -9,7 +9,7 @@ import (
 // offset for a timestamp (ListOffsets), the end of a leader epoch (OffsetForLeaderEpoch).
 
 // find returns the segment holding offset, skipping a gap to the next segment.
-func (l *Log) find(offset int64) *segment {
+func (l *segmentLog) find(offset int64) *segment {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	if i < 0 {
 		return nil
@@ -29,7 +29,7 @@ func (l *Log) find(offset int64) *segment {
 // corrupt range answers errCorruptRange, and a read stops short of one. The partition
 // actor plans reads and leaves the reading to the fetch (readplan.go); read does both
 // in one go.
-func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
+func (l *segmentLog) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
 	p, err := l.planRead(offset, limit, maxBytes, minOne)
 	if p == nil {
 		return nil, err
@@ -40,7 +40,7 @@ func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, er
 
 // offsetForTime is the first offset whose batch holds a timestamp at or after ts, and
 // that batch's max timestamp; -1, -1 when there is none (ListOffsets by timestamp).
-func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
+func (l *segmentLog) offsetForTime(ts, limit int64) (int64, int64, error) {
 	for _, s := range l.segs {
 		if s.maxTS < ts || s.size == 0 {
 			continue
@@ -86,7 +86,7 @@ func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
 
 // maxTimestamp is the largest timestamp in the log and the offset of the first record
 // that carries it (KIP-734).
-func (l *Log) maxTimestamp(limit int64) (int64, int64, error) {
+func (l *segmentLog) maxTimestamp(limit int64) (int64, int64, error) {
 	var best *segment
 	for _, s := range l.segs {
 		if s.maxTS >= 0 && s.maxTSOffset < limit && (best == nil || s.maxTS > best.maxTS) {
@@ -107,7 +107,7 @@ func (l *Log) maxTimestamp(limit int64) (int64, int64, error) {
 // the largest epoch at most the asked one and the offset where the next epoch began (the
 // log end for the current epoch); an epoch older than any kept gets itself and the first
 // kept epoch's start; one newer than the current gets -1, -1.
-func (l *Log) epochEnd(epoch, current int32) (int32, int64) {
+func (l *segmentLog) epochEnd(epoch, current int32) (int32, int64) {
 	if epoch > current || epoch < 0 {
 		return -1, -1
 	}

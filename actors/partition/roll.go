@@ -75,7 +75,7 @@ func (p *partitionActor) queueForRoll(ctx actor.Context, m *appendBatch) {
 
 // startRoll starts the background roll of the active segment.
 func (p *partitionActor) startRoll(ctx actor.Context) {
-	old := p.plog.active()
+	old := p.disk.active()
 	prev, err := old.file()
 	job := &rollJob{}
 	p.roll = job
@@ -83,7 +83,7 @@ func (p *partitionActor) startRoll(ctx actor.Context) {
 		p.onRollDone(ctx, &rollDone{job: job, err: err})
 		return
 	}
-	l, base := p.plog, old.next
+	l, base := p.disk, old.next
 	actor.Background(ctx, func() any {
 		s, err := l.makeSegment(prev, base)
 		if err != nil {
@@ -107,7 +107,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 	if m.err == nil && f == nil {
 		return // abandoned: the actor is stopping
 	}
-	if m.err != nil || p.plog == nil {
+	if m.err != nil || p.disk == nil {
 		if f != nil {
 			f.Close()
 		}
@@ -121,14 +121,14 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 		return
 	}
 	m.seg.f = f
-	p.plog.addSegment(m.seg)
+	p.disk.addSegment(m.seg)
 	// Every offset before the new segment is durable: its predecessor was fsynced.
 	p.settle(ctx, m.seg.base, nil)
 	// One at a time off the queue: a panic in one leaves the rest to Restarting. A
 	// batch that fills the new segment too starts the next roll, and the rest wait on.
 	for len(p.rollQueue) > 0 && p.roll == nil {
 		w := p.rollQueue[0]
-		if p.plog.rollDue(len(w.batch.records)) {
+		if p.disk.rollDue(len(w.batch.records)) {
 			p.startRoll(ctx)
 			return
 		}
