@@ -8,6 +8,7 @@ import (
 	"kaas/actors/group"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
+	"kaas/config"
 	"kaas/storage"
 )
 
@@ -41,6 +42,21 @@ func (b *Broker) startGroups() error {
 	return nil
 }
 
+// groupSettings reads the group actors' Settings from the broker configuration.
+func groupSettings(c *config.Config) group.Settings {
+	return group.Settings{
+		InitialRebalanceDelay: c.GroupInitialRebalanceDelay,
+		MinSessionTimeout:     c.GroupMinSessionTimeout,
+		MaxSessionTimeout:     c.GroupMaxSessionTimeout,
+		MaxSize:               int(c.GroupMaxSize),
+		MaxPendingMembers:     int(c.GroupMaxPendingMembers),
+		Pending:               group.NewPendingBudget(int(c.GroupMaxPendingMembersTotal)),
+		IdlePassivation:       c.GroupIdlePassivation,
+		OffsetsRetention:      c.OffsetsRetention,
+		RetentionCheck:        c.OffsetsRetentionCheck,
+	}
+}
+
 // groupsConfig wires the groups manager to the broker's offsets: an offsets actor per
 // group over the files under offsets.Dir(data.dir), sharing the metrics om, the
 // broker's offsets journal and one set of checkpoint write slots. This is the one place
@@ -50,7 +66,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
-	settings := group.SettingsFrom(cfg)
+	settings := groupSettings(cfg)
 	settings.Metrics = group.NewMetrics(b.met.Registry)
 	return group.ManagerConfig{
 		Settings: settings,

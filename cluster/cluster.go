@@ -423,12 +423,20 @@ func (c *Controller) countMoves(next *State) {
 	keys := c.cfg.Keys()
 	var gIn, gOut, pIn, pOut int
 	for _, g := range keys.Groups {
-		was, is := prev.OwnsGroup(g), next.OwnsGroup(g)
-		gIn, gOut = gIn+b2i(is && !was), gOut+b2i(was && !is)
+		switch was, is := prev.OwnsGroup(g), next.OwnsGroup(g); {
+		case is && !was:
+			gIn++
+		case was && !is:
+			gOut++
+		}
 	}
 	for _, p := range keys.Partitions {
-		was, is := prev.OwnsPartition(p.Topic, p.Partition), next.OwnsPartition(p.Topic, p.Partition)
-		pIn, pOut = pIn+b2i(is && !was), pOut+b2i(was && !is)
+		switch was, is := prev.OwnsPartition(p.Topic, p.Partition), next.OwnsPartition(p.Topic, p.Partition); {
+		case is && !was:
+			pIn++
+		case was && !is:
+			pOut++
+		}
 	}
 	for _, m := range []struct {
 		kind, direction string
@@ -438,13 +446,6 @@ func (c *Controller) countMoves(next *State) {
 			c.cfg.Moves.WithLabelValues(m.kind, m.direction).Add(float64(m.n))
 		}
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func samePeers(a, b map[int32]registry.View) bool {

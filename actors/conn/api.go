@@ -124,7 +124,7 @@ func (a *api) topErrorCode(resp kmsg.Response) int16 {
 // do. The request header's client id is a non-compact string, at most 32,767 bytes.
 func refuseLongStrings(h Handler) Handler {
 	return func(c *Call) {
-		if err := CheckStrings(c.Req); err != nil {
+		if err := checkStrings(c.Req); err != nil {
 			c.Fail(err)
 			return
 		}

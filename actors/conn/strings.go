@@ -21,9 +21,9 @@ func LongString(req any) (field string, n int, ok bool) {
 	return longString(reflect.ValueOf(req))
 }
 
-// CheckStrings is LongString as an error for Call.Fail, naming the field and the length
+// checkStrings is LongString as an error for Call.Fail, naming the field and the length
 // only (never the string).
-func CheckStrings(req any) error {
+func checkStrings(req any) error {
 	if field, n, ok := LongString(req); ok {
 		return fmt.Errorf("string field %s had invalid length %d (most %d)", field, n, MaxStringBytes)
 	}

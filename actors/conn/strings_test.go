@@ -27,8 +27,8 @@ func TestLongString(t *testing.T) {
 		t.Fatalf("long metadata of a partition: %q %v", f, ok)
 	}
 	// The error names the field and its length, never the client's bytes.
-	if err := CheckStrings(commit); err == nil || strings.Contains(err.Error(), long[:64]) {
-		t.Fatalf("CheckStrings: %v", err)
+	if err := checkStrings(commit); err == nil || strings.Contains(err.Error(), long[:64]) {
+		t.Fatalf("checkStrings: %v", err)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
-	"kaas/config"
 	"kaas/logs"
 )
 
@@ -31,21 +30,6 @@ type Settings struct {
 	RetentionCheck    time.Duration
 	// Metrics is shared by every group; nil records nothing.
 	Metrics *Metrics
-}
-
-// SettingsFrom reads Settings from the broker configuration.
-func SettingsFrom(c *config.Config) Settings {
-	return Settings{
-		InitialRebalanceDelay: c.GroupInitialRebalanceDelay,
-		MinSessionTimeout:     c.GroupMinSessionTimeout,
-		MaxSessionTimeout:     c.GroupMaxSessionTimeout,
-		MaxSize:               int(c.GroupMaxSize),
-		MaxPendingMembers:     int(c.GroupMaxPendingMembers),
-		Pending:               NewPendingBudget(int(c.GroupMaxPendingMembersTotal)),
-		IdlePassivation:       c.GroupIdlePassivation,
-		OffsetsRetention:      c.OffsetsRetention,
-		RetentionCheck:        c.OffsetsRetentionCheck,
-	}
 }
 
 // Config is everything one group actor incarnation needs.

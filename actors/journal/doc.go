@@ -1,7 +1,8 @@
 // Package journal is kaas's append-only journal: the actor that makes its users' records
-// durable (journal.go) and the on-disk format of its segments (frame.go). Its first user
-// is the offsets journal, one per broker, shared by every group the broker coordinates
-// (actors/offsets).
+// durable (journal.go; write.go: the batched write; segments.go: segment lifetime;
+// unsaved.go: the Unsaved hand-over) and the on-disk format of its segments (frame.go);
+// messages.go lists what it receives. Its first user is the offsets journal, one per
+// broker, shared by every group the broker coordinates (actors/offsets).
 //
 // Records are opaque: each is a key (for the offsets journal, a group id) and bytes the
 // journal does not read. Decoding them, at replay or anywhere else, is the user's work; the

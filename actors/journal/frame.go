@@ -20,8 +20,8 @@ const (
 	// rot in the middle of a segment from a torn tail: after a bad frame, a valid frame
 	// with a later sequence number proves that the bad one was not the last write.
 	SeqFlag = 1 << 31
-	// SeqBytes is the sequence number at the start of a flagged frame's payload.
-	SeqBytes = 8
+	// seqBytes is the sequence number at the start of a flagged frame's payload.
+	seqBytes = 8
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -47,7 +47,7 @@ func ParseSegmentName(name string) (uint64, bool) {
 // StartFrame begins a frame in buf (its content dropped): room for the header and the
 // sequence number, which FinishFrame fills.
 func StartFrame(buf []byte) []byte {
-	return append(buf[:0], make([]byte, FrameHeader+SeqBytes)...)
+	return append(buf[:0], make([]byte, FrameHeader+seqBytes)...)
 }
 
 // AppendRecord adds a record (not empty) to the frame being built.
@@ -97,7 +97,7 @@ func parseFrame(b []byte, expect uint64, flagged bool, maxSeq uint64) (seq uint6
 	if flagged && !hasSeq {
 		return 0, nil, 0, false
 	}
-	if n == 0 || n > len(b)-FrameHeader || (hasSeq && n <= SeqBytes) {
+	if n == 0 || n > len(b)-FrameHeader || (hasSeq && n <= seqBytes) {
 		// No frame is empty: zeros are the unused end of a preallocated segment.
 		return 0, nil, 0, false
 	}
@@ -113,7 +113,7 @@ func parseFrame(b []byte, expect uint64, flagged bool, maxSeq uint64) (seq uint6
 		return 0, nil, 0, false
 	}
 	if hasSeq {
-		p = p[SeqBytes:]
+		p = p[seqBytes:]
 	}
 	recs, ok = splitRecords(p)
 	if !ok {

@@ -47,7 +47,7 @@ func TestScanSegment(t *testing.T) {
 		t.Fatalf("torn tail: %+v", sc)
 	}
 	bad := frame(2, rec, rec)
-	bad[FrameHeader+SeqBytes+10] ^= 1
+	bad[FrameHeader+seqBytes+10] ^= 1
 	mid := slices.Concat(frame(1, a), bad, frame(4, b))
 	sc = ScanSegment(mid, 1)
 	if sc.Tail != -1 || len(sc.Damaged) != 1 || len(sc.Records) != 2 || sc.Records[1].Seq != 4 {

@@ -1,7 +1,14 @@
 package journal
 
-// Every message the journal actor receives, sender → receiver. The types are defined in
-// journal.go, beside the code that handles them.
+import (
+	"fmt"
+
+	"kaas/actors/actor"
+)
+
+// Every message the journal actor receives, sender → receiver. The code that handles them:
+// journal.go (Receive, the lifecycle, Stat), write.go (the batch of Appends), segments.go
+// (segment lifetime, Checkpointed, spareReady), unsaved.go (Unsaved, Claim, the retries).
 //
 // Requests, from the journal's users (for the offsets journal, the offsets actors) and
 // from tests:
@@ -23,3 +30,92 @@ package journal
 //	unsavedRound  a retry round's writes (actor.Background) → the journal: their outcome
 //
 // And the actor system's *actor.Started and *actor.Stopping.
+
+// Append asks the journal to make one record of key durable. Reply: *Appended, once the
+// fsync that holds it returns or the write fails. A sender's Appends are answered in the
+// order it sent them; a sender that may need the answer while it stops makes Reply with
+// actor.NewWaitable.
+type Append struct {
+	// Key is whose record it is (for the offsets journal, a group id): the record pins
+	// its segment until a Checkpointed of the key covers it.
+	Key string
+	// Data is the record, not empty; the journal does not read it.
+	Data  []byte
+	Reply actor.Promise
+}
+
+// Appended is the outcome of an Append: its sequence number once durable, or the error.
+type Appended struct {
+	Seq uint64
+	Err error
+}
+
+// AnswerCrash answers an Append the journal panicked on before it queued it
+// (actor.Request): a write that failed, since no segment holds it.
+func (m *Append) AnswerCrash(c *actor.Crashed) {
+	m.Reply.Resolve(&Appended{Err: fmt.Errorf("offsets journal panic: %s", c.Panic)})
+}
+
+// Checkpointed tells the journal that key's state is now saved elsewhere (for the offsets
+// journal, the group file) with every record of key up to Seq, so segments holding only
+// such records can go.
+type Checkpointed struct {
+	Key string
+	Seq uint64
+}
+
+// Claim asks the journal, as a key's user starts (for the offsets journal, a group's
+// offsets actor), for the state an earlier user of key could not save. Reply: *Claimed.
+type Claim struct {
+	Key   string
+	Reply actor.Promise
+}
+
+// Claimed answers a Claim: Unsaved is nil unless the key's saved state is behind the
+// journal. Hold lists the hold markers naming the key (Recovered.Held: a damaged segment
+// may have held acknowledged records of it), which the user checks itself.
+type Claimed struct {
+	Unsaved *Unsaved
+	Hold    []string
+}
+
+// Unsaved is a key's state that its user could not save as it stopped or restarted (a
+// full disk, say): every change in it is in the journal, whose records of the key stay
+// pinned. The journal keeps it until a Checkpointed of the key covers Seq, and hands it
+// to the key's next user (Claim), which serves it instead of the older saved state. The
+// journal does not read Data: it hands it on, and retries saving it with Config.Save.
+// Not changed once sent.
+type Unsaved struct {
+	Key string
+	// Seq is the key's last record that Data holds.
+	Seq uint64
+	// Data is the state, in its user's encoding (for the offsets journal, the group
+	// file's content; nil when the group has no file).
+	Data []byte
+}
+
+// Stat asks the journal for its segments (tests and diagnostics). Reply: *Status.
+type Stat struct{ Reply actor.Promise }
+
+// Status lists the journal's segment files, oldest first, and the keys that still pin
+// them (whose records there are not checkpointed yet).
+type Status struct {
+	Segments []string
+	Pinned   map[string][]string // segment → keys
+}
+
+type journalFlush struct{}
+
+// spareReady is a spare segment's preparation finishing.
+type spareReady struct {
+	path string
+	err  error
+}
+
+type retryUnsaved struct{}
+
+// unsavedRound is a retry round's outcome: errs[i] is the write of round[i].
+type unsavedRound struct {
+	round []*Unsaved
+	errs  []error
+}

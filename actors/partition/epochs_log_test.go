@@ -10,7 +10,7 @@ import (
 )
 
 // appendAt appends n one-record batches stamped with epoch.
-func appendAt(t *testing.T, l *Log, n int, epoch int32) {
+func appendAt(t *testing.T, l *segmentLog, n int, epoch int32) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		b := testBatch(-1, -1, -1, 1, int64(i), []byte("v"))
@@ -26,14 +26,14 @@ func appendAt(t *testing.T, l *Log, n int, epoch int32) {
 
 // lateWrite runs write on the log as a former leader that opened it before its successor
 // began would: its recovery point is not written again.
-func lateWrite(t *testing.T, dir string, write func(*Log)) {
+func lateWrite(t *testing.T, dir string, write func(*segmentLog)) {
 	t.Helper()
 	l := openEpochLog(t, dir, nil, false)
 	write(l)
 	l.closeFiles()
 }
 
-func openEpochLog(t *testing.T, dir string, entries []epochEntry, rollOnOpen bool) *Log {
+func openEpochLog(t *testing.T, dir string, entries []epochEntry, rollOnOpen bool) *segmentLog {
 	t.Helper()
 	l, err := openLog(dir, logConfig{segmentBytes: 1 << 20, log: zerolog.Nop(), epochs: entries, epochsFound: entries != nil, rollOnOpen: rollOnOpen}, nil)
 	if err != nil {
@@ -54,7 +54,7 @@ func TestRecoveryIgnoresStaleEpochBatch(t *testing.T) {
 	}
 	// Epoch 2 began at offset 2; the former leader's late write at 2, stamped 1, came
 	// after (its recovery point never reaches the file its successor replaced).
-	lateWrite(t, dir, func(l *Log) { appendAt(t, l, 1, 1) })
+	lateWrite(t, dir, func(l *segmentLog) { appendAt(t, l, 1, 1) })
 	entries := []epochEntry{{Epoch: 1, StartOffset: 0, Broker: 0}, {Epoch: 2, StartOffset: 2, Broker: 1}}
 	l = openEpochLog(t, dir, entries, false)
 	if got := l.EndOffset(); got != 2 {
@@ -96,7 +96,7 @@ func TestRecoveryMovesStaleSegmentAside(t *testing.T) {
 	}
 	// The former leader (epoch 1) rolled and wrote at 2 after epoch 2 began at 2, and
 	// the new leader wrote nothing yet: the newest segment starts with a stale batch.
-	lateWrite(t, dir, func(l *Log) {
+	lateWrite(t, dir, func(l *segmentLog) {
 		if _, err := l.roll(2); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestReadStopsAtSegmentEnd(t *testing.T) {
 	l := openEpochLog(t, dir, nil, false)
 	appendAt(t, l, 2, 1)
 	l.Close()
-	lateWrite(t, dir, func(l *Log) { appendAt(t, l, 1, 1) })
+	lateWrite(t, dir, func(l *segmentLog) { appendAt(t, l, 1, 1) })
 	// The successor found offsets 0-1 only (epoch 2 began at 2) and rolled at 2.
 	entries := []epochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 2, Broker: 1}}
 	l = openEpochLog(t, dir, entries, true)

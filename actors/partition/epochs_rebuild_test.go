@@ -381,7 +381,7 @@ func TestRecoveryIgnoresLateSegmentByBatchEpochs(t *testing.T) {
 	}
 	// The former leader, paused, rolls and writes once it resumes: a segment of epoch 1
 	// after one of epoch 2.
-	lateWrite(t, dir, func(l *Log) {
+	lateWrite(t, dir, func(l *segmentLog) {
 		if _, err := l.roll(l.EndOffset()); err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func (p *partitionActor) takeLock(ctx actor.Context) {
 		p.waitForLock(ctx)
 		return
 	}
-	if p.plog == nil {
+	if p.disk == nil {
 		return // the log could not be opened: tried again (onOpenRetry)
 	}
 	if !p.lockWaitSince.IsZero() {

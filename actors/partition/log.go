@@ -93,7 +93,7 @@ type epochStart struct {
 	Offset int64
 }
 
-// logConfig is what a Log needs to know.
+// logConfig is what a segmentLog needs to know.
 type logConfig struct {
 	segmentBytes int64
 	log          zerolog.Logger
@@ -107,16 +107,16 @@ type logConfig struct {
 	rollOnOpen bool
 	// epochs is the partition's leader-epoch file as read (epochs.go), epochsFound false
 	// when there is none that could be read. Recovery checks it against every batch it
-	// walks and trusts it only while it matches them (Log.lateWrite).
+	// walks and trusts it only while it matches them (segmentLog.lateWrite).
 	epochs      []epochEntry
 	epochsFound bool
 	// fs does every file step of the log (nil: storage.OSFS).
 	fs storage.FS
 }
 
-// Log is a partition's segments. It is plain Go, owned by exactly one partition actor,
-// and never touched from anywhere else.
-type Log struct {
+// segmentLog is a partition's segments (the actor's p.disk). It is plain Go, owned by
+// exactly one partition actor, and never touched from anywhere else.
+type segmentLog struct {
 	dir    string
 	cfg    logConfig
 	segs   []*segment
@@ -140,7 +140,7 @@ type Log struct {
 // follows is a torn tail and is cut off; any other bad batch is quarantined
 // (recovery.go). visit sees every surviving batch in offset order (producer state is
 // rebuilt from it).
-func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
+func openLog(dir string, cfg logConfig, visit func(*header)) (*segmentLog, error) {
 	if cfg.fs == nil {
 		cfg.fs = storage.OSFS{}
 	}
@@ -176,7 +176,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
+	l := &segmentLog{dir: dir, cfg: cfg, recoveryPoint: rp, accepted: accepted, epochHint: -1}
 	for i, base := range bases {
 		s := &segment{base: base, next: base, maxTS: -1, maxTSOffset: -1, staleAt: -1, path: filepath.Join(dir, segmentName(base)), fs: cfg.fs}
 		if len(l.segs) > 0 && base < l.segs[len(l.segs)-1].next {
@@ -279,7 +279,7 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*Log, error) {
 // and is never served. An empty newest segment, which a former leader may have just
 // rolled and may still write into, is unlinked and made again, so such a write goes to a
 // file nobody reads.
-func (l *Log) rollOwn() error {
+func (l *segmentLog) rollOwn() error {
 	a := l.active()
 	if a.size > 0 || slices.ContainsFunc(l.corrupt, func(c corruptRange) bool { return c.seg == a }) {
 		_, err := l.roll(l.EndOffset())
@@ -302,7 +302,7 @@ func (l *Log) rollOwn() error {
 // the walk goes on from the next valid batch, and offsets lost at the end of the
 // segment (up to upTo: the next segment's base, or the recovery point) are never
 // handed out again.
-func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
+func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
 	f, err := s.file()
 	if err != nil {
 		return err
@@ -433,8 +433,8 @@ func (l *Log) recover(s *segment, check bool, upTo int64, visit func(*header)) e
 // recovery point, and with no batch of the newer epoch after it in the segment (the
 // newer leader writes in a segment of its own, never after a late write). A file that
 // would say otherwise, or that has no entry for h's epoch at or before h, does not
-// match the batches: it is not trusted from then on (Log.distrust) and is rebuilt.
-func (l *Log) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bool, error) {
+// match the batches: it is not trusted from then on (segmentLog.distrust) and is rebuilt.
+func (l *segmentLog) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bool, error) {
 	if h.LeaderEpoch < 0 {
 		return -1, false, nil
 	}
@@ -489,9 +489,9 @@ func (l *Log) lateWrite(w *walker, newest bool, pos int64, h *header) (int32, bo
 
 // trustsEpochs says whether there is a leader-epoch file and nothing walked so far
 // contradicts it.
-func (l *Log) trustsEpochs() bool { return l.cfg.epochsFound && l.distrust == "" }
+func (l *segmentLog) trustsEpochs() bool { return l.cfg.epochsFound && l.distrust == "" }
 
-func (l *Log) noteEpoch(epoch int32, offset int64) {
+func (l *segmentLog) noteEpoch(epoch int32, offset int64) {
 	if epoch < 0 {
 		return
 	}
@@ -556,16 +556,16 @@ func (w *walker) bytes(pos, n int64) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+func (l *segmentLog) active() *segment { return l.segs[len(l.segs)-1] }
 
 // StartOffset is the first offset still kept.
-func (l *Log) StartOffset() int64 { return l.segs[0].base }
+func (l *segmentLog) StartOffset() int64 { return l.segs[0].base }
 
 // EndOffset is the offset the next batch gets (the log end offset).
-func (l *Log) EndOffset() int64 { return l.active().next }
+func (l *segmentLog) EndOffset() int64 { return l.active().next }
 
 // Size is the bytes of every segment.
-func (l *Log) Size() int64 {
+func (l *segmentLog) Size() int64 {
 	var n int64
 	for _, s := range l.segs {
 		n += s.size
@@ -577,7 +577,7 @@ func (l *Log) Size() int64 {
 // active segment may ever hold unsynced bytes, which keeps recovery to one file. The
 // partition actor rolls off its turn (roll.go): rollDue, makeSegment in the background,
 // then addSegment.
-func (l *Log) roll(base int64) (*segment, error) {
+func (l *segmentLog) roll(base int64) (*segment, error) {
 	var prev storage.RWFile
 	if len(l.segs) > 0 {
 		prev = l.active().f
@@ -591,7 +591,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 }
 
 // rollDue says whether a batch of n bytes goes to a new segment.
-func (l *Log) rollDue(n int) bool {
+func (l *segmentLog) rollDue(n int) bool {
 	s := l.active()
 	return s.size > 0 && s.size+int64(n) > l.cfg.segmentBytes
 }
@@ -599,7 +599,7 @@ func (l *Log) rollDue(n int) bool {
 // makeSegment is the I/O of a roll: it syncs prev (the active segment's file; nil: none
 // open) and creates the file of a segment beginning at base. It reads only the log's
 // settings, so it may run off the actor's turn while the log is not appended to.
-func (l *Log) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
+func (l *segmentLog) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
 	if prev != nil {
 		if err := prev.Sync(); err != nil {
 			return nil, fmt.Errorf("sync segment before %s: %w", segmentName(base), err)
@@ -625,12 +625,12 @@ func (l *Log) makeSegment(prev storage.RWFile, base int64) (*segment, error) {
 }
 
 // addSegment makes s, made by makeSegment, the active segment.
-func (l *Log) addSegment(s *segment) { l.segs = append(l.segs, s) }
+func (l *segmentLog) addSegment(s *segment) { l.segs = append(l.segs, s) }
 
 // append writes one validated batch at the log end, stamping its base offset and leader
 // epoch, and returns the base offset. On a failed write the segment is cut back so a
 // partial batch is never left behind.
-func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) {
+func (l *segmentLog) append(batch []byte, h *header, leaderEpoch int32) (int64, error) {
 	s := l.active()
 	if s.size > 0 && s.size+int64(len(batch)) > l.cfg.segmentBytes {
 		var err error
@@ -654,129 +654,10 @@ func (l *Log) append(batch []byte, h *header, leaderEpoch int32) (int64, error) 
 	return base, nil
 }
 
-// find returns the segment holding offset, skipping a gap to the next segment.
-func (l *Log) find(offset int64) *segment {
-	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
-	if i < 0 {
-		return nil
-	}
-	for i < len(l.segs)-1 && offset >= l.segs[i].next {
-		i++
-	}
-	return l.segs[i]
-}
-
-// read returns whole batches from the one holding offset up to maxBytes, never a batch
-// at or past limit (the high watermark). With minOne the first batch is returned even
-// when it is larger than maxBytes, so a consumer always progresses (KIP-74).
-//
-// Every batch read is CRC-checked: an older segment was not at start, and a disk may
-// rot after. A batch that fails is quarantined and never served; reading inside a
-// corrupt range answers errCorruptRange, and a read stops short of one. The partition
-// actor plans reads and leaves the reading to the fetch (readplan.go); read does both
-// in one go.
-func (l *Log) read(offset, limit int64, maxBytes int32, minOne bool) ([]byte, error) {
-	p, err := l.planRead(offset, limit, maxBytes, minOne)
-	if p == nil {
-		return nil, err
-	}
-	defer p.hold.release()
-	return p.read(func(c corruptRange) { l.onCorruptRead(&corruptRead{seg: p.seg, c: c}) })
-}
-
-// offsetForTime is the first offset whose batch holds a timestamp at or after ts, and
-// that batch's max timestamp; -1, -1 when there is none (ListOffsets by timestamp).
-func (l *Log) offsetForTime(ts, limit int64) (int64, int64, error) {
-	for _, s := range l.segs {
-		if s.maxTS < ts || s.size == 0 {
-			continue
-		}
-		f, err := s.file()
-		if err != nil {
-			return -1, -1, err
-		}
-		i := sort.Search(len(s.index), func(i int) bool { return s.index[i].ts >= ts }) - 1
-		pos := int64(0)
-		if i >= 0 {
-			pos = s.index[i].pos
-		}
-		w := walker{f: f, end: s.size}
-		for pos < s.size {
-			if c := l.corruptFrom(s, pos); c != nil {
-				pos = c.end
-				continue
-			}
-			h, ok, err := w.batch(pos, false)
-			if err != nil || !ok {
-				return -1, -1, fmt.Errorf("segment %s: bad batch at %d: %v", s.path, pos, err)
-			}
-			if h.BaseOffset >= limit {
-				return -1, -1, nil
-			}
-			if h.BaseOffset >= s.next {
-				break // stale bytes past the segment's end
-			}
-			if h.MaxTimestamp >= ts {
-				b, err := w.bytes(pos, h.Size())
-				if err != nil {
-					return -1, -1, fmt.Errorf("read segment %s: %w", s.path, err)
-				}
-				off, at := firstRecordAt(b, ts)
-				return off, at, nil
-			}
-			pos += h.Size()
-		}
-	}
-	return -1, -1, nil
-}
-
-// maxTimestamp is the largest timestamp in the log and the offset of the first record
-// that carries it (KIP-734).
-func (l *Log) maxTimestamp(limit int64) (int64, int64, error) {
-	var best *segment
-	for _, s := range l.segs {
-		if s.maxTS >= 0 && s.maxTSOffset < limit && (best == nil || s.maxTS > best.maxTS) {
-			best = s
-		}
-	}
-	if best == nil {
-		return -1, -1, nil
-	}
-	off, ts, err := l.offsetForTime(best.maxTS, limit)
-	if err != nil || off < 0 {
-		return best.maxTS, best.maxTSOffset, err
-	}
-	return ts, off, nil
-}
-
-// epochEnd answers OffsetForLeaderEpoch as Apache's LeaderEpochFileCache.endOffsetFor:
-// the largest epoch at most the asked one and the offset where the next epoch began (the
-// log end for the current epoch); an epoch older than any kept gets itself and the first
-// kept epoch's start; one newer than the current gets -1, -1.
-func (l *Log) epochEnd(epoch, current int32) (int32, int64) {
-	if epoch > current || epoch < 0 {
-		return -1, -1
-	}
-	if epoch == current {
-		return epoch, l.EndOffset()
-	}
-	i := sort.Search(len(l.epochs), func(i int) bool { return l.epochs[i].Epoch > epoch }) - 1
-	switch {
-	case len(l.epochs) == 0:
-		return epoch, l.EndOffset()
-	case i < 0:
-		return epoch, l.epochs[0].Offset
-	case i == len(l.epochs)-1:
-		// The current epoch has written nothing yet: it starts at the log end.
-		return l.epochs[i].Epoch, l.EndOffset()
-	}
-	return l.epochs[i].Epoch, l.epochs[i+1].Offset
-}
-
 // retain deletes whole segments that retention allows to go: older than retentionMS
 // (by their largest timestamp) or, oldest first, while the rest still exceeds
 // retentionBytes. The active segment always stays. Returns how many went.
-func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
+func (l *segmentLog) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 	total := l.Size()
 	n := 0
 	for len(l.segs) > 1 {
@@ -806,7 +687,7 @@ func (l *Log) retain(nowMS, retentionMS, retentionBytes int64) (int, error) {
 
 // closeIdle closes the segments' files (they reopen on the next read or append); the
 // active one only with active, when no fsync is using it.
-func (l *Log) closeIdle(active bool) {
+func (l *segmentLog) closeIdle(active bool) {
 	n := len(l.segs) - 1
 	if active {
 		n++
@@ -821,7 +702,7 @@ func (l *Log) closeIdle(active bool) {
 
 // Close syncs the active segment, records the log end as the recovery point and closes
 // every file.
-func (l *Log) Close() error {
+func (l *segmentLog) Close() error {
 	var err error
 	if len(l.segs) > 0 {
 		if f := l.active().f; f != nil {
@@ -840,7 +721,7 @@ func (l *Log) Close() error {
 }
 
 // closeFiles closes every file, recording nothing.
-func (l *Log) closeFiles() {
+func (l *segmentLog) closeFiles() {
 	for _, s := range l.segs {
 		s.close()
 	}

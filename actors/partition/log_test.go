@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-func openTestLog(t *testing.T, dir string, segBytes int64) *Log {
+func openTestLog(t *testing.T, dir string, segBytes int64) *segmentLog {
 	t.Helper()
 	l, err := openLog(dir, logConfig{segmentBytes: segBytes, log: zerolog.Nop()}, nil)
 	if err != nil {
@@ -17,7 +17,7 @@ func openTestLog(t *testing.T, dir string, segBytes int64) *Log {
 	return l
 }
 
-func appendN(t *testing.T, l *Log, n int, records int, ts int64) {
+func appendN(t *testing.T, l *segmentLog, n int, records int, ts int64) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		b := testBatch(-1, -1, -1, records, ts+int64(i), []byte("value"))
@@ -32,7 +32,7 @@ func appendN(t *testing.T, l *Log, n int, records int, ts int64) {
 }
 
 // offsets lists the base offset of every batch read from offset to the end.
-func readAll(t *testing.T, l *Log, from int64) []int64 {
+func readAll(t *testing.T, l *segmentLog, from int64) []int64 {
 	t.Helper()
 	var bases []int64
 	for off := from; off < l.EndOffset(); {

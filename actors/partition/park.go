@@ -48,7 +48,7 @@ func (p *partitionActor) unpark(ctx actor.Context) {
 	if len(p.parked) == 0 {
 		return
 	}
-	if p.plog != nil || p.broken != nil {
+	if p.disk != nil || p.broken != nil {
 		// One at a time off the list: a panic in one leaves the rest to Restarting.
 		for len(p.parked) > 0 {
 			w := p.parked[0]

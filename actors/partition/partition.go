@@ -83,7 +83,7 @@ type partitionActor struct {
 	// gateClosed: fenced was seen (logged once).
 	gateClosed bool
 
-	plog      *Log
+	disk      *segmentLog // the segments; nil until open (p.log is the logger)
 	producers producers
 	durable   int64 // every offset below is on disk
 	syncing   bool
@@ -143,8 +143,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
 	case *corruptRead:
-		if p.plog != nil {
-			p.plog.onCorruptRead(m)
+		if p.disk != nil {
+			p.disk.onCorruptRead(m)
 		}
 	case *syncDone:
 		p.onSyncDone(ctx, m)
@@ -155,7 +155,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *openRetryTick:
 		p.onOpenRetry(ctx)
 	case *lockRetryTick:
-		if p.plog == nil && p.broken == nil {
+		if p.disk == nil && p.broken == nil {
 			p.takeLock(ctx)
 			p.unpark(ctx)
 		}
@@ -262,7 +262,7 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	if parent := ctx.Parent(); parent != nil {
 		ctx.Send(parent, &epochOpened{topic: p.cfg.Topic, partition: p.cfg.Partition, epoch: epoch})
 	}
-	p.plog = l
+	p.disk = l
 	p.durable = l.EndOffset()
 	p.repair, p.synced = false, syncedTo{seg: l.active(), size: l.active().size}
 	p.end = p.cfg.Metrics.offsets().LogEnd(p.cfg.Topic, p.cfg.Partition)
@@ -297,16 +297,16 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	}
 	p.end.Remove()
 	code := kerr.NotLeaderForPartition.Code
-	if p.plog != nil && p.fenced() {
+	if p.disk != nil && p.fenced() {
 		// Another broker may lead the partition by now: nothing more is written here
 		// (not even the recovery point), and nothing more is acknowledged.
-		p.plog.closeFiles()
+		p.disk.closeFiles()
 		p.durable = -1
-	} else if p.plog != nil {
-		if err := p.plog.Close(); err != nil {
+	} else if p.disk != nil {
+		if err := p.disk.Close(); err != nil {
 			p.log.Error().Err(err).Msg("partition_close_failed")
 		} else {
-			p.durable = p.plog.EndOffset()
+			p.durable = p.disk.EndOffset()
 		}
 	}
 	for _, w := range p.pending {
@@ -343,14 +343,14 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	p.answerParked()
 	p.answerRollQueue()
 	p.releaseWatchers(ctx, false)
-	if p.plog != nil {
-		p.plog.Close()
+	if p.disk != nil {
+		p.disk.Close()
 	}
 }
 
 func (p *partitionActor) onIdle(ctx actor.Context) {
-	if p.plog != nil {
-		p.plog.closeIdle(!p.syncing && p.roll == nil && len(p.pending) == 0)
+	if p.disk != nil {
+		p.disk.closeIdle(!p.syncing && p.roll == nil && len(p.pending) == 0)
 	}
 	ctx.SetReceiveTimeout(p.cfg.IdleClose)
 }
@@ -361,7 +361,7 @@ func (p *partitionActor) highWatermark() int64 {
 	if p.cfg.FlushMessages == 1 {
 		return p.durable
 	}
-	return p.plog.EndOffset()
+	return p.disk.EndOffset()
 }
 
 func (p *partitionActor) storageError() *Produced {
@@ -379,13 +379,13 @@ func (p *partitionActor) closedCode() int16 {
 }
 
 func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
-	if p.plog == nil {
+	if p.disk == nil {
 		if !p.park(ctx, m) {
 			m.reply.Resolve(p.storageError())
 		}
 		return
 	}
-	if p.roll != nil || p.plog.rollDue(len(m.batch.records)) {
+	if p.roll != nil || p.disk.rollDue(len(m.batch.records)) {
 		// Before the producer checks: a pipelined producer's next batch waits behind
 		// the one before it, rather than being judged out of sequence.
 		p.queueForRoll(ctx, m)
@@ -394,7 +394,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	// Validated by the sender (validated.go); only what needs the partition's state is
 	// checked here.
 	h, records := m.batch.h, m.batch.records
-	neverWritten := p.plog.EndOffset() == 0
+	neverWritten := p.disk.EndOffset() == 0
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
 	switch {
 	case code != 0:
@@ -404,14 +404,14 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	case isDup:
 		// The original may still be waiting for its fsync: the duplicate waits with it.
 		p.ack(ctx, dupOffset+int64(h.LastOffsetDelta)+1,
-			&Produced{BaseOffset: dupOffset, LogStartOffset: p.plog.StartOffset()}, m.reply)
+			&Produced{BaseOffset: dupOffset, LogStartOffset: p.disk.StartOffset()}, m.reply)
 		return
 	}
 	if p.fenced() {
 		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
-	base, err := p.plog.append(records, &h, p.epoch)
+	base, err := p.disk.append(records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
 		p.log.Error().Err(err).Msg("partition_append_failed")
@@ -420,11 +420,11 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	}
 	p.producers.record(&h)
 	p.cfg.Metrics.appended(len(records))
-	if a := p.plog.active().base; a > p.durable {
+	if a := p.disk.active().base; a > p.durable {
 		p.durable = a // a roll synced every older segment
 	}
 	p.unsynced++
-	resp := &Produced{BaseOffset: base, LogStartOffset: p.plog.StartOffset()}
+	resp := &Produced{BaseOffset: base, LogStartOffset: p.disk.StartOffset()}
 	p.ack(ctx, h.LastOffset()+1, resp, m.reply)
 	if p.cfg.FlushMessages != 1 {
 		if p.unsynced >= p.cfg.FlushMessages && !p.syncing {
@@ -450,7 +450,7 @@ func (p *partitionActor) ack(ctx actor.Context, end int64, resp *Produced, reply
 // startSync fsyncs the active segment on a goroutine. Appends that arrive meanwhile are
 // written at once and share the next fsync (group commit).
 func (p *partitionActor) startSync(ctx actor.Context) {
-	l := p.plog
+	l := p.disk
 	s := l.active()
 	end, size := l.EndOffset(), s.size
 	f, err := s.file()
@@ -478,9 +478,9 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	p.syncing = false
-	if m.log != p.plog {
+	if m.log != p.disk {
 		// Of a log closed since (dropLog): nothing it says holds for this one.
-		if p.plog != nil {
+		if p.disk != nil {
 			p.settle(ctx, p.durable, nil)
 		}
 		return
@@ -521,8 +521,8 @@ func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
 		p.durable = end
 		// Recorded before the acknowledgements below; no fsync of its own (recovery.go).
 		// A fenced partition writes nothing more (its successor keeps the file).
-		if p.plog != nil && !p.fenced() {
-			if err := p.plog.saveRecoveryPoint(p.durable, false); err != nil {
+		if p.disk != nil && !p.fenced() {
+			if err := p.disk.saveRecoveryPoint(p.durable, false); err != nil {
 				p.log.Warn().Err(err).Msg("partition_recovery_point_write_failed")
 			}
 		}
@@ -543,7 +543,7 @@ func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
 		}
 	}
 	p.pending = keep
-	if p.plog != nil && !p.syncing && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
+	if p.disk != nil && !p.syncing && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
 		p.startSync(ctx)
 	}
 	p.notifyWatchers(ctx)
@@ -576,10 +576,10 @@ func (p *partitionActor) checkEpoch(current int32) int16 {
 // read answers a fetch's read: a *Fetched when it is settled here (an error, nothing to
 // read), else a *readPlan the fetch reads itself, off this mailbox (readplan.go).
 func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
-	if p.plog == nil {
+	if p.disk == nil {
 		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LogStartOffset: -1}
 	}
-	hw, start := p.highWatermark(), p.plog.StartOffset()
+	hw, start := p.highWatermark(), p.disk.StartOffset()
 	out := &Fetched{HighWatermark: hw, LogStartOffset: start}
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
 		out.ErrorCode = code
@@ -587,11 +587,11 @@ func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 	}
 	// As Apache: out of range is judged against the log end, so a fetch at an offset
 	// written but not yet durable simply waits.
-	if m.offset < start || m.offset > p.plog.EndOffset() {
+	if m.offset < start || m.offset > p.disk.EndOffset() {
 		out.ErrorCode = kerr.OffsetOutOfRange.Code
 		return out
 	}
-	plan, err := p.plog.planRead(m.offset, hw, m.maxBytes, m.minOne)
+	plan, err := p.disk.planRead(m.offset, hw, m.maxBytes, m.minOne)
 	if errors.Is(err, errCorruptRange) {
 		// Reported once when found; the consumer retries until an operator restores
 		// the segment (docs/data-path.md).
@@ -615,7 +615,7 @@ func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 }
 
 func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {
-	if p.plog == nil || p.highWatermark() > m.offset {
+	if p.disk == nil || p.highWatermark() > m.offset {
 		ctx.Send(m.to, &dataReady{id: m.id})
 		return
 	}
@@ -648,7 +648,7 @@ func (p *partitionActor) releaseWatchers(ctx actor.Context, gone bool) {
 }
 
 func (p *partitionActor) listOffset(m *listOffset) *Listed {
-	if p.plog == nil {
+	if p.disk == nil {
 		return &Listed{ErrorCode: p.closedCode(), Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 	}
 	out := &Listed{Timestamp: -1, Offset: -1, LeaderEpoch: -1}
@@ -659,11 +659,11 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 	hw := p.highWatermark()
 	switch m.timestamp {
 	case earliestTimestamp, earliestLocalTimestamp:
-		out.Offset = p.plog.StartOffset()
+		out.Offset = p.disk.StartOffset()
 	case latestTimestamp:
 		out.Offset = hw
 	case maxTimestamp:
-		ts, off, err := p.plog.maxTimestamp(hw)
+		ts, off, err := p.disk.maxTimestamp(hw)
 		if err != nil {
 			p.log.Error().Err(err).Msg("partition_read_failed")
 			out.ErrorCode = kerr.KafkaStorageError.Code
@@ -678,7 +678,7 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 			out.ErrorCode = kerr.InvalidRequest.Code
 			return out
 		}
-		off, ts, err := p.plog.offsetForTime(m.timestamp, hw)
+		off, ts, err := p.disk.offsetForTime(m.timestamp, hw)
 		if err != nil {
 			p.log.Error().Err(err).Msg("partition_read_failed")
 			out.ErrorCode = kerr.KafkaStorageError.Code
@@ -695,10 +695,10 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 // epochFor is the leader epoch that wrote offset (the current one at the log end).
 func (p *partitionActor) epochFor(offset int64) int32 {
 	ep := p.epoch
-	for i := len(p.plog.epochs) - 1; i >= 0; i-- {
-		if p.plog.epochs[i].Offset <= offset {
-			if offset < p.plog.EndOffset() {
-				ep = p.plog.epochs[i].Epoch
+	for i := len(p.disk.epochs) - 1; i >= 0; i-- {
+		if p.disk.epochs[i].Offset <= offset {
+			if offset < p.disk.EndOffset() {
+				ep = p.disk.epochs[i].Epoch
 			}
 			break
 		}
@@ -707,13 +707,13 @@ func (p *partitionActor) epochFor(offset int64) int32 {
 }
 
 func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
-	if p.plog == nil {
+	if p.disk == nil {
 		return &EpochEnd{ErrorCode: p.closedCode(), LeaderEpoch: -1, EndOffset: -1}
 	}
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
 		return &EpochEnd{ErrorCode: code, LeaderEpoch: -1, EndOffset: -1}
 	}
-	ep, end := p.plog.epochEnd(m.epoch, p.epoch)
+	ep, end := p.disk.epochEnd(m.epoch, p.epoch)
 	if end > p.highWatermark() && ep == p.epoch {
 		end = p.highWatermark()
 	}
@@ -721,15 +721,15 @@ func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
 }
 
 func (p *partitionActor) onRetentionTick() {
-	if p.plog == nil || p.fenced() {
+	if p.disk == nil || p.fenced() {
 		return // a fenced leader deletes nothing its successor may still serve
 	}
-	n, err := p.plog.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
+	n, err := p.disk.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
 	if err != nil {
 		p.log.Error().Err(err).Msg("partition_retention_failed")
 	}
 	if n > 0 {
-		start := p.plog.StartOffset()
+		start := p.disk.StartOffset()
 		// Apache drops producers whose last batch left the log with it.
 		for id, e := range p.producers {
 			if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
@@ -749,7 +749,7 @@ func (p *partitionActor) String() string {
 // failed once) does not keep the partition from its clients until a restart. A tick
 // that finds the log open (a timer fired twice) does nothing.
 func (p *partitionActor) onOpenRetry(ctx actor.Context) {
-	if p.plog != nil || p.broken == nil {
+	if p.disk != nil || p.broken == nil {
 		return
 	}
 	p.broken = nil

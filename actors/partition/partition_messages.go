@@ -112,8 +112,8 @@ type EpochEnd struct {
 
 // syncDone reports a background fsync that made every offset below end durable.
 type syncDone struct {
-	log  *Log     // the log it synced (one closed since is not this actor's any more)
-	seg  *segment // the segment it synced, up to size bytes
+	log  *segmentLog // the log it synced (one closed since is not this actor's any more)
+	seg  *segment    // the segment it synced, up to size bytes
 	size int64
 	end  int64
 	err  error

@@ -120,9 +120,9 @@ type corruptRead struct {
 	c   corruptRange
 }
 
-// planRead is Log.read's first step (see above): nil plan and the answer when there is
+// planRead is segmentLog.read's first step (see above): nil plan and the answer when there is
 // nothing to read (recs nil) or the offset lies in a corrupt range (errCorruptRange).
-func (l *Log) planRead(offset, limit int64, maxBytes int32, minOne bool) (*readPlan, error) {
+func (l *segmentLog) planRead(offset, limit int64, maxBytes int32, minOne bool) (*readPlan, error) {
 	for c := l.corruptAt(offset); c != nil && offset < limit; c = l.corruptAt(offset) {
 		if !c.accepted {
 			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", c.seg.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
@@ -275,7 +275,7 @@ func dropRead(v any) {
 
 // onCorruptRead quarantines a batch a plan found corrupt, unless its segment is gone
 // (retention) or the range is already known.
-func (l *Log) onCorruptRead(m *corruptRead) {
+func (l *segmentLog) onCorruptRead(m *corruptRead) {
 	for _, s := range l.segs {
 		if s == m.seg {
 			if l.corruptFrom(s, m.c.pos) == nil {

@@ -99,7 +99,7 @@ func TestReadPlanReportsCorruption(t *testing.T) {
 	}
 }
 
-func (l *Log) readBatchSize(t *testing.T, pos int64) int64 {
+func (l *segmentLog) readBatchSize(t *testing.T, pos int64) int64 {
 	t.Helper()
 	hb := make([]byte, batchHeaderSize)
 	if _, err := l.active().f.ReadAt(hb, pos); err != nil {

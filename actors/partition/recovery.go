@@ -61,7 +61,7 @@ func readRecoveryPoint(fsys storage.FS, dir string) (off int64, ok bool, err err
 
 // saveRecoveryPoint records that every offset below off is on disk. With sync the file
 // is fsynced too (not its directory entry: a file lost with it is safe, see above).
-func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
+func (l *segmentLog) saveRecoveryPoint(off int64, sync bool) error {
 	if off < l.recoveryPoint || (off == l.recoveryPoint && !sync && l.rpFile != nil) {
 		return nil
 	}
@@ -90,7 +90,7 @@ func (l *Log) saveRecoveryPoint(off int64, sync bool) error {
 // (closeIdle leaves it open): a former leader that still has the old file open writes
 // into one nobody reads again, and this leader never opens the path again, where a
 // successor's file would be.
-func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
+func (l *segmentLog) replaceRecoveryPoint(off int64, _ bool) error {
 	path := filepath.Join(l.dir, recoveryPointName)
 	tmp := path + ".tmp"
 	f, err := l.cfg.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
@@ -111,7 +111,7 @@ func (l *Log) replaceRecoveryPoint(off int64, _ bool) error {
 	return nil
 }
 
-func (l *Log) closeRecoveryPoint() {
+func (l *segmentLog) closeRecoveryPoint() {
 	if l.rpFile != nil {
 		l.rpFile.Close()
 		l.rpFile = nil
@@ -165,7 +165,7 @@ func readAcceptedLoss(fsys storage.FS, dir string, log zerolog.Logger) ([][2]int
 }
 
 // corruptAt is the corrupt range holding offset, or nil.
-func (l *Log) corruptAt(offset int64) *corruptRange {
+func (l *segmentLog) corruptAt(offset int64) *corruptRange {
 	for i := range l.corrupt {
 		if c := &l.corrupt[i]; offset >= c.from && offset < c.to {
 			return c
@@ -175,7 +175,7 @@ func (l *Log) corruptAt(offset int64) *corruptRange {
 }
 
 // corruptFrom is the corrupt range of s that starts at byte pos, or nil.
-func (l *Log) corruptFrom(s *segment, pos int64) *corruptRange {
+func (l *segmentLog) corruptFrom(s *segment, pos int64) *corruptRange {
 	for i := range l.corrupt {
 		if c := &l.corrupt[i]; c.seg == s && c.pos == pos {
 			return c
@@ -186,7 +186,7 @@ func (l *Log) corruptFrom(s *segment, pos int64) *corruptRange {
 
 // quarantine records a corrupt range, logs it once at Error and counts it; one whose
 // loss an operator accepted is logged at Warn and skipped by reads.
-func (l *Log) quarantine(c corruptRange, found string) {
+func (l *segmentLog) quarantine(c corruptRange, found string) {
 	for _, a := range l.accepted {
 		if a[0] <= c.from && c.to <= a[1] {
 			c.accepted = true

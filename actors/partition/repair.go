@@ -86,8 +86,8 @@ func (p *partitionActor) dropLog(ctx actor.Context, err error) {
 		p.stopRetention = nil
 	}
 	p.releaseWatchers(ctx, false)
-	p.plog.closeFiles()
-	p.plog = nil
+	p.disk.closeFiles()
+	p.disk = nil
 	p.repair, p.synced = false, syncedTo{}
 	p.broken = err
 	p.openRetryIn = openRetryFirst

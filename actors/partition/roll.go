@@ -76,7 +76,7 @@ func (p *partitionActor) queueForRoll(ctx actor.Context, m *appendBatch) {
 
 // startRoll starts the background roll of the active segment.
 func (p *partitionActor) startRoll(ctx actor.Context) {
-	old := p.plog.active()
+	old := p.disk.active()
 	prev, err := old.file()
 	job := &rollJob{}
 	p.roll = job
@@ -84,7 +84,7 @@ func (p *partitionActor) startRoll(ctx actor.Context) {
 		p.onRollDone(ctx, &rollDone{job: job, err: err})
 		return
 	}
-	l, base, size, from := p.plog, old.next, old.size, p.repairFrom(old)
+	l, base, size, from := p.disk, old.next, old.size, p.repairFrom(old)
 	actor.Background(ctx, func() any {
 		if from >= 0 {
 			// An fsync of it failed since the last good one (repair.go).
@@ -114,11 +114,11 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 	if m.err == nil && f == nil {
 		return // abandoned: the actor is stopping
 	}
-	if m.err != nil || p.plog == nil {
+	if m.err != nil || p.disk == nil {
 		if f != nil {
 			f.Close()
 		}
-		if errors.Is(m.err, errTailLost) && p.plog != nil {
+		if errors.Is(m.err, errTailLost) && p.disk != nil {
 			p.dropLog(ctx, m.err)
 			return
 		}
@@ -133,7 +133,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 		return
 	}
 	m.seg.f = f
-	p.plog.addSegment(m.seg)
+	p.disk.addSegment(m.seg)
 	p.repair, p.synced = false, syncedTo{seg: m.seg}
 	// Every offset before the new segment is durable: its predecessor was fsynced.
 	p.settle(ctx, m.seg.base, nil)
@@ -141,7 +141,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 	// batch that fills the new segment too starts the next roll, and the rest wait on.
 	for len(p.rollQueue) > 0 && p.roll == nil {
 		w := p.rollQueue[0]
-		if p.plog.rollDue(len(w.batch.records)) {
+		if p.disk.rollDue(len(w.batch.records)) {
 			p.startRoll(ctx)
 			return
 		}
