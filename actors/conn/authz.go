@@ -61,6 +61,7 @@ var authzTable = []AuthzRule{
 	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
+	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
 }
 
 // authzChecks is the table by key; APIs without a row (ApiVersions, the SASL APIs) need
@@ -845,6 +846,26 @@ func checkInitProducerID(c *Call) bool {
 	resp.ErrorCode = clusterDenied
 	c.Respond(resp)
 	return false
+}
+
+// checkDescribeCluster: anyone may describe the cluster (Apache checks nothing); the
+// cluster's authorized operations, when asked, are the ACLs' for a principal that may
+// DESCRIBE it, and none for one that may not (AuthHelper.computeDescribeClusterResponse).
+func checkDescribeCluster(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeClusterRequest)
+	if !req.IncludeClusterAuthorizedOperations {
+		return true
+	}
+	ops := int32(0)
+	if c.allowed(auth.Describe, auth.Cluster, auth.ClusterName) {
+		ops = c.Env.Authorizer.AuthorizedOperations(c.Principal, c.Host, auth.Cluster, auth.ClusterName, clusterOperations)
+	}
+	c.patch(func(r kmsg.Response) {
+		if resp := r.(*kmsg.DescribeClusterResponse); resp.ErrorCode == 0 {
+			resp.ClusterAuthorizedOperations = ops
+		}
+	})
+	return true
 }
 
 // clusterAllowed is the check of the ACL and SCRAM APIs, made in their handlers: with
