@@ -3,10 +3,13 @@ package broker_test
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,24 +19,20 @@ import (
 	"kaas/config"
 )
 
-// request sends req at version v to the broker behind cl's first seed.
-func request[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request, v int16) R {
+// request sends req at exactly version v to addr, over a connection of its own.
+func request[R kmsg.Response](t *testing.T, addr string, req kmsg.Request, v int16) R {
 	t.Helper()
-	req.SetVersion(v)
-	r, err := cl.SeedBrokers()[0].Request(context.Background(), req)
-	if err != nil {
-		t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), v, err)
-	}
+	r, _ := roundtrip(t, addr, req, v)
 	return r.(R)
 }
 
-func describeCluster(t *testing.T, cl *kgo.Client, v int16, mutate func(*kmsg.DescribeClusterRequest)) *kmsg.DescribeClusterResponse {
+func describeCluster(t *testing.T, addr string, v int16, mutate func(*kmsg.DescribeClusterRequest)) *kmsg.DescribeClusterResponse {
 	t.Helper()
 	req := kmsg.NewPtrDescribeClusterRequest()
 	if mutate != nil {
 		mutate(req)
 	}
-	return request[*kmsg.DescribeClusterResponse](t, cl, req, v)
+	return request[*kmsg.DescribeClusterResponse](t, addr, req, v)
 }
 
 // allClusterOperations are the CLUSTER operations Apache answers with no authorizer.
@@ -45,10 +44,10 @@ const allClusterOperations = 1<<4 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 // refused with Apache's codes.
 func TestDescribeCluster(t *testing.T) {
 	b := brokertest.Start(t, func(c *config.Config) { c.NodeID = 3 })
-	cl := directClient(t, b.Addr())
-	host, port, _ := net.SplitHostPort(b.Addr())
+	addr := b.Addr()
+	host, port, _ := net.SplitHostPort(addr)
 	for v := int16(0); v <= 2; v++ {
-		r := describeCluster(t, cl, v, nil)
+		r := describeCluster(t, addr, v, nil)
 		if r.ErrorCode != 0 || r.ClusterID != b.ClusterID() || r.ControllerID != 3 || len(r.Brokers) != 1 {
 			t.Fatalf("v%d: %+v", v, r)
 		}
@@ -61,7 +60,7 @@ func TestDescribeCluster(t *testing.T) {
 		if v >= 1 && r.EndpointType != 1 {
 			t.Fatalf("v%d: endpoint type %d", v, r.EndpointType)
 		}
-		r = describeCluster(t, cl, v, func(r *kmsg.DescribeClusterRequest) { r.IncludeClusterAuthorizedOperations = true })
+		r = describeCluster(t, addr, v, func(r *kmsg.DescribeClusterRequest) { r.IncludeClusterAuthorizedOperations = true })
 		if r.ClusterAuthorizedOperations != allClusterOperations {
 			t.Fatalf("v%d: authorized operations %b, want %b", v, r.ClusterAuthorizedOperations, allClusterOperations)
 		}
@@ -70,7 +69,7 @@ func TestDescribeCluster(t *testing.T) {
 		typ  int8
 		code int16
 	}{{2, kerr.MismatchedEndpointType.Code}, {0, kerr.UnsupportedEndpointType.Code}, {7, kerr.UnsupportedEndpointType.Code}} {
-		r := describeCluster(t, cl, 1, func(r *kmsg.DescribeClusterRequest) { r.EndpointType = tc.typ })
+		r := describeCluster(t, addr, 1, func(r *kmsg.DescribeClusterRequest) { r.EndpointType = tc.typ })
 		if r.ErrorCode != tc.code || r.ErrorMessage == nil || len(r.Brokers) != 0 {
 			t.Fatalf("endpoint type %d: %+v, want code %d", tc.typ, r, tc.code)
 		}
@@ -81,7 +80,7 @@ func TestDescribeCluster(t *testing.T) {
 // are none without DESCRIBE on the cluster, and what the ACLs allow with it.
 func TestDescribeClusterAuthorizedOperations(t *testing.T) {
 	b, admin := authzBroker(t)
-	anon := directClient(t, b.ListenerAddr("PLAINTEXT"))
+	anon := b.ListenerAddr("PLAINTEXT")
 	ask := func(r *kmsg.DescribeClusterRequest) { r.IncludeClusterAuthorizedOperations = true }
 	setACLs(t, admin)
 	if r := describeCluster(t, anon, 2, ask); r.ErrorCode != 0 || len(r.Brokers) != 1 || r.ClusterAuthorizedOperations != 0 {
@@ -104,7 +103,7 @@ func TestDescribeClusterInACluster(t *testing.T) {
 	a := brokertest.StartWith(t, cfgs[0])
 	b := brokertest.StartWith(t, cfgs[1])
 	waitReady(t, a, b)
-	ca, cb := directClient(t, a.Addr()), directClient(t, b.Addr())
+	ca, cb := a.Addr(), b.Addr()
 	ids := func(r *kmsg.DescribeClusterResponse) (live, fenced []int32) {
 		for _, br := range r.Brokers {
 			if br.IsFenced {
@@ -116,9 +115,9 @@ func TestDescribeClusterInACluster(t *testing.T) {
 		return live, fenced
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for _, cl := range []*kgo.Client{ca, cb} {
+	for _, addr := range []string{ca, cb} {
 		for {
-			r := describeCluster(t, cl, 2, nil)
+			r := describeCluster(t, addr, 2, nil)
 			if live, _ := ids(r); len(live) == 2 && r.ControllerID == 0 {
 				break
 			}
@@ -146,5 +145,109 @@ func TestDescribeClusterInACluster(t *testing.T) {
 	r := describeCluster(t, cb, 2, func(r *kmsg.DescribeClusterRequest) { r.IncludeFencedBrokers = true })
 	if live, fenced := ids(r); len(live) != 1 || live[0] != 1 || len(fenced) != 1 || fenced[0] != 0 || r.ControllerID != 1 {
 		t.Fatalf("with fenced brokers: %+v", r)
+	}
+}
+
+// segmentBytes is the bytes of a partition's segment files on disk.
+func segmentBytes(t *testing.T, dataDir, topic string, p int32) int64 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dataDir, "topics", topic, strconv.Itoa(int(p)), "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.Size()
+	}
+	return n
+}
+
+// DescribeLogDirs: one dir, the data volume's topics directory, with its volume's size
+// and free bytes; every partition this broker leads with its segments' bytes, or only
+// those named (unknown ones left out); each version decodes.
+func TestDescribeLogDirs(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	cl := directClient(t, b.Addr())
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "logs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "other"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := 0; i < 5; i++ {
+		r := &kgo.Record{Topic: "logs", Partition: 0, Value: []byte("a record of some bytes")}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := b.Env().Config.DataDir
+	wantDir, _ := filepath.Abs(filepath.Join(dataDir, "topics"))
+	dirs, err := adm.DescribeBrokerLogDirs(ctx, 0, nil)
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("all: %v %+v", err, dirs)
+	}
+	d := dirs[wantDir]
+	if d.Err != nil || d.Dir != wantDir || d.TotalBytes <= 0 || d.UsableBytes <= 0 || d.UsableBytes > d.TotalBytes {
+		t.Fatalf("dir: %+v, want %s with its volume's bytes", d, wantDir)
+	}
+	p0, ok := d.Topics.Lookup("logs", 0)
+	if !ok || p0.Size == 0 || p0.Size != segmentBytes(t, dataDir, "logs", 0) {
+		t.Fatalf("logs/0: %+v, %d bytes on disk", p0, segmentBytes(t, dataDir, "logs", 0))
+	}
+	if p1, ok := d.Topics.Lookup("logs", 1); !ok || p1.Size != 0 {
+		t.Fatalf("logs/1: %+v", p1)
+	}
+	if _, ok := d.Topics.Lookup("other", 0); !ok {
+		t.Fatalf("other/0 missing: %+v", d.Topics)
+	}
+
+	named := kadm.TopicsSet{}
+	named.Add("logs", 0, 7)
+	named.Add("nope", 0)
+	dirs, err = adm.DescribeBrokerLogDirs(ctx, 0, named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dirs[wantDir].Topics; len(got) != 1 || len(got["logs"]) != 1 || got["logs"][0].Size != p0.Size {
+		t.Fatalf("named: %+v", got)
+	}
+
+	for v := int16(1); v <= 4; v++ {
+		r := request[*kmsg.DescribeLogDirsResponse](t, b.Addr(), kmsg.NewPtrDescribeLogDirsRequest(), v)
+		if r.ErrorCode != 0 || len(r.Dirs) != 1 || r.Dirs[0].Dir != wantDir || len(r.Dirs[0].Topics) != 2 {
+			t.Fatalf("v%d: %+v", v, r)
+		}
+		if total := r.Dirs[0].TotalBytes; (v < 4) != (total == -1) {
+			t.Fatalf("v%d: total bytes %d", v, total)
+		}
+	}
+}
+
+// DescribeLogDirs needs DESCRIBE on the cluster: without it, CLUSTER_AUTHORIZATION_FAILED
+// (v3+) and no dirs.
+func TestDescribeLogDirsAuthorization(t *testing.T) {
+	b, admin := authzBroker(t)
+	anon := b.ListenerAddr("PLAINTEXT")
+	setACLs(t, admin)
+	for _, v := range []int16{1, 4} {
+		r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), v)
+		if len(r.Dirs) != 0 || v >= 3 && r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+			t.Fatalf("v%d without DESCRIBE: %+v", v, r)
+		}
+	}
+	setACLs(t, admin, allow(auth.Cluster, auth.ClusterName, auth.Describe))
+	if r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), 4); r.ErrorCode != 0 || len(r.Dirs) != 1 {
+		t.Fatalf("with DESCRIBE: %+v", r)
 	}
 }

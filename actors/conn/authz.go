@@ -56,6 +56,7 @@ var authzTable = []AuthzRule{
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
 	{32, "DescribeConfigs", "TOPIC or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 31", checkDescribeConfigs},
+	{35, "DescribeLogDirs", "CLUSTER: DESCRIBE", "top-level 31 (v3+), no log dirs", checkDescribeLogDirs},
 	{37, "CreatePartitions", "TOPIC: ALTER per topic", "that topic 29", checkCreatePartitions},
 	{42, "DeleteGroups", "GROUP: DELETE per group", "that group 30", checkDeleteGroups},
 	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
@@ -866,6 +867,19 @@ func checkDescribeCluster(c *Call) bool {
 		}
 	})
 	return true
+}
+
+// checkDescribeLogDirs: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED and
+// no log dirs (KafkaApis.handleDescribeLogDirsRequest; v1-2 carry no error code, so
+// the refusal there is the empty list).
+func checkDescribeLogDirs(c *Call) bool {
+	if c.allowed(auth.Describe, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	resp := c.Req.(*kmsg.DescribeLogDirsRequest).ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	resp.ErrorCode = clusterDenied
+	c.Respond(resp)
+	return false
 }
 
 // clusterAllowed is the check of the ACL and SCRAM APIs, made in their handlers: with

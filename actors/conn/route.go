@@ -47,6 +47,19 @@ func (a *connActor) ask(g *partGather, i int, to *actor.PID, msg func(actor.Prom
 	a.ctx.Send(to, msg(pr))
 }
 
+// askOff runs work off the actor (on a goroutine the system owns) for g's answer i: a
+// file-system call that may block, gathered with the partitions' answers. The
+// connection itself stands as the one who owes it.
+func (a *connActor) askOff(g *partGather, i int, work func() any) {
+	pr := a.awaiting.Await(a.ctx, pending{g: g, i: i})
+	g.to[i], g.ids[i] = a.ctx.Self(), pr.ID()
+	g.left++
+	run := func() { pr.Resolve(work()) }
+	if !a.env.System.Go(run) {
+		run()
+	}
+}
+
 // start waits for g's answers, at most timeout; with none asked it finishes at once.
 func (a *connActor) start(g *partGather, timeout time.Duration) {
 	if g.left == 0 {

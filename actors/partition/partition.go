@@ -134,6 +134,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		m.reply.Resolve(p.listOffset(m))
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
+	case *logSize:
+		m.reply.Resolve(p.logSize())
 	case *corruptRead:
 		if p.plog != nil {
 			p.plog.onCorruptRead(m)

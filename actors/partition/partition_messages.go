@@ -8,8 +8,9 @@ import (
 
 // Messages of the partition actor. Its requests come from the connection actors, on the
 // data route (actors/conn/route.go): appendBatch (AppendMessage), listOffset
-// (ListOffsetMessage) and epochEndOf (EpochEndMessage) from a connection's gather, and
-// readLog, watch and unwatch from a Fetch the connection serves (FetchRun, fetcher.go).
+// (ListOffsetMessage), epochEndOf (EpochEndMessage) and logSize (LogSizeMessage) from a
+// connection's gather, and readLog, watch and unwatch from a Fetch the connection serves
+// (FetchRun, fetcher.go).
 // Every request carries a Promise that the partition resolves exactly once, on every
 // path, stop and restart included. A request the actor panics on is answered
 // NOT_LEADER_OR_FOLLOWER (AnswerCrash): the client refreshes its metadata and retries,
@@ -110,6 +111,9 @@ type EpochEnd struct {
 	EndOffset   int64
 }
 
+// logSize answers DescribeLogDirs for one partition (logdirs.go). Reply: *LogSize.
+type logSize struct{ reply actor.Promise }
+
 // syncDone reports a background fsync that made every offset below end durable.
 type syncDone struct {
 	end int64
@@ -145,4 +149,8 @@ func (m *listOffset) AnswerCrash(*actor.Crashed) {
 
 func (m *epochEndOf) AnswerCrash(*actor.Crashed) {
 	m.reply.Resolve(&EpochEnd{ErrorCode: crashCode, LeaderEpoch: -1, EndOffset: -1})
+}
+
+func (m *logSize) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&LogSize{ErrorCode: crashCode, Size: -1})
 }
