@@ -2,10 +2,12 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +251,129 @@ func TestDescribeLogDirsAuthorization(t *testing.T) {
 	setACLs(t, admin, allow(auth.Cluster, auth.ClusterName, auth.Describe))
 	if r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), 4); r.ErrorCode != 0 || len(r.Dirs) != 1 {
 		t.Fatalf("with DESCRIBE: %+v", r)
+	}
+}
+
+// dtp is one DescribeTopicPartitions request.
+func dtp(t *testing.T, addr string, limit int32, cursor *kmsg.DescribeTopicPartitionsRequestCursor, topics ...string) *kmsg.DescribeTopicPartitionsResponse {
+	t.Helper()
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	req.ResponsePartitionLimit, req.Cursor = limit, cursor
+	for _, name := range topics {
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = name
+		req.Topics = append(req.Topics, rt)
+	}
+	return request[*kmsg.DescribeTopicPartitionsResponse](t, addr, req, 0)
+}
+
+// page renders a response as "topic:code[partitions] ... >next".
+func page(r *kmsg.DescribeTopicPartitionsResponse) string {
+	var b strings.Builder
+	for _, rt := range r.Topics {
+		fmt.Fprintf(&b, "%s:%d%v ", *rt.Topic, rt.ErrorCode, partitionsOf(rt))
+	}
+	if r.NextCursor != nil {
+		fmt.Fprintf(&b, ">%s/%d", r.NextCursor.Topic, r.NextCursor.Partition)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func partitionsOf(rt kmsg.DescribeTopicPartitionsResponseTopic) []int32 {
+	out := []int32{}
+	for _, p := range rt.Partitions {
+		out = append(out, p.Partition)
+	}
+	return out
+}
+
+func cursorAt(topic string, p int32) *kmsg.DescribeTopicPartitionsRequestCursor {
+	c := kmsg.NewDescribeTopicPartitionsRequestCursor()
+	c.Topic, c.Partition = topic, p
+	return &c
+}
+
+// DescribeTopicPartitions pages every topic, or the named ones, as Apache does: the
+// limit counts partitions, a topic cut short continues at its next partition, a page
+// that ends with a topic continues at the next topic's partition 0. Partitions are
+// Metadata's (leader, epoch, the one replica as ISR), unknown named topics have their
+// code, a bad cursor is INVALID_REQUEST.
+func TestDescribeTopicPartitions(t *testing.T) {
+	b := brokertest.Start(t, func(c *config.Config) { c.NodeID = 2 })
+	addr := b.Addr()
+	adm := kadm.NewClient(mustClient(t, addr))
+	ctx := context.Background()
+	for name, n := range map[string]int32{"a": 3, "b": 1, "c": 2} {
+		if _, err := adm.CreateTopic(ctx, n, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		limit  int32
+		cursor *kmsg.DescribeTopicPartitionsRequestCursor
+		topics []string
+		want   string
+	}{
+		{2000, nil, nil, "a:0[0 1 2] b:0[0] c:0[0 1]"},
+		{2, nil, nil, "a:0[0 1] >a/2"},
+		{2, cursorAt("a", 2), nil, "a:0[2] b:0[0] >c/0"},
+		{2, cursorAt("c", 0), nil, "c:0[0 1]"},
+		{0, nil, nil, "a:0[0] >a/1"}, // at least one partition
+		{2000, cursorAt("b", 5), nil, "b:0[] c:0[0 1]"},
+		{2000, nil, []string{"c", "nope", "a", "c"}, "a:0[0 1 2] c:0[0 1] nope:3[]"},
+		{2000, nil, []string{"bad name!"}, "bad name!:17[]"},
+		{3, cursorAt("a", 1), []string{"c", "a"}, "a:0[1 2] c:0[0] >c/1"},
+		{2000, cursorAt("b", 0), []string{"c", "a"}, "c:42[] a:42[]"}, // the cursor's topic not named
+		{2000, cursorAt("a", -1), []string{"a"}, "a:42[]"},
+		{2000, cursorAt("nope", 0), nil, ""}, // every topic, the cursor's not among them
+	} {
+		r := dtp(t, addr, tc.limit, tc.cursor, tc.topics...)
+		if got := page(r); got != tc.want {
+			t.Errorf("limit %d cursor %+v topics %v: %q, want %q", tc.limit, tc.cursor, tc.topics, got, tc.want)
+		}
+	}
+	md, err := adm.Metadata(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dtp(t, addr, 2000, nil, "a")
+	rt := r.Topics[0]
+	if rt.TopicID != md.Topics["a"].ID || rt.AuthorizedOperations != 1<<3|1<<4|1<<5|1<<6|1<<7|1<<8|1<<10|1<<11 || rt.IsInternal {
+		t.Fatalf("topic a: %+v", rt)
+	}
+	for _, p := range rt.Partitions {
+		want := md.Topics["a"].Partitions[p.Partition]
+		if p.ErrorCode != 0 || p.LeaderID != 2 || p.LeaderEpoch != want.LeaderEpoch ||
+			fmt.Sprint(p.Replicas, p.ISR, p.EligibleLeaderReplicas, p.OfflineReplicas) != "[2] [2] [] []" {
+			t.Fatalf("partition %+v, Metadata's %+v", p, want)
+		}
+	}
+}
+
+// DescribeTopicPartitions authorizes DESCRIBE per topic: a named topic denied comes
+// after the rest with TOPIC_AUTHORIZATION_FAILED; asked for every topic, the denied
+// ones are left out and count nothing against the page.
+func TestDescribeTopicPartitionsAuthorization(t *testing.T) {
+	b, admin := authzBroker(t)
+	adm := kadm.NewClient(admin)
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setACLs(t, admin, allow(auth.Topic, "b", auth.Describe), allow(auth.Topic, "c", auth.Describe), allow(auth.Topic, "c", auth.Read))
+	anon := b.ListenerAddr("PLAINTEXT")
+	if got := page(dtp(t, anon, 1, nil)); got != "b:0[0] >c/0" {
+		t.Fatalf("every topic: %q", got)
+	}
+	r := dtp(t, anon, 2000, nil, "a", "c")
+	if got := page(r); got != "c:0[0] a:29[]" {
+		t.Fatalf("named: %q", got)
+	}
+	if ops := r.Topics[0].AuthorizedOperations; ops != 1<<8|1<<3 {
+		t.Fatalf("c's authorized operations %b", ops)
+	}
+	if ops := r.Topics[1].AuthorizedOperations; ops != -2147483648 {
+		t.Fatalf("a's authorized operations %d", ops)
 	}
 }

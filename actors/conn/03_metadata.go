@@ -182,20 +182,29 @@ func metadataTopic(c *Call, version int16, ti *partition.TopicInfo) kmsg.Metadat
 		mp.Partition = p.Partition
 		mp.Leader = p.Leader
 		mp.LeaderEpoch = p.LeaderEpoch
-		mp.Replicas, mp.ISR = []int32{}, []int32{}
-		if p.Replica >= 0 {
-			mp.Replicas = []int32{p.Replica}
-		}
-		if p.Leader >= 0 {
-			mp.ISR = []int32{p.Leader}
-		} else if mt.ErrorCode == 0 {
-			// No broker serves it right now (it is moving): Apache's answer during a
-			// leader election, which clients retry within moments. The replica list still
-			// names the broker taking it, as Apache's names the assigned replicas, so a
-			// topic's replication factor reads the same throughout.
-			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-		}
+		mp.Replicas, mp.ISR, mp.ErrorCode = partitionNodes(p, mt.ErrorCode)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// partitionNodes is a partition's replicas and ISR as Metadata and
+// DescribeTopicPartitions answer them, and the partition's error code: kaas keeps one
+// copy on the shared volume, so the replica set is the broker holding it and the ISR
+// its leader.
+func partitionNodes(p partition.PartitionInfo, topicCode int16) (replicas, isr []int32, code int16) {
+	replicas, isr = []int32{}, []int32{}
+	if p.Replica >= 0 {
+		replicas = []int32{p.Replica}
+	}
+	if p.Leader >= 0 {
+		isr = []int32{p.Leader}
+	} else if topicCode == 0 {
+		// No broker serves it right now (it is moving): Apache's answer during a
+		// leader election, which clients retry within moments. The replica list still
+		// names the broker taking it, as Apache's names the assigned replicas, so a
+		// topic's replication factor reads the same throughout.
+		code = kerr.LeaderNotAvailable.Code
+	}
+	return replicas, isr, code
 }
