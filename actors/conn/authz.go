@@ -50,6 +50,7 @@ var authzTable = []AuthzRule{
 	{16, "ListGroups", "CLUSTER: DESCRIBE, else GROUP: DESCRIBE per group", "unauthorized groups left out; no error", checkListGroups},
 	{19, "CreateTopics", "CLUSTER: CREATE, else TOPIC: CREATE per topic", "that topic 29", checkCreateTopics},
 	{20, "DeleteTopics", "TOPIC: DELETE per topic", "that topic 29", checkDeleteTopics},
+	{21, "DeleteRecords", "TOPIC: DELETE per topic", "that topic's partitions 29, low watermark -1", checkDeleteRecords},
 	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
 	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
@@ -697,6 +698,23 @@ func checkMetadata(c *Call) bool {
 		}
 	})
 	return true
+}
+
+func checkDeleteRecords(c *Call) bool {
+	req := c.Req.(*kmsg.DeleteRecordsRequest)
+	return withholdTopics(c, &req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool {
+		return c.allowed(auth.Delete, auth.Topic, t.Topic)
+	}, func(r kmsg.Response, t kmsg.DeleteRecordsRequestTopic) {
+		resp := r.(*kmsg.DeleteRecordsResponse)
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, topicDenied, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
 
 func checkCreateTopics(c *Call) bool {

@@ -11,7 +11,8 @@ import (
 )
 
 // The data route, which the data handlers (00 Produce, 01 Fetch, 02 ListOffsets,
-// 23 OffsetForLeaderEpoch) share and which is their only route: a request's partitions
+// 23 OffsetForLeaderEpoch, and 21 DeleteRecords and 35 DescribeLogDirs) share and which
+// is their only route: a request's partitions
 // are asked of their partition actors directly, named by the published catalogue
 // (partition.Catalog), and the answers are gathered here, in the connection actor: no
 // hop through the topics manager and no actor spawned per request. The manager is asked

@@ -8,9 +8,9 @@ import (
 
 // Messages of the partition actor. Its requests come from the connection actors, on the
 // data route (actors/conn/route.go): appendBatch (AppendMessage), listOffset
-// (ListOffsetMessage), epochEndOf (EpochEndMessage) and logSize (LogSizeMessage) from a
-// connection's gather, and readLog, watch and unwatch from a Fetch the connection serves
-// (FetchRun, fetcher.go).
+// (ListOffsetMessage), epochEndOf (EpochEndMessage), logSize (LogSizeMessage) and
+// deleteRecords (DeleteRecordsMessage; deleterecords.go) from a connection's gather, and
+// readLog, watch and unwatch from a Fetch the connection serves (FetchRun, fetcher.go).
 // Every request carries a Promise that the partition resolves exactly once, on every
 // path, stop and restart included. A request the actor panics on is answered
 // NOT_LEADER_OR_FOLLOWER (AnswerCrash): the client refreshes its metadata and retries,
@@ -20,6 +20,8 @@ import (
 // Messages inside the package, sender → receiver:
 //
 //	syncDone       the partition's background fsync (actor.Background) → the partition
+//	logStartWritten  the partition's background write of its log-start-offset file
+//	               (actor.Background; deleterecords.go) → the partition
 //	retentionTick  the partition's timer (actor.Every) → the partition
 //	lockRetryTick  the partition's timer (actor.After; partition.go) → the partition
 //	*actor.ReceiveTimeout  the actor layer → the partition: idle, it closes its files
