@@ -225,13 +225,13 @@ func TestDescribeLogDirs(t *testing.T) {
 		t.Fatalf("named: %+v", got)
 	}
 
-	for v := int16(1); v <= 4; v++ {
+	for v := int16(1); v <= 5; v++ {
 		r := request[*kmsg.DescribeLogDirsResponse](t, b.Addr(), kmsg.NewPtrDescribeLogDirsRequest(), v)
 		if r.ErrorCode != 0 || len(r.Dirs) != 1 || r.Dirs[0].Dir != wantDir || len(r.Dirs[0].Topics) != 2 {
 			t.Fatalf("v%d: %+v", v, r)
 		}
-		if total := r.Dirs[0].TotalBytes; (v < 4) != (total == -1) {
-			t.Fatalf("v%d: total bytes %d", v, total)
+		if total := r.Dirs[0].TotalBytes; (v < 4) != (total == -1) || r.Dirs[0].IsCordoned {
+			t.Fatalf("v%d: total bytes %d, cordoned %v", v, total, r.Dirs[0].IsCordoned)
 		}
 	}
 }
@@ -242,14 +242,14 @@ func TestDescribeLogDirsAuthorization(t *testing.T) {
 	b, admin := authzBroker(t)
 	anon := b.ListenerAddr("PLAINTEXT")
 	setACLs(t, admin)
-	for _, v := range []int16{1, 4} {
+	for _, v := range []int16{1, 5} {
 		r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), v)
 		if len(r.Dirs) != 0 || v >= 3 && r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 			t.Fatalf("v%d without DESCRIBE: %+v", v, r)
 		}
 	}
 	setACLs(t, admin, allow(auth.Cluster, auth.ClusterName, auth.Describe))
-	if r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), 4); r.ErrorCode != 0 || len(r.Dirs) != 1 {
+	if r := request[*kmsg.DescribeLogDirsResponse](t, anon, kmsg.NewPtrDescribeLogDirsRequest(), 5); r.ErrorCode != 0 || len(r.Dirs) != 1 {
 		t.Fatalf("with DESCRIBE: %+v", r)
 	}
 }

@@ -13,10 +13,11 @@ import (
 	"kaas/storage"
 )
 
-// DescribeLogDirs (key 35), v1–v4 (KIP-113; v0 was removed in Apache 4.0, KIP-896).
+// DescribeLogDirs (key 35), v1–v5 (KIP-113; v0 was removed in Apache 4.0, KIP-896).
 //
 //	v1: same as v0. v2: flexible. v3: top-level error_code. v4: total_bytes and
-//	usable_bytes of each dir's volume (KIP-827).
+//	usable_bytes of each dir's volume (KIP-827). v5: is_cordoned (KIP-1066; kaas
+//	cordons no dir: false).
 //
 // kaas has one log dir, the data volume's topics directory (partition.LogDir), listed
 // always, as Apache lists each of its live dirs. Under it, per topic, the partitions this
@@ -31,7 +32,7 @@ import (
 //
 // Unlike Apache, a topic led here that the request does not name is not listed (Apache
 // lists every topic of the dir, those not asked with no partitions).
-func init() { register(35, 1, 4, handleDescribeLogDirs) }
+func init() { register(35, 1, 5, handleDescribeLogDirs) }
 
 // errStatfsTimedOut is the dir's answer when its statfs has not returned within the
 // request's bound (a network volume not answering).
