@@ -310,6 +310,8 @@ func fileKind(path string) string {
 		return "recovery_point"
 	case name == "leader-epochs.json":
 		return "leader_epochs"
+	case name == "log-start-offset":
+		return "log_start_offset"
 	case name == "leader.lock":
 		return "leader_lock"
 	default:

@@ -51,34 +51,55 @@ func handleMetadata(c *Call) {
 	metadataTopics(c, req, resp)
 }
 
-// fillBrokers lists every alive broker with its endpoint on the request's listener. In
-// a cluster, a broker is listed only while it is in the view this broker routes by: a
-// peer whose lease lapsed (a paused process still accepts connections, and would hold
-// every request sent to it) is left out, so clients drop it and its connections and
-// send nothing more to it.
+// fillBrokers lists the live brokers (listedBrokers) in a Metadata response.
 func fillBrokers(c *Call, resp *kmsg.MetadataResponse) {
+	for _, b := range listedBrokers(c, false) {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.id, b.host, b.port, b.rack
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+}
+
+// listedBroker is one broker as Metadata and DescribeCluster list it.
+type listedBroker struct {
+	id     int32
+	host   string
+	port   int32
+	rack   *string
+	fenced bool
+}
+
+// listedBrokers is every alive broker with its endpoint on the request's listener, by
+// id. In a cluster, a broker is listed only while it is in the view this broker routes
+// by: a peer whose lease lapsed (a paused process still accepts connections, and would
+// hold every request sent to it) is left out, so clients drop it and its connections and
+// send nothing more to it. With fenced, the brokers left out are listed too, marked
+// fenced (DescribeCluster's include_fenced_brokers).
+func listedBrokers(c *Call, fenced bool) []listedBroker {
 	var st *cluster.State
 	if c.Env.Ownership != nil {
 		st = c.Env.Ownership()
 	}
-	for _, b := range c.Env.Registry.Brokers() {
+	known := c.Env.Registry.Brokers()
+	if fenced {
+		known = c.Env.Registry.All()
+	}
+	var out []listedBroker
+	for _, b := range known {
 		ep, ok := b.Endpoints[c.Listener]
-		if !ok || !st.Alive(b.ID) {
+		if !ok {
 			continue
 		}
 		// A peer whose held connection just ended is left out too: a client whose own
 		// connections to it ended at the same instant (a kill, or the watchdog of a
 		// paused peer) asks for Metadata first, and would go on picking it.
-		if b.ID != c.Env.NodeID && c.Env.Registry.Suspect(b.ID) {
+		left := !b.Alive || !st.Alive(b.ID) || b.ID != c.Env.NodeID && c.Env.Registry.Suspect(b.ID)
+		if left && !fenced {
 			continue
 		}
-		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID = b.ID
-		mb.Host = ep.Host
-		mb.Port = ep.Port
-		mb.Rack = b.Rack
-		resp.Brokers = append(resp.Brokers, mb)
+		out = append(out, listedBroker{id: b.ID, host: ep.Host, port: ep.Port, rack: b.Rack, fenced: left})
 	}
+	return out
 }
 
 // metadataTopics asks the topics manager for the topic part: all topics (null list; v0:
@@ -161,20 +182,29 @@ func metadataTopic(c *Call, version int16, ti *partition.TopicInfo) kmsg.Metadat
 		mp.Partition = p.Partition
 		mp.Leader = p.Leader
 		mp.LeaderEpoch = p.LeaderEpoch
-		mp.Replicas, mp.ISR = []int32{}, []int32{}
-		if p.Replica >= 0 {
-			mp.Replicas = []int32{p.Replica}
-		}
-		if p.Leader >= 0 {
-			mp.ISR = []int32{p.Leader}
-		} else if mt.ErrorCode == 0 {
-			// No broker serves it right now (it is moving): Apache's answer during a
-			// leader election, which clients retry within moments. The replica list still
-			// names the broker taking it, as Apache's names the assigned replicas, so a
-			// topic's replication factor reads the same throughout.
-			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-		}
+		mp.Replicas, mp.ISR, mp.ErrorCode = partitionNodes(p, mt.ErrorCode)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// partitionNodes is a partition's replicas and ISR as Metadata and
+// DescribeTopicPartitions answer them, and the partition's error code: kaas keeps one
+// copy on the shared volume, so the replica set is the broker holding it and the ISR
+// its leader.
+func partitionNodes(p partition.PartitionInfo, topicCode int16) (replicas, isr []int32, code int16) {
+	replicas, isr = []int32{}, []int32{}
+	if p.Replica >= 0 {
+		replicas = []int32{p.Replica}
+	}
+	if p.Leader >= 0 {
+		isr = []int32{p.Leader}
+	} else if topicCode == 0 {
+		// No broker serves it right now (it is moving): Apache's answer during a
+		// leader election, which clients retry within moments. The replica list still
+		// names the broker taking it, as Apache's names the assigned replicas, so a
+		// topic's replication factor reads the same throughout.
+		code = kerr.LeaderNotAvailable.Code
+	}
+	return replicas, isr, code
 }

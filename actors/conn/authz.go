@@ -50,17 +50,21 @@ var authzTable = []AuthzRule{
 	{16, "ListGroups", "CLUSTER: DESCRIBE, else GROUP: DESCRIBE per group", "unauthorized groups left out; no error", checkListGroups},
 	{19, "CreateTopics", "CLUSTER: CREATE, else TOPIC: CREATE per topic", "that topic 29", checkCreateTopics},
 	{20, "DeleteTopics", "TOPIC: DELETE per topic", "that topic 29", checkDeleteTopics},
+	{21, "DeleteRecords", "TOPIC: DELETE per topic", "that topic's partitions 29, low watermark -1", checkDeleteRecords},
 	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
 	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
 	{32, "DescribeConfigs", "TOPIC or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 31", checkDescribeConfigs},
+	{35, "DescribeLogDirs", "CLUSTER: DESCRIBE", "top-level 31 (v3+), no log dirs", checkDescribeLogDirs},
 	{37, "CreatePartitions", "TOPIC: ALTER per topic", "that topic 29", checkCreatePartitions},
 	{42, "DeleteGroups", "GROUP: DELETE per group", "that group 30", checkDeleteGroups},
 	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
+	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
+	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
 }
 
 // authzChecks is the table by key; APIs without a row (ApiVersions, the SASL APIs) need
@@ -696,6 +700,23 @@ func checkMetadata(c *Call) bool {
 	return true
 }
 
+func checkDeleteRecords(c *Call) bool {
+	req := c.Req.(*kmsg.DeleteRecordsRequest)
+	return withholdTopics(c, &req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool {
+		return c.allowed(auth.Delete, auth.Topic, t.Topic)
+	}, func(r kmsg.Response, t kmsg.DeleteRecordsRequestTopic) {
+		resp := r.(*kmsg.DeleteRecordsResponse)
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, topicDenied, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	})
+}
+
 func checkCreateTopics(c *Call) bool {
 	if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Create, auth.Cluster, auth.ClusterName) {
 		return true
@@ -842,6 +863,39 @@ func checkInitProducerID(c *Call) bool {
 		return true
 	}
 	c.denied(auth.IdempotentWrite, auth.Cluster, auth.ClusterName)
+	resp.ErrorCode = clusterDenied
+	c.Respond(resp)
+	return false
+}
+
+// checkDescribeCluster: anyone may describe the cluster (Apache checks nothing); the
+// cluster's authorized operations, when asked, are the ACLs' for a principal that may
+// DESCRIBE it, and none for one that may not (AuthHelper.computeDescribeClusterResponse).
+func checkDescribeCluster(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeClusterRequest)
+	if !req.IncludeClusterAuthorizedOperations {
+		return true
+	}
+	ops := int32(0)
+	if c.allowed(auth.Describe, auth.Cluster, auth.ClusterName) {
+		ops = c.Env.Authorizer.AuthorizedOperations(c.Principal, c.Host, auth.Cluster, auth.ClusterName, clusterOperations)
+	}
+	c.patch(func(r kmsg.Response) {
+		if resp := r.(*kmsg.DescribeClusterResponse); resp.ErrorCode == 0 {
+			resp.ClusterAuthorizedOperations = ops
+		}
+	})
+	return true
+}
+
+// checkDescribeLogDirs: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED and
+// no log dirs (KafkaApis.handleDescribeLogDirsRequest; v1-2 carry no error code, so
+// the refusal there is the empty list).
+func checkDescribeLogDirs(c *Call) bool {
+	if c.allowed(auth.Describe, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	resp := c.Req.(*kmsg.DescribeLogDirsRequest).ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	resp.ErrorCode = clusterDenied
 	c.Respond(resp)
 	return false

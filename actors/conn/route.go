@@ -11,7 +11,8 @@ import (
 )
 
 // The data route, which the data handlers (00 Produce, 01 Fetch, 02 ListOffsets,
-// 23 OffsetForLeaderEpoch) share and which is their only route: a request's partitions
+// 23 OffsetForLeaderEpoch, and 21 DeleteRecords and 35 DescribeLogDirs) share and which
+// is their only route: a request's partitions
 // are asked of their partition actors directly, named by the published catalogue
 // (partition.Catalog), and the answers are gathered here, in the connection actor: no
 // hop through the topics manager and no actor spawned per request. The manager is asked
@@ -45,6 +46,19 @@ func (a *connActor) ask(g *partGather, i int, to *actor.PID, msg func(actor.Prom
 	g.left++
 	a.watchPartition(to)
 	a.ctx.Send(to, msg(pr))
+}
+
+// askOff runs work off the actor (on a goroutine the system owns) for g's answer i: a
+// file-system call that may block, gathered with the partitions' answers. The
+// connection itself stands as the one who owes it.
+func (a *connActor) askOff(g *partGather, i int, work func() any) {
+	pr := a.awaiting.Await(a.ctx, pending{g: g, i: i})
+	g.to[i], g.ids[i] = a.ctx.Self(), pr.ID()
+	g.left++
+	run := func() { pr.Resolve(work()) }
+	if !a.env.System.Go(run) {
+		run()
+	}
 }
 
 // start waits for g's answers, at most timeout; with none asked it finishes at once.

@@ -131,6 +131,9 @@ type segmentLog struct {
 	// last batch's epoch (-1: none yet), so a walk checks each batch in constant time.
 	distrust  string
 	epochHint int
+	// start is the log start offset DeleteRecords moved inside the first segment
+	// (deleterecords.go); StartOffset is the larger of it and the first segment's base.
+	start int64
 }
 
 // openLog opens (creating if needed) the log in dir and recovers it: every batch of every
@@ -559,7 +562,7 @@ func (w *walker) bytes(pos, n int64) ([]byte, error) {
 func (l *segmentLog) active() *segment { return l.segs[len(l.segs)-1] }
 
 // StartOffset is the first offset still kept.
-func (l *segmentLog) StartOffset() int64 { return l.segs[0].base }
+func (l *segmentLog) StartOffset() int64 { return max(l.segs[0].base, l.start) }
 
 // EndOffset is the offset the next batch gets (the log end offset).
 func (l *segmentLog) EndOffset() int64 { return l.active().next }

@@ -209,13 +209,14 @@ type FetchedTopic struct {
 	Partitions []*Fetched
 }
 
-// OffsetQuery is one partition of a ListOffsets or OffsetForLeaderEpoch
-// (ListOffsetMessage, EpochEndMessage).
+// OffsetQuery is one partition of a ListOffsets, OffsetForLeaderEpoch or DeleteRecords
+// (ListOffsetMessage, EpochEndMessage, DeleteRecordsMessage).
 type OffsetQuery struct {
 	Partition          int32
 	CurrentLeaderEpoch int32
 	Timestamp          int64 // ListOffsets
 	LeaderEpoch        int32 // OffsetForLeaderEpoch
+	Offset             int64 // DeleteRecords: the new log start offset (-1: the high watermark)
 }
 
 // OffsetTopic is one topic of a ListOffsets or OffsetForLeaderEpoch.

@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_log_corrupt_batches_total", Help: "Corrupt stretches of partition logs found (at start or on read) and quarantined: acknowledged records an operator must restore.",
 		}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kaas_log_write_errors_total", Help: "Partition log I/O that failed, by operation (open, append, fsync); the requests get KAFKA_STORAGE_ERROR.",
+			Name: "kaas_log_write_errors_total", Help: "Partition log I/O that failed, by operation (open, append, fsync, log_start_offset); the requests get KAFKA_STORAGE_ERROR.",
 		}, []string{"op"}),
 		locksBroken: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kaas_log_leader_locks_broken_total", Help: "Partition locks a new leader broke because the broker holding them had lost its lease (paused or cut off).",

@@ -109,6 +109,9 @@ type partitionActor struct {
 	// parked are the produces held while the lock is awaited (park.go).
 	parked      []parkedAppend
 	parkedBytes int
+	// deletes are the DeleteRecords waiting for the log start offset's file
+	// (deleterecords.go).
+	deletes deletes
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -142,6 +145,10 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		m.reply.Resolve(p.listOffset(m))
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
+	case *logSize:
+		m.reply.Resolve(p.logSize())
+	case *deleteRecords:
+		p.handleDeleteRecords(ctx, m)
 	case *corruptRead:
 		if p.disk != nil {
 			p.disk.onCorruptRead(m)
@@ -150,6 +157,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.onSyncDone(ctx, m)
 	case *rollDone:
 		p.onRollDone(ctx, m)
+	case *logStartWritten:
+		p.onLogStartWritten(ctx, m)
 	case *retentionTick:
 		p.onRetentionTick()
 	case *openRetryTick:
@@ -192,6 +201,11 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: file, epochsFound: found && ferr == nil,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
 		rollOnOpen: p.cfg.Gate != nil, fs: p.cfg.FS}, p.producers.record)
+	if err == nil {
+		if err = p.loadLogStart(l); err != nil { // deleterecords.go
+			l.closeFiles()
+		}
+	}
 	if err != nil {
 		// Answer every request with KAFKA_STORAGE_ERROR rather than crash-looping.
 		p.broken = err
@@ -317,6 +331,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		}
 	}
 	p.pending = nil
+	p.answerDeletes(code)
 	p.answerParked()
 	p.answerRollQueue()
 	p.releaseWatchers(ctx, true)
@@ -340,6 +355,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 	}
 	p.pending = nil
+	p.answerDeletes(kerr.NotLeaderForPartition.Code)
 	p.answerParked()
 	p.answerRollQueue()
 	p.releaseWatchers(ctx, false)
@@ -684,7 +700,7 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 			out.ErrorCode = kerr.KafkaStorageError.Code
 			return out
 		}
-		out.Offset, out.Timestamp = off, ts
+		out.Offset, out.Timestamp = p.atOrPastStart(off, ts)
 	}
 	if out.Offset >= 0 {
 		out.LeaderEpoch = p.epochFor(out.Offset)

@@ -8,7 +8,8 @@ import (
 
 // Messages of the partition actor. Its requests come from the connection actors, on the
 // data route (actors/conn/route.go): appendBatch (AppendMessage), listOffset
-// (ListOffsetMessage) and epochEndOf (EpochEndMessage) from a connection's gather, and
+// (ListOffsetMessage), epochEndOf (EpochEndMessage), logSize (LogSizeMessage) and
+// deleteRecords (DeleteRecordsMessage; deleterecords.go) from a connection's gather, and
 // readLog, watch and unwatch from a Fetch the connection serves (FetchRun, fetcher.go).
 // Every request carries a Promise that the partition resolves exactly once, on every
 // path, stop and restart included. A request the actor panics on is answered
@@ -19,6 +20,8 @@ import (
 // Messages inside the package, sender → receiver:
 //
 //	syncDone       the partition's background fsync (actor.Background) → the partition
+//	logStartWritten  the partition's background write of its log-start-offset file
+//	               (actor.Background; deleterecords.go) → the partition
 //	retentionTick  the partition's timer (actor.Every) → the partition
 //	lockRetryTick  the partition's timer (actor.After; partition.go) → the partition
 //	*actor.ReceiveTimeout  the actor layer → the partition: idle, it closes its files
@@ -110,6 +113,9 @@ type EpochEnd struct {
 	EndOffset   int64
 }
 
+// logSize answers DescribeLogDirs for one partition (logdirs.go). Reply: *LogSize.
+type logSize struct{ reply actor.Promise }
+
 // syncDone reports a background fsync that made every offset below end durable.
 type syncDone struct {
 	log  *segmentLog // the log it synced (one closed since is not this actor's any more)
@@ -148,4 +154,8 @@ func (m *listOffset) AnswerCrash(*actor.Crashed) {
 
 func (m *epochEndOf) AnswerCrash(*actor.Crashed) {
 	m.reply.Resolve(&EpochEnd{ErrorCode: crashCode, LeaderEpoch: -1, EndOffset: -1})
+}
+
+func (m *logSize) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&LogSize{ErrorCode: crashCode, Size: -1})
 }
