@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"sort"
 )
 
@@ -39,68 +38,25 @@ func (l *segmentLog) read(offset, limit int64, maxBytes int32, minOne bool) ([]b
 }
 
 // offsetForTime is the first offset whose batch holds a timestamp at or after ts, and
-// that batch's max timestamp; -1, -1 when there is none (ListOffsets by timestamp).
+// that batch's max timestamp; -1, -1 when there is none (ListOffsets by timestamp). The
+// partition actor plans it and reads it off its turn (timeplan.go); this does both.
 func (l *segmentLog) offsetForTime(ts, limit int64) (int64, int64, error) {
-	for _, s := range l.segs {
-		if s.maxTS < ts || s.size == 0 {
-			continue
-		}
-		f, err := s.file()
-		if err != nil {
-			return -1, -1, err
-		}
-		i := sort.Search(len(s.index), func(i int) bool { return s.index[i].ts >= ts }) - 1
-		pos := int64(0)
-		if i >= 0 {
-			pos = s.index[i].pos
-		}
-		w := walker{f: f, end: s.size}
-		for pos < s.size {
-			if c := l.corruptFrom(s, pos); c != nil {
-				pos = c.end
-				continue
-			}
-			h, ok, err := w.batch(pos, false)
-			if err != nil || !ok {
-				return -1, -1, fmt.Errorf("segment %s: bad batch at %d: %v", s.path, pos, err)
-			}
-			if h.BaseOffset >= limit {
-				return -1, -1, nil
-			}
-			if h.BaseOffset >= s.next {
-				break // stale bytes past the segment's end
-			}
-			if h.MaxTimestamp >= ts {
-				b, err := w.bytes(pos, h.Size())
-				if err != nil {
-					return -1, -1, fmt.Errorf("read segment %s: %w", s.path, err)
-				}
-				off, at := firstRecordAt(b, ts)
-				return off, at, nil
-			}
-			pos += h.Size()
-		}
+	p, err := l.planTime(ts, limit)
+	if err != nil {
+		return -1, -1, err
 	}
-	return -1, -1, nil
+	return p.run()
 }
 
 // maxTimestamp is the largest timestamp in the log and the offset of the first record
 // that carries it (KIP-734).
 func (l *segmentLog) maxTimestamp(limit int64) (int64, int64, error) {
-	var best *segment
-	for _, s := range l.segs {
-		if s.maxTS >= 0 && s.maxTSOffset < limit && (best == nil || s.maxTS > best.maxTS) {
-			best = s
-		}
+	p, err := l.planMaxTime(limit)
+	if err != nil || p == nil {
+		return -1, -1, err
 	}
-	if best == nil {
-		return -1, -1, nil
-	}
-	off, ts, err := l.offsetForTime(best.maxTS, limit)
-	if err != nil || off < 0 {
-		return best.maxTS, best.maxTSOffset, err
-	}
-	return ts, off, nil
+	off, ts, err := p.run()
+	return ts, off, err
 }
 
 // epochEnd answers OffsetForLeaderEpoch as Apache's LeaderEpochFileCache.endOffsetFor:

@@ -93,6 +93,8 @@ type partitionActor struct {
 	// for it, in the order they came.
 	roll      *rollJob
 	rollQueue []*appendBatch
+	// lookups are the ListOffsets-by-time reads running off the turn (timeplan.go).
+	lookups map[*listOffset]struct{}
 	// synced is where the last good fsync of the active segment reached; repair says an
 	// fsync failed since, so the next one rewrites from there first (repair.go).
 	synced   syncedTo
@@ -142,7 +144,11 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *unwatch:
 		delete(p.watchers, m.id)
 	case *listOffset:
-		m.reply.Resolve(p.listOffset(m))
+		if out := p.listOffset(ctx, m); out != nil {
+			m.reply.Resolve(out)
+		}
+	case *listedByTime:
+		p.onListedByTime(m)
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
 	case *logSize:
@@ -334,6 +340,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	p.answerDeletes(code)
 	p.answerParked()
 	p.answerRollQueue()
+	p.answerLookups()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -358,6 +365,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	p.answerDeletes(kerr.NotLeaderForPartition.Code)
 	p.answerParked()
 	p.answerRollQueue()
+	p.answerLookups()
 	p.releaseWatchers(ctx, false)
 	if p.disk != nil {
 		p.disk.Close()
@@ -663,7 +671,7 @@ func (p *partitionActor) releaseWatchers(ctx actor.Context, gone bool) {
 	}
 }
 
-func (p *partitionActor) listOffset(m *listOffset) *Listed {
+func (p *partitionActor) listOffset(ctx actor.Context, m *listOffset) *Listed {
 	if p.disk == nil {
 		return &Listed{ErrorCode: p.closedCode(), Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 	}
@@ -679,13 +687,16 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 	case latestTimestamp:
 		out.Offset = hw
 	case maxTimestamp:
-		ts, off, err := p.disk.maxTimestamp(hw)
+		plan, err := p.disk.planMaxTime(hw)
 		if err != nil {
 			p.log.Error().Err(err).Msg("partition_read_failed")
 			out.ErrorCode = kerr.KafkaStorageError.Code
 			return out
 		}
-		out.Timestamp, out.Offset = ts, off
+		if plan != nil {
+			p.startTimeLookup(ctx, m, plan) // read off this turn (timeplan.go)
+			return nil
+		}
 	case latestTieredTimestamp:
 		// KIP-1005: nothing is in remote storage, so there is no such offset.
 		return out
@@ -694,13 +705,14 @@ func (p *partitionActor) listOffset(m *listOffset) *Listed {
 			out.ErrorCode = kerr.InvalidRequest.Code
 			return out
 		}
-		off, ts, err := p.disk.offsetForTime(m.timestamp, hw)
+		plan, err := p.disk.planTime(m.timestamp, hw)
 		if err != nil {
 			p.log.Error().Err(err).Msg("partition_read_failed")
 			out.ErrorCode = kerr.KafkaStorageError.Code
 			return out
 		}
-		out.Offset, out.Timestamp = p.atOrPastStart(off, ts)
+		p.startTimeLookup(ctx, m, plan) // read off this turn (timeplan.go)
+		return nil
 	}
 	if out.Offset >= 0 {
 		out.LeaderEpoch = p.epochFor(out.Offset)
