@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -95,6 +96,11 @@ func validateTopicConfigs(configs map[string]string) error {
 			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
 		}
 	}
+	if v, ok := configs["cleanup.policy"]; ok {
+		if err := checkCleanupPolicy(v); err != nil {
+			return err
+		}
+	}
 	if v, ok := configs["segment.bytes"]; ok {
 		if n, _ := strconv.ParseInt(v, 10, 64); n < 14 {
 			return fmt.Errorf("Invalid value %s for configuration segment.bytes: Value must be at least 14", v)
@@ -133,4 +139,30 @@ func effective(c *config.Config, overrides map[string]string, name string) int64
 	}
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
+}
+
+// checkCleanupPolicy accepts Apache's "delete" and refuses what kaas does not apply: it
+// does not compact logs yet, and a topic that asked for compaction would lose its keys'
+// newest values to retention instead (INVALID_CONFIG, never accepted and shown). An
+// empty list (no cleanup at all in Apache) is refused as well: kaas would delete by
+// retention.
+func checkCleanupPolicy(v string) error {
+	compact := false
+	items := strings.Split(v, ",")
+	for _, p := range items {
+		switch strings.TrimSpace(p) {
+		case "delete":
+		case "compact":
+			compact = true
+		default:
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("Invalid value %q for configuration cleanup.policy: kaas applies only \"delete\" (a topic without cleanup is not supported yet)", v)
+			}
+			return fmt.Errorf("Invalid value %s for configuration cleanup.policy: String must be one of: compact, delete", v)
+		}
+	}
+	if compact {
+		return fmt.Errorf("Invalid value %s for configuration cleanup.policy: log compaction is not supported yet; only \"delete\" is applied", v)
+	}
+	return nil
 }
