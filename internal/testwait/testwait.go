@@ -7,6 +7,7 @@
 package testwait
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -37,5 +38,16 @@ func Until(timeout, poll time.Duration, cond func() error) error {
 			return fmt.Errorf("not within %v: %w", timeout, err)
 		}
 		time.Sleep(min(poll, time.Until(deadline)))
+	}
+}
+
+// Cond is a yes/no condition as For's: while cond is false its error is what, the thing
+// waited for.
+func Cond(what string, cond func() bool) func() error {
+	return func() error {
+		if !cond() {
+			return errors.New(what)
+		}
+		return nil
 	}
 }

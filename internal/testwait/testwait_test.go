@@ -82,3 +82,14 @@ func TestUntilWrapsTheLastError(t *testing.T) {
 		t.Fatalf("Until returned %v for a condition that held", err)
 	}
 }
+
+func TestCondNamesWhatItWaitsFor(t *testing.T) {
+	var f fakeTB
+	For(&f, 5*time.Millisecond, time.Millisecond, Cond("the file written", func() bool { return false }))
+	if len(f.fatals) != 1 || f.fatals[0] != "not within 5ms: the file written" {
+		t.Fatalf("failed with %q, want the condition's name", f.fatals)
+	}
+	if err := Cond("held", func() bool { return true })(); err != nil {
+		t.Fatalf("a condition that holds gave %v", err)
+	}
+}
