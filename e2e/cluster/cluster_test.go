@@ -314,16 +314,14 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	for {
+	end, _ := ctx.Deadline() // the polls below share the run's deadline
+	testwait.For(t, time.Until(end), 100*time.Millisecond, func() error {
 		resp, err := adm.CreateTopic(ctx, parts, 1, nil, topic)
-		if err == nil && resp.Err == nil {
-			break
+		if err != nil || resp.Err != nil {
+			return fmt.Errorf("create topic: %v / %v", err, resp.Err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("create topic: %v / %v", err, resp.Err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	l := &ledger{acked: map[string]string{}, consumed: map[string]bool{}, committed: map[int32]int64{}, commitAcked: map[int32]int64{},
 		consumedAt: map[int32]int64{}}
 
@@ -447,12 +445,9 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	// revocation round may follow a Stable one), and returns it.
 	settle := func() int32 {
 		for {
-			for generation() < 0 || !settled(d(adm, ctx)) {
-				if ctx.Err() != nil {
-					t.Fatal("the group never settled")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			testwait.For(t, time.Until(end), 50*time.Millisecond, testwait.Cond("the group never settled", func() bool {
+				return generation() >= 0 && settled(d(adm, ctx))
+			}))
 			gen := generation()
 			progress("settling", 100)
 			if generation() == gen && settled(d(adm, ctx)) {
@@ -732,16 +727,14 @@ func readAll(t *testing.T, seeds []string) map[string][]string {
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	var ends kadm.ListedOffsets
-	for {
+	end, _ := ctx.Deadline()
+	testwait.For(t, time.Until(end), 50*time.Millisecond, func() error {
 		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil && ends.Error() == nil {
-			break
+		if err != nil || ends.Error() != nil {
+			return fmt.Errorf("list end offsets: %v / %v", err, ends.Error())
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("list end offsets: %v / %v", err, ends.Error())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	want := map[int32]int64{}
 	start := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {
