@@ -14,10 +14,10 @@ import (
 )
 
 // For calls cond every poll until it returns nil, and fails t (Fatal) with cond's last
-// error once timeout has passed and cond still fails. cond runs at least once, and once
-// more at or after the deadline, so a condition met just in time is not missed. For
-// must be called from the goroutine running the test, as t.Fatal must; other goroutines
-// use Until.
+// error once timeout has passed and cond still fails. cond runs at least once, and its
+// last call ends at or after the deadline, so a condition met just in time is not
+// missed. For must be called from the goroutine running the test, as t.Fatal must;
+// other goroutines use Until.
 func For(t testing.TB, timeout, poll time.Duration, cond func() error) {
 	t.Helper()
 	if err := Until(timeout, poll, cond); err != nil {
