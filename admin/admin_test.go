@@ -18,6 +18,7 @@ import (
 	"kaas/broker/brokertest"
 	"kaas/config"
 	kproc "kaas/e2e/proc"
+	"kaas/internal/testwait"
 )
 
 // startCluster runs three in-process brokers of a static cluster on one data dir and
@@ -44,15 +45,14 @@ func startCluster(t *testing.T) string {
 	// Ready, and routing by a view with all three brokers: a broker that started first
 	// serves everything as the fallback until it has seen the others, then hands over,
 	// and a scenario run across that hand-over would see its partition move mid-way.
-	deadline := time.Now().Add(30 * time.Second)
-	for _, b := range bs {
-		for b.Ready() != nil || !allAlive(b, 3) {
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster broker not ready with every broker in its view: %v", b.Ready())
+	testwait.For(t, 30*time.Second, 10*time.Millisecond, func() error {
+		for _, b := range bs {
+			if err := b.Ready(); err != nil || !allAlive(b, 3) {
+				return fmt.Errorf("cluster broker not ready with every broker in its view: %v", err)
 			}
-			time.Sleep(10 * time.Millisecond) // polling, with a deadline
 		}
-	}
+		return nil
+	})
 	return bs[0].Addr()
 }
 
@@ -251,17 +251,13 @@ func (f *fixture) joined(t *testing.T, group string) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done; cl.Close() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		d, err := f.adm.DescribeGroups(testCtx(t), group)
 		if err == nil && d[group].State == "Stable" {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never became Stable: %v %+v", group, err, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("group %s never became Stable: %v %+v", group, err, d)
+	})
 }
 
 func TestGroups(t *testing.T) {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // emfileListener fails its first n Accepts as a listener out of file descriptors does,
@@ -162,19 +164,15 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 
 	// c1 closes: once the broker has seen it go, a new connection takes its place.
 	c1.C.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// A poll: the broker counts c1 out once its actor has stopped.
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
 		r := brokertest.Dial(t, b.Addr())
 		r.Send(kmsg.NewPtrApiVersionsRequest(), 1)
-		if _, err := r.ReadFrame(10 * time.Second); err == nil {
-			break
+		if _, err := r.ReadFrame(10 * time.Second); err != nil {
+			return fmt.Errorf("a connection closed did not free its place under max.connections.per.ip: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a connection closed did not free its place under max.connections.per.ip")
-		}
-		// A poll with a deadline: the broker counts c1 out once its actor has stopped.
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 
 	c = brokertest.Config(t)
 	c.MaxConnectionsPerIP = 2
@@ -299,14 +297,13 @@ func TestAcceptSurvivesRealEMFILE(t *testing.T) {
 	r := brokertest.Dial(t, b.Addr()) // takes the last descriptor
 	r.Send(kmsg.NewPtrApiVersionsRequest(), 1)
 
-	// A poll with a deadline: Ready is a function, not an event.
-	deadline := time.Now().Add(20 * time.Second)
-	for err := b.Ready(); err == nil || !strings.Contains(err.Error(), "cannot accept"); err = b.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("Ready while the listener is out of descriptors: %v", err)
+	// A poll: Ready is a function, not an event.
+	testwait.For(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if err := b.Ready(); err == nil || !strings.Contains(err.Error(), "cannot accept") {
+			return fmt.Errorf("Ready while the listener is out of descriptors: %v", err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, fd := range burnt {
 		_ = syscall.Close(fd)
 	}

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // A peer that accepts connections but answers nothing (a paused process: its kernel
@@ -38,8 +40,7 @@ func TestMetadataLeavesOutLapsedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		topic := "lapsed"
@@ -65,12 +66,9 @@ func TestMetadataLeavesOutLapsedPeer(t *testing.T) {
 				}
 			}
 		}
-		if ok {
-			return
+		if !ok {
+			return fmt.Errorf("Metadata never settled on broker 0 leading every partition: %+v", resp.Topics)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Metadata never settled on broker 0 leading every partition: %+v", resp.Topics)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 	"kaas/registry"
 )
 
@@ -79,15 +81,14 @@ func groupOf(id int32, n int, prefix string) string {
 
 func waitReady(t *testing.T, bs ...*broker.Broker) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, b := range bs {
-		for b.Ready() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("broker not ready: %v", b.Ready())
+	testwait.For(t, 20*time.Second, 10*time.Millisecond, func() error {
+		for _, b := range bs {
+			if err := b.Ready(); err != nil {
+				return fmt.Errorf("broker not ready: %w", err)
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 func findCoordinator(t *testing.T, cl *kgo.Client, g string) (int32, int16) {
@@ -143,35 +144,38 @@ func TestClusterRoutesGroupsAndTakesOverOnStop(t *testing.T) {
 		t.Fatalf("FindCoordinator(%s) on broker 1 = node %d code %d, want node 0", ga, node, code)
 	}
 	// Wait for both to have seen each other's published view.
+	// The three waits share one deadline.
 	deadline := time.Now().Add(10 * time.Second)
-	for commitCode(t, ca, ga, "orders", 42) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("commit on the coordinator never succeeded")
+	testwait.For(t, time.Until(deadline), 20*time.Millisecond, func() error {
+		if code := commitCode(t, ca, ga, "orders", 42); code != 0 {
+			return fmt.Errorf("commit on the coordinator never succeeded: code %d", code)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Until broker 0 sees broker 1 alive it coordinates gb as well (the fallback);
 	// then it lets gb go, and broker 1 serves it with what broker 0 acknowledged.
-	for {
-		code := commitCode(t, ca, gb, "orders", 7)
-		if code == kerr.NotCoordinator.Code {
-			break
-		}
-		if code != 0 || time.Now().After(deadline) {
+	testwait.For(t, time.Until(deadline), 20*time.Millisecond, func() error {
+		switch code := commitCode(t, ca, gb, "orders", 7); code {
+		case kerr.NotCoordinator.Code:
+			return nil
+		case 0:
+			return errors.New("commit of broker 1's group on broker 0: still 0, want NOT_COORDINATOR")
+		default:
 			t.Fatalf("commit of broker 1's group on broker 0: code %d, want 0 then NOT_COORDINATOR", code)
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		code := commitCode(t, cb, gb, "orders", 8)
-		if code == 0 {
-			break
-		}
-		if code != kerr.CoordinatorLoadInProgress.Code || time.Now().After(deadline) {
+	})
+	testwait.For(t, time.Until(deadline), 20*time.Millisecond, func() error {
+		switch code := commitCode(t, cb, gb, "orders", 8); code {
+		case 0:
+			return nil
+		case kerr.CoordinatorLoadInProgress.Code:
+			return errors.New("commit of gb on broker 1: still LOAD_IN_PROGRESS, want 0")
+		default:
 			t.Fatalf("commit of gb on broker 1: code %d, want LOAD_IN_PROGRESS then 0", code)
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 	if code := commitCode(t, cb, ga, "orders", 7); code != kerr.NotCoordinator.Code {
 		t.Fatalf("commit of broker 0's group on broker 1: code %d, want NOT_COORDINATOR", code)
 	}
@@ -183,22 +187,18 @@ func TestClusterRoutesGroupsAndTakesOverOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	admB := kadm.NewClient(mustClient(t, b.Addr()))
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, 20*time.Millisecond, func() error {
 		node, code := findCoordinator(t, cb, ga)
 		if code == 0 && node == 1 {
 			offs, err := admB.FetchOffsets(context.Background(), ga)
 			if err == nil {
 				if o, ok := offs.Lookup("orders", 0); ok && o.At == 42 {
-					break
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker 1 did not take %s over with offset 42 (coordinator %d, code %d, view %+v)", ga, node, code, b.Env().Ownership().View)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("broker 1 did not take %s over with offset 42 (coordinator %d, code %d, view %+v)", ga, node, code, b.Env().Ownership().View)
+	})
 }
 
 func mustClient(t *testing.T, addr string) *kgo.Client {
@@ -234,16 +234,14 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
+	end, _ := ctx.Deadline() // the polls below share the test's deadline
+	testwait.For(t, time.Until(end), 50*time.Millisecond, func() error {
 		resp, err := kadm.NewClient(adm).CreateTopic(ctx, 4, 1, nil, "events")
-		if err == nil && resp.Err == nil {
-			break
+		if err != nil || resp.Err != nil {
+			return fmt.Errorf("create topic: %v %v", err, resp.Err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("create topic: %v %v", err, resp.Err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	prod, err := kgo.NewClient(seeds, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("events"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
@@ -273,7 +271,7 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 		}
 		return out
 	}
-	for {
+	testwait.For(t, time.Until(end), 20*time.Millisecond, func() error {
 		fromA, fromB := answers(a.Addr()), answers(b.Addr())
 		leaders := map[int32]bool{}
 		for _, le := range fromB {
@@ -283,13 +281,10 @@ func TestClusterProduceConsumeAcrossBrokersAndFailover(t *testing.T) {
 			for p, le := range fromB {
 				before[p], moved[p] = le[1], le[0] == 0
 			}
-			break
+			return nil
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("brokers answer %v and %v: want the same leaders and epochs, both brokers leading some", fromA, fromB)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("brokers answer %v and %v: want the same leaders and epochs, both brokers leading some", fromA, fromB)
+	})
 	produce(0, 40)
 	// Broker 0 stops; the producer goes on against broker 1 alone.
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -374,13 +369,12 @@ func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
 	// with a topic both know.
 	create("warm")
 	g := groupOf(int32(1-writer), 2, "g")
-	deadline := time.Now().Add(20 * time.Second)
-	for code := int16(-1); code != 0; code = commitCode(t, cl, g, "warm", 1) {
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never served: %v", g, kerr.ErrorForCode(code))
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if code := commitCode(t, cl, g, "warm", 1); code != 0 {
+			return fmt.Errorf("group %s never served: %w", g, kerr.ErrorForCode(code))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Each path is asked first about a topic of its own: one answer must not rely on
 	// another's re-read.
 	create("orders")
@@ -440,12 +434,9 @@ func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
 	}
 	c3 := directClient(t, b3.Addr())
 	deadline := time.Now().Add(10 * time.Second)
-	for commitCode(t, c3, back, "orders", 300) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("commit on broker 3 never succeeded")
-		}
-		time.Sleep(20 * time.Millisecond) // polling, with a deadline
-	}
+	testwait.For(t, time.Until(deadline), 20*time.Millisecond, testwait.Cond("commit on broker 3 never succeeded", func() bool {
+		return commitCode(t, c3, back, "orders", 300) == 0
+	}))
 
 	small := cfgs[2]
 	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
@@ -457,12 +448,9 @@ func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
 	b2 := brokertest.StartWith(t, small)
 	waitReady(t, b2)
 	c2 := directClient(t, b2.Addr())
-	for commitCode(t, c2, stays, "orders", 1) != 0 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatalf("broker 2 never served %s", stays)
-		}
-		time.Sleep(20 * time.Millisecond) // polling, with a deadline
-	}
+	testwait.For(t, time.Until(deadline.Add(10*time.Second)), 20*time.Millisecond, testwait.Cond("broker 2 never served "+stays, func() bool {
+		return commitCode(t, c2, stays, "orders", 1) == 0
+	}))
 	// Broker 2 serves, its peers' views read: broker 3's claim on back holds it off.
 	if code := commitCode(t, c2, back, "orders", 301); code != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("commit of %s on broker 2 while broker 3 serves it: code %d, want COORDINATOR_LOAD_IN_PROGRESS", back, code)
@@ -474,17 +462,13 @@ func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm2 := kadm.NewClient(mustClient(t, b2.Addr()))
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, 20*time.Millisecond, func() error {
 		offs, err := adm2.FetchOffsets(context.Background(), back)
 		if err == nil {
 			if o, ok := offs.Lookup("orders", 0); ok && o.At == 300 {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker 2 did not take %s over with broker 3's commit 300 (%v)", back, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling, with a deadline
-	}
+		return fmt.Errorf("broker 2 did not take %s over with broker 3's commit 300 (%v)", back, err)
+	})
 }

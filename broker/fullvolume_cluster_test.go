@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -28,13 +30,12 @@ func TestClusterStartsOnAFullVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := directClient(t, b.Addr())
-	deadline := time.Now().Add(10 * time.Second)
-	for commitCode(t, c, "g", "orders", 42) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("commit never succeeded")
+	testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if code := commitCode(t, c, "g", "orders", 42); code != 0 {
+			return fmt.Errorf("commit never succeeded: code %d", code)
 		}
-		time.Sleep(20 * time.Millisecond) // polling, with a deadline
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {

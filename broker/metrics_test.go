@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // scrape reads a broker's /metrics over HTTP and parses it.
@@ -68,24 +70,21 @@ next:
 // waitMetric scrapes until cond holds, failing at the deadline with the last scrape.
 func waitMetric(t *testing.T, addr, what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fams := scrape(t, addr)
-		if cond(fams) {
-			return fams
+	var fams map[string]*dto.MetricFamily
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if fams = scrape(t, addr); cond(fams) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			var names []string
-			for n := range fams {
-				if strings.HasPrefix(n, "kaas_group") || strings.HasPrefix(n, "kaas_log_end") {
-					names = append(names, n)
-				}
+		var names []string
+		for n := range fams {
+			if strings.HasPrefix(n, "kaas_group") || strings.HasPrefix(n, "kaas_log_end") {
+				names = append(names, n)
 			}
-			sort.Strings(names)
-			t.Fatalf("metrics never showed %s; kaas families: %v", what, names)
 		}
-		time.Sleep(20 * time.Millisecond) // between scrapes of a condition with a deadline
-	}
+		sort.Strings(names)
+		return fmt.Errorf("metrics never showed %s; kaas families: %v", what, names)
+	})
+	return fams
 }
 
 // TestGroupAndLagMetrics drives a real consumer group and a committed-only group over the

@@ -3,11 +3,14 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +25,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 	"kaas/logs/logtest"
 )
 
@@ -214,34 +218,37 @@ func TestStartsOnFullVolume(t *testing.T) {
 	if err := os.Remove(filepath.Join(vol, "filler")); err != nil {
 		t.Fatal(err)
 	}
+	// Both waits share one deadline; each commit is answered, so its retries need no
+	// pause of their own.
 	deadline := time.Now().Add(30 * time.Second)
-	for corr := int32(100); ; corr++ {
+	corr := int32(100)
+	testwait.For(t, time.Until(deadline), 0, func() error {
 		code := commitRaw(c2, corr, "billing", 500)
-		if code == 0 {
-			break
+		corr++
+		switch code {
+		case 0:
+			return nil
+		case kerr.NotCoordinator.Code:
+			return errors.New("commit once space returned: still NOT_COORDINATOR")
 		}
-		if code != kerr.NotCoordinator.Code || time.Now().After(deadline) {
-			t.Fatalf("commit once space returned: code %d", code)
-		}
-	}
+		t.Fatalf("commit once space returned: code %d", code)
+		return nil
+	})
 	if got, code := fetchRaw(c2, 200, "billing"); code != 0 || got != 500 {
 		t.Fatalf("fetch after space returned: offset %d code %d, want 500", got, code)
 	}
 	// The group files are written at their next checkpoint, and the replayed segment,
 	// unpinned, goes.
 	replayed := filepath.Join(jdir, "00000000000000000001.log")
-	for {
+	testwait.For(t, time.Until(deadline), 20*time.Millisecond, func() error {
 		_, errB := os.Stat(filepath.Join(offsets.Dir(data), offsets.FileName("billing")))
 		_, errS := os.Stat(filepath.Join(offsets.Dir(data), offsets.FileName("shipping")))
 		_, errJ := os.Stat(replayed)
 		if errB == nil && errS == nil && os.IsNotExist(errJ) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group files (%v, %v) or replayed segment (%v) once space returned", errB, errS, errJ)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the files, with a deadline
-	}
+		return fmt.Errorf("group files (%v, %v) or replayed segment (%v) once space returned", errB, errS, errJ)
+	})
 }
 
 // TestJournalDamagedMidSegment: one flipped bit in the middle of a journal segment, with
@@ -358,8 +365,8 @@ func TestJournalDamagedMidSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int64{"billing": 100, "shipping": 7}
-	deadline := time.Now().Add(20 * time.Second)
-	for corr := int32(10); len(want) > 0; corr++ {
+	corr := int32(10)
+	testwait.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		for g, o := range want {
 			got, code := fetchRaw(c2, corr, g)
 			switch {
@@ -367,12 +374,16 @@ func TestJournalDamagedMidSegment(t *testing.T) {
 				delete(want, g)
 			case code == 0:
 				t.Fatalf("fetch %s after the marker went: offset %d, want %d", g, got, o)
-			case code != kerr.CoordinatorNotAvailable.Code || time.Now().After(deadline):
+			case code != kerr.CoordinatorNotAvailable.Code:
 				t.Fatalf("fetch %s after the marker went: code %d", g, code)
 			}
 		}
-		time.Sleep(50 * time.Millisecond) // polling the groups, with a deadline
-	}
+		corr++
+		if len(want) > 0 {
+			return fmt.Errorf("groups still COORDINATOR_NOT_AVAILABLE after the marker went: %v", slices.Sorted(maps.Keys(want)))
+		}
+		return nil
+	})
 	if code := commitRaw(c2, 500, "billing", 101); code != 0 {
 		t.Fatalf("commit after the hold: code %d", code)
 	}

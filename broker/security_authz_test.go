@@ -24,6 +24,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -508,7 +509,7 @@ func TestAuthzACLFileEditedOnDisk(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return a.Version() != before })
+		testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("the rewritten ACL file read", func() bool { return a.Version() != before }))
 	}
 	acl := auth.ACL{ResourceType: auth.Group, ResourceName: "grp-", PatternType: auth.Prefixed, Principal: "User:ANONYMOUS",
 		Host: "*", Operation: auth.Describe, Permission: auth.Allow}
@@ -530,18 +531,6 @@ func TestAuthzACLFileEditedOnDisk(t *testing.T) {
 		t.Fatal("the emptied file is not in force")
 	}
 	_ = admin
-}
-
-// waitFor polls cond until it holds (10 s at most).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // The data path: Produce needs WRITE, Fetch READ, Metadata DESCRIBE (an unauthorized topic

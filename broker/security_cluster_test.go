@@ -10,6 +10,7 @@ import (
 
 	"kaas/auth"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -60,13 +61,15 @@ func TestClusterAuthorizationBeforeRoutingOnEveryBroker(t *testing.T) {
 		Principal: "User:ANONYMOUS", Host: "*", Operation: auth.Read, Permission: auth.Allow}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return b0.Env().Authorizer.Version() != v0 && b1.Env().Authorizer.Version() != v1 })
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("both brokers read the ACL file", func() bool {
+		return b0.Env().Authorizer.Version() != v0 && b1.Env().Authorizer.Version() != v1
+	}))
 	// Allowed, the requests are routed, once the brokers see each other (until then
 	// broker 0 coordinates every group, the alive-subset fallback).
-	waitFor(t, func() bool {
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("broker 0 routes broker 1's group", func() bool {
 		node, code := findCoordinator(t, directClient(t, b0.Addr()), g1)
 		return code == 0 && node == 1 && heartbeat(b0.Addr(), g1) == 16
-	})
+	}))
 	if code := heartbeat(b1.Addr(), g1); code == 16 || code == 30 {
 		t.Errorf("allowed Heartbeat of broker 1's group at broker 1: %d", code)
 	}
@@ -76,6 +79,8 @@ func TestClusterAuthorizationBeforeRoutingOnEveryBroker(t *testing.T) {
 		Operation: auth.AnyOperation, Permission: auth.AnyPermission}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return b0.Env().Authorizer.Version() != v0 && b1.Env().Authorizer.Version() != v1 })
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("both brokers read the ACL file", func() bool {
+		return b0.Env().Authorizer.Version() != v0 && b1.Env().Authorizer.Version() != v1
+	}))
 	denied()
 }

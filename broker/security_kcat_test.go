@@ -13,6 +13,7 @@ import (
 
 	"kaas/auth"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // librdkafka (through kcat) authenticates with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on a
@@ -28,7 +29,10 @@ func TestSASLAndACLsWithKcat(t *testing.T) {
 		c.SuperUsers = "User:admin"
 	})
 	seedUser(t, b.Env().Config.DataDir, "admin", password)
-	waitFor(t, func() bool { _, ok := b.Env().Credentials.Lookup("admin", auth.ScramSHA512); return ok })
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("the admin user's credentials read", func() bool {
+		_, ok := b.Env().Credentials.Lookup("admin", auth.ScramSHA512)
+		return ok
+	}))
 	addr := b.ListenerAddr("SASL_PLAINTEXT")
 	adminOpts := []kgo.Opt{kgo.SASL(scram.Auth{User: "admin", Pass: password}.AsSha512Mechanism())}
 	addUser(t, addr, adminOpts, "alice", password)

@@ -342,6 +342,11 @@ func TestGracefulStopAnswersWhatWasRead(t *testing.T) {
 	}
 }
 
+// connections.max.idle.ms reaches the broker's connections: one left idle is closed
+// (waited for as its close, not timed), and the broker serves new ones. That requests
+// keep a connection open, and the timeout's exact length, are
+// TestIdleTimeoutOnTheFakeClock's (actors/conn), on synctest's clock: here a loaded
+// machine could stretch a gap between requests past the timeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	const idleFor = time.Second
 	b := brokertest.Start(t, func(c *config.Config) { c.ConnectionsMaxIdle = idleFor })
@@ -349,13 +354,6 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	idle.Roundtrip(apiVersions(3), 1)
 	if !idle.Closed(10 * time.Second) {
 		t.Fatal("idle connection still open")
-	}
-	// A connection kept busy outlives the idle timeout: requests a fifth of it apart
-	// (gaps a loaded machine cannot stretch to a whole timeout) over twice its length.
-	busy := brokertest.Dial(t, b.Addr())
-	for i, start := 0, time.Now(); time.Since(start) < 2*idleFor; i++ {
-		busy.Roundtrip(apiVersions(3), int32(i))
-		time.Sleep(idleFor / 5)
 	}
 	servedOK(t, b.Addr())
 }

@@ -20,6 +20,7 @@ import (
 	"kaas/actors/actor/actortest"
 	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 var (
@@ -456,39 +457,34 @@ func (w *workload) checkConsumed(ends kadm.ListedOffsets) []string {
 
 // waitStable waits until every group is Stable with all its members.
 func waitStable(ctx context.Context, adm *kadm.Client, within time.Duration) error {
-	deadline := time.Now().Add(within)
 	names := make([]string, len(groups))
 	for i, g := range groups {
 		names[i] = g.name
 	}
-	var last string
-	for {
+	// Polling the broker's state: no event to wait on.
+	return testwait.Until(within, 50*time.Millisecond, func() error {
 		ds, err := adm.DescribeGroups(ctx, names...)
-		if err == nil {
-			last = ""
-			for _, g := range groups {
-				dg := ds[g.name]
-				if dg.Err != nil || dg.State != "Stable" || len(dg.Members) != g.members {
-					last += fmt.Sprintf(" %s=%s/%d members (err %v)", g.name, dg.State, len(dg.Members), dg.Err)
-				}
-			}
-			if last == "" {
-				return nil
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
+		var last string
+		for _, g := range groups {
+			dg := ds[g.name]
+			if dg.Err != nil || dg.State != "Stable" || len(dg.Members) != g.members {
+				last += fmt.Sprintf(" %s=%s/%d members (err %v)", g.name, dg.State, len(dg.Members), dg.Err)
+			}
+		}
+		if last != "" {
 			return errors.New(strings.TrimSpace(last))
 		}
-		time.Sleep(50 * time.Millisecond) // polling the broker's state: no event to wait on
-	}
+		return nil
+	})
 }
 
 // waitCaughtUp waits until every group has committed the log's end of every partition.
 func waitCaughtUp(ctx context.Context, adm *kadm.Client, ends kadm.ListedOffsets, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
+	// Polling committed offsets: no event to wait on.
+	return testwait.Until(within, 100*time.Millisecond, func() error {
 		var behind []string
 		for _, g := range groups {
 			offs, err := adm.FetchOffsets(ctx, g.name)
@@ -506,14 +502,11 @@ func waitCaughtUp(ctx context.Context, adm *kadm.Client, ends kadm.ListedOffsets
 				}
 			})
 		}
-		if len(behind) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
+		if len(behind) > 0 {
 			return errors.New(strings.Join(behind, "; "))
 		}
-		time.Sleep(100 * time.Millisecond) // polling committed offsets: no event to wait on
-	}
+		return nil
+	})
 }
 
 // loggedRecord is one record read back from the log.

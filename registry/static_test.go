@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kaas/internal/testwait"
 )
 
 // fakePeer is a listener that keeps what it accepts, so a test can close them as a
@@ -170,13 +172,9 @@ func TestStaticSuspectUntilDialled(t *testing.T) {
 		t.Fatal("a peer whose connection is held is suspect")
 	}
 	p1.closeConns()
+	// Both waits share one deadline. Polled: the watcher sets it.
 	deadline := time.Now().Add(30 * time.Second)
-	for !r.Suspect(1) {
-		if time.Now().After(deadline) {
-			t.Fatal("the peer is not suspect while the dial after its connection ended waits")
-		}
-		time.Sleep(time.Millisecond) // polling, with a deadline: the watcher sets it
-	}
+	testwait.For(t, time.Until(deadline), time.Millisecond, testwait.Cond("the peer is not suspect while the dial after its connection ended waits", func() bool { return r.Suspect(1) }))
 	if b, _ := r.Broker(1); !b.Alive {
 		t.Fatal("a suspect peer was taken for dead before the dial said so")
 	}
@@ -185,12 +183,7 @@ func TestStaticSuspectUntilDialled(t *testing.T) {
 	}
 	close(second)
 	<-p1.accepted
-	for r.Suspect(1) {
-		if time.Now().After(deadline) {
-			t.Fatal("the peer is still suspect after a dial reached it")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, time.Until(deadline), time.Millisecond, testwait.Cond("the peer is still suspect after a dial reached it", func() bool { return !r.Suspect(1) }))
 	if !r.Reachable(1) {
 		t.Fatal("a peer dialled again is not reachable")
 	}
@@ -223,13 +216,8 @@ func TestStaticClosedPeeksTheSocket(t *testing.T) {
 		t.Fatal("an open, quiet connection reads as ended")
 	}
 	p1.die()
-	deadline := time.Now().Add(30 * time.Second)
-	for !r.Suspect(1) {
-		if time.Now().After(deadline) {
-			t.Fatal("a connection the peer closed does not read as ended")
-		}
-		time.Sleep(time.Millisecond) // the FIN crosses the loopback
-	}
+	// Polled: the FIN crosses the loopback.
+	testwait.For(t, 30*time.Second, time.Millisecond, testwait.Cond("a connection the peer closed does not read as ended", func() bool { return r.Suspect(1) }))
 	if r.Suspect(2) {
 		t.Fatal("a peer with no held connection is suspect")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // Each way a connection closes logs one line with its reason: a client that breaks the
@@ -22,13 +23,7 @@ func TestCloseLogsOneLineWithItsReason(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in the log", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.For(t, 10*time.Second, 10*time.Millisecond, testwait.Cond("no "+what+" in the log", ok))
 	}
 	closes := func(reason string) []string {
 		var out []string

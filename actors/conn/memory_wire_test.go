@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // fillTopic writes about total bytes of 64 KiB records to a one-partition topic.
@@ -118,16 +120,15 @@ func TestNonReadingFetcherPinsOnlyItsBudget(t *testing.T) {
 
 	// A batch is at most 1 MiB (franz-go's default), and a response adds a few headers.
 	const bound = budget + 1<<20 + 64<<10
-	deadline := time.Now().Add(20 * time.Second)
-	for gauge(met.RequestsHeld) == 0 {
+	testwait.For(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if gauge(met.RequestsHeld) != 0 {
+			return nil
+		}
 		if u := gauge(met.ResponseBytesUnwritten); u > bound {
 			t.Fatalf("%d bytes of responses built and unwritten for a client that does not read; bound %d", u, bound)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no request held after 20 s; %d bytes unwritten", gauge(met.ResponseBytesUnwritten))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("no request held; %d bytes unwritten", gauge(met.ResponseBytesUnwritten))
+	})
 	if u := gauge(met.ResponseBytesUnwritten); u > bound {
 		t.Fatalf("%d bytes unwritten, bound %d", u, bound)
 	}
@@ -198,16 +199,15 @@ func TestPartlyReadFramesAreBoundedBrokerWide(t *testing.T) {
 	for range 20 {
 		conns = append(conns, dribble(t, b.Addr(), 100_000_000, 256<<10, 0, nil))
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for gauge(met.RequestReadsWaiting) == 0 {
+	testwait.For(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if gauge(met.RequestReadsWaiting) != 0 {
+			return nil
+		}
 		if q := gauge(met.RequestBytesQueued); q > limit {
 			t.Fatalf("partly read frames reserve %d bytes, over queued.max.request.bytes %d", q, limit)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reader waiting after 20 s; %d bytes reserved", gauge(met.RequestBytesQueued))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("no reader waiting; %d bytes reserved", gauge(met.RequestBytesQueued))
+	})
 	if q := gauge(met.RequestBytesQueued); q > limit {
 		t.Fatalf("partly read frames reserve %d bytes, over %d", q, limit)
 	}
@@ -215,14 +215,12 @@ func TestPartlyReadFramesAreBoundedBrokerWide(t *testing.T) {
 	for _, c := range conns {
 		c.C.Close()
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for gauge(met.RequestBytesQueued) != 0 || gauge(met.RequestReadsWaiting) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the clients closed: %d bytes reserved, %d readers waiting",
-				gauge(met.RequestBytesQueued), gauge(met.RequestReadsWaiting))
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if q, w := gauge(met.RequestBytesQueued), gauge(met.RequestReadsWaiting); q != 0 || w != 0 {
+			return fmt.Errorf("after the clients closed: %d bytes reserved, %d readers waiting", q, w)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func servedOK(t *testing.T, b *broker.Broker) {

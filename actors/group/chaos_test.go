@@ -9,6 +9,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/actor/actortest"
+	"kaas/internal/testwait"
 )
 
 // crash makes a group actor panic while it handles it (fault injection for these tests).
@@ -36,13 +37,9 @@ func TestChaosPanicMidRebalance(t *testing.T) {
 	a := call[*JoinResult](h, joinMsg("g", "", time.Minute, time.Minute))
 	call[*SyncResult](h, &SyncGroup{Group: "g", MemberID: a.MemberID, Generation: a.Generation})
 	b := h.send(joinMsg("g", "", time.Minute, time.Minute))
-	deadline := time.Now().Add(5 * time.Second)
-	for call[*Description](h, &DescribeGroup{Group: "g"}).State != "PreparingRebalance" {
-		if time.Now().After(deadline) {
-			t.Fatal("no rebalance")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, time.Millisecond, testwait.Cond("no rebalance", func() bool {
+		return call[*Description](h, &DescribeGroup{Group: "g"}).State == "PreparingRebalance"
+	}))
 	h.sys.Send(h.mgr, &crash{group: "g"})
 
 	rb := get[*JoinResult](t, b)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // simMember behaves like a real consumer (Java AbstractCoordinator): JoinGroup (with the
@@ -164,23 +166,19 @@ func TestTwentyMembersConverge(t *testing.T) {
 	w := startWire(t, nil)
 	ms, stop := runSims(t, w.b.Addr(), "g", 20, 20*time.Millisecond)
 	defer stop()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, 5*time.Millisecond, func() error {
 		if gen, ok := converged(ms); ok {
 			d := describe(w, 5, "g").Groups[0]
 			if d.State == "Stable" && len(d.Members) == 20 && d.Members[0].MemberID != "" && gen > 0 {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			gens := map[int32]int{}
-			for _, m := range ms {
-				gens[m.gen.Load()]++
-			}
-			t.Fatalf("no convergence: generations %v", gens)
+		gens := map[int32]int{}
+		for _, m := range ms {
+			gens[m.gen.Load()]++
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("no convergence: generations %v", gens)
+	})
 }
 
 // muxConn is a client connection: each request gets its own correlation id and its

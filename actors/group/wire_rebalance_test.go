@@ -1,11 +1,14 @@
 package group_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/internal/testwait"
 )
 
 // Scenario 28 over the wire: the protocol vote.
@@ -152,18 +155,15 @@ func TestSyncTimeout(t *testing.T) {
 				}
 				wantCode(t, "follower sync", wait[*kmsg.SyncGroupResponse](t, ch, 5*time.Second).ErrorCode, want)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
+			start := time.Now()
+			testwait.For(t, 5*time.Second, 5*time.Millisecond, func() error {
 				lh := w.do(hbReq("g", leader, gen)).(*kmsg.HeartbeatResponse).ErrorCode
 				fh := w.do(hbReq("g", followers[0], gen)).(*kmsg.HeartbeatResponse).ErrorCode
-				if lh == r.leaderHB && fh == r.followerHB && (r.leaderHB != 0 || time.Since(deadline.Add(-5*time.Second)) > 400*time.Millisecond) {
-					return
+				if lh == r.leaderHB && fh == r.followerHB && (r.leaderHB != 0 || time.Since(start) > 400*time.Millisecond) {
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("heartbeats %s/%s, want %s/%s", codeName(lh), codeName(fh), codeName(r.leaderHB), codeName(r.followerHB))
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return fmt.Errorf("heartbeats %s/%s, want %s/%s", codeName(lh), codeName(fh), codeName(r.leaderHB), codeName(r.followerHB))
+			})
 		})
 	}
 }

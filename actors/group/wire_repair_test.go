@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/offsets"
+	"kaas/internal/testwait"
 )
 
 // A group whose file is corrupt answers COORDINATOR_NOT_AVAILABLE; once the operator
@@ -49,23 +51,20 @@ func TestCorruptGroupFileServedOnceRepaired(t *testing.T) {
 	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, 100*time.Millisecond, func() error {
 		off, code := partition(fetch())
-		if code == 0 {
+		switch code {
+		case 0:
 			if off != 42 {
 				t.Fatalf("repaired group fetched offset %d, want 42", off)
 			}
-			break
+			return nil
+		case kerr.CoordinatorNotAvailable.Code:
+			return errors.New("the repaired file was not read again")
 		}
-		if code != kerr.CoordinatorNotAvailable.Code {
-			t.Fatalf("fetch while repairing: %s", codeName(code))
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the repaired file was not read again within 20 s")
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval, not an ordering
-	}
+		t.Fatalf("fetch while repairing: %s", codeName(code))
+		return nil
+	})
 	c = w.do(commitReq(g, 2, "", -1, map[string][]int32{"t": {0}})).(*kmsg.OffsetCommitResponse)
 	wantCode(t, "commit after the repair", c.Topics[0].Partitions[0].ErrorCode, 0)
 }

@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,22 +9,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // waitDescribed polls DescribeGroups until ok holds for g, within d.
 func (w *wire) waitDescribed(g string, d time.Duration, what string, ok func(kmsg.DescribeGroupsResponseGroup) bool) kmsg.DescribeGroupsResponseGroup {
 	w.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		got := describe(w, 5, g).Groups[0]
-		if ok(got) {
-			return got
+	var got kmsg.DescribeGroupsResponseGroup
+	testwait.For(w.t, d, 2*time.Millisecond, func() error {
+		if got = describe(w, 5, g).Groups[0]; !ok(got) {
+			return fmt.Errorf("%s: group is %s with %d members", what, got.State, len(got.Members))
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%s: group is %s with %d members", what, got.State, len(got.Members))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func instances(ms []kmsg.JoinGroupResponseMember) map[string]bool {
@@ -156,7 +155,7 @@ func TestCommitRetentionTime(t *testing.T) {
 	if !has("simple", 0) || !has("c", 0) {
 		t.Fatal("offsets committed with a retention are not there at once")
 	}
-	eventually(t, 5*time.Second, "simple group's offset expires", func() bool { return !has("simple", 0) })
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond("simple group's offset expires", func() bool { return !has("simple", 0) }))
 	if !has("simple", 1) {
 		t.Fatal("offset without retention expired")
 	}
@@ -166,13 +165,13 @@ func TestCommitRetentionTime(t *testing.T) {
 	r := commitReq("c", 4, j.MemberID, j.Generation, map[string][]int32{"u": {0}})
 	r.RetentionTimeMillis = 300
 	allCodes(t, "commit c/u", commitCodes(w.do(r).(*kmsg.OffsetCommitResponse)), 0)
-	eventually(t, 5*time.Second, "c's offset of an unsubscribed topic expires", func() bool {
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond("c's offset of an unsubscribed topic expires", func() bool {
 		r := w.do(fetchReq(4, "c", map[string][]int32{"u": {0}})).(*kmsg.OffsetFetchResponse)
 		return r.Topics[0].Partitions[0].Offset < 0
-	})
+	}))
 	if !has("c", 0) {
 		t.Fatal("Stable consumer group lost the offset of a subscribed topic")
 	}
 	wantCode(t, "leave", w.do(leaveReq(0, "c", kmsg.LeaveGroupRequestMember{MemberID: j.MemberID})).(*kmsg.LeaveGroupResponse).ErrorCode, 0)
-	eventually(t, 5*time.Second, "Empty group's offset expires", func() bool { return !has("c", 0) })
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond("Empty group's offset expires", func() bool { return !has("c", 0) }))
 }

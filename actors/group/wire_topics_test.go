@@ -14,6 +14,7 @@ import (
 
 	"kaas/actors/offsets"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // admin is a kadm client of the wire's broker, closed with the test.
@@ -66,18 +67,6 @@ func (w *wire) committedTopics(g string) map[string]int {
 	return out
 }
 
-// eventually polls f until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // DeleteTopics drops every group's committed offsets of the deleted topics, in groups
 // with a live actor and in groups that exist only on disk, and it stays so across a
 // restart (GroupCoordinator.onPartitionsDeleted; §5.3 rule 8).
@@ -101,17 +90,17 @@ func TestDeleteTopicsDropsOffsets(t *testing.T) {
 		t.Fatalf("delete topic: %v %v", err, res["a"].Err)
 	}
 	for _, g := range []string{"live", "disk"} {
-		eventually(t, 5*time.Second, g+" drops a", func() bool {
+		testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond(g+" drops a", func() bool {
 			got := w.committedTopics(g)
 			return got["a"] == 0 && got["b"] == 2
-		})
+		}))
 	}
 	// "untouched" was never asked for: only the manager's wake-up of on-disk groups
 	// can drop its offsets.
-	eventually(t, 5*time.Second, "untouched drops a", func() bool {
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond("untouched drops a", func() bool {
 		got := w.fileTopics("untouched")
 		return got["a"] == 0 && got["b"] == 2
-	})
+	}))
 	w.restart()
 	for _, g := range []string{"live", "disk", "untouched"} {
 		if got := w.committedTopics(g); got["a"] != 0 || got["b"] != 2 {

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/actor/actortest"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -283,17 +285,12 @@ func TestUnsavedRetried(t *testing.T) {
 	}
 	sys, pid := start(t, Config{Dir: dir, Log: zerolog.Nop(), Recovered: rec, Save: save, UnsavedRetry: 10 * time.Millisecond})
 
-	deadline := time.Now().Add(waitFor)
-	for {
-		st := status(t, sys, pid)
-		if slices.Equal(st.Pinned[seg], []string{"p"}) {
-			break
+	testwait.For(t, waitFor, 5*time.Millisecond, func() error {
+		if st := status(t, sys, pid); !slices.Equal(st.Pinned[seg], []string{"p"}) {
+			return fmt.Errorf("the unclaimed state was not saved: segment pinned by %q", st.Pinned[seg])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the unclaimed state was not saved: segment pinned by %q", st.Pinned[seg])
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	mu.Lock()
 	if string(saved["r"]) != "r's state" || tries != 2 {
 		t.Errorf("saved %q after %d tries, want r's state after 2", saved, tries)

@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
+	"kaas/internal/testwait"
 )
 
 // A group deleted before its file was ever written, on a data dir whose offsets directory
@@ -43,13 +45,12 @@ func TestDeleteBeforeFirstCheckpointOnFreshDir(t *testing.T) {
 			if c.flush {
 				j.flushTo(j.pid)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for pinned(j.jstat()) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the deleted group's records are still pinned; log:\n%s", j.logs.String())
+			testwait.For(t, 10*time.Second, 5*time.Millisecond, func() error {
+				if pinned(j.jstat()) {
+					return fmt.Errorf("the deleted group's records are still pinned; log:\n%s", j.logs.String())
 				}
-				time.Sleep(5 * time.Millisecond) // polling interval
-			}
+				return nil
+			})
 			if logs := j.logs.String(); strings.Contains(logs, "offsets_checkpoint_failed") {
 				t.Fatalf("checkpoint failed:\n%s", logs)
 			}

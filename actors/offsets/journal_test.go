@@ -19,6 +19,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -326,18 +327,6 @@ func (s *segmentHook) before(op storage.Op, path string) error {
 	return nil
 }
 
-// eventually polls cond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitFor)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // answered reports whether w has its answer already (without waiting for it).
 func answered(w *actor.Waiter) (any, bool) {
 	select {
@@ -405,17 +394,17 @@ func TestJournalCommitDurableBeforeAnswer(t *testing.T) {
 	if got := j2.commit(entry("t", 0, 7), entry("u", 3, 8)); !codesOK(got) {
 		t.Fatalf("commit codes %v", got)
 	}
-	eventually(t, "checkpoint of the group file", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("checkpoint of the group file", func() bool {
 		s, exists := j2.onDisk()
 		return exists && s.offsets[TopicPartition{"t", 0}].Offset == 7 && s.offsets[TopicPartition{"u", 3}].Offset == 8
-	})
-	eventually(t, "segment unpinned after the checkpoint", func() bool {
+	}))
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("segment unpinned after the checkpoint", func() bool {
 		// The first segment starts empty (nothing is reserved before the first
 		// append) and is closed once its zero-filled successor is ready; closed and
 		// unpinned, it goes.
 		st := j2.jstat()
 		return len(st.Segments) <= 1 && len(st.Pinned) == 0
-	})
+	}))
 	if got := counterValue(j2.metrics.writes.WithLabelValues("ok")); got != 1 {
 		t.Fatalf("file writes ok = %v, want 1 (the checkpoint)", got)
 	}
@@ -814,18 +803,18 @@ func TestJournalPanicRestart(t *testing.T) {
 	}
 	// The failed incarnation wrote the file before the next one read it, and the next
 	// one's checkpoint follows.
-	eventually(t, "checkpoint after the restart", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("checkpoint after the restart", func() bool {
 		s, exists := j.onDisk()
 		return exists && len(s.offsets) == 3
-	})
-	eventually(t, "segment unpinned", func() bool {
+	}))
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("segment unpinned", func() bool {
 		for _, groups := range j.jstat().Pinned {
 			if len(groups) > 0 {
 				return false
 			}
 		}
 		return true
-	})
+	}))
 }
 
 // appendPanic makes the journal panic on the nth Append of key it takes from now on
@@ -897,10 +886,10 @@ func TestJournalMetaOnCheckpoint(t *testing.T) {
 	if s := j.stat(); !s.Exists || !reflect.DeepEqual(s.Meta, meta) {
 		t.Fatalf("stat %+v", s)
 	}
-	eventually(t, "checkpoint with the meta", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("checkpoint with the meta", func() bool {
 		b, err := os.ReadFile(filepath.Join(j.dir, "g.json"))
 		return err == nil && strings.HasPrefix(string(b), `{"version":2,`)
-	})
+	}))
 	s, _ := j.onDisk()
 	if !reflect.DeepEqual(s.meta, meta) {
 		t.Fatalf("meta on disk %+v, want %+v", s.meta, meta)
@@ -1072,9 +1061,9 @@ func TestJournalPanicRestartCheckpointFails(t *testing.T) {
 	if got := j.commit(entry("t", 0, 1), entry("t", 1, 2)); !codesOK(got) {
 		t.Fatal(got)
 	}
-	eventually(t, "the panic and the failed write", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the panic and the failed write", func() bool {
 		return strings.Contains(j.logs.String(), "offsets_checkpoint_failed_state_left_with_journal")
-	})
+	}))
 	f := j.fetch()
 	if f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 0}].Offset != 1 || f.Offsets[TopicPartition{"t", 1}].Offset != 2 {
 		t.Fatalf("the next incarnation serves %+v, want the acknowledged commits", f)
@@ -1082,18 +1071,18 @@ func TestJournalPanicRestartCheckpointFails(t *testing.T) {
 	if !strings.Contains(j.logs.String(), "offsets_state_taken_from_journal_file_behind") {
 		t.Fatalf("the next incarnation did not claim the state:\n%s", j.logs)
 	}
-	eventually(t, "the claimed state written", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the claimed state written", func() bool {
 		s, exists := j.onDisk()
 		return exists && s.offsets[TopicPartition{"t", 0}].Offset == 1 && s.offsets[TopicPartition{"t", 1}].Offset == 2
-	})
-	eventually(t, "the journal unpinned", func() bool {
+	}))
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the journal unpinned", func() bool {
 		for _, groups := range j.jstat().Pinned {
 			if len(groups) > 0 {
 				return false
 			}
 		}
 		return true
-	})
+	}))
 }
 
 // TestCheckpointsShareWriteSlots: checkpoints of a broker's groups run at most
@@ -1152,11 +1141,11 @@ func TestCheckpointsShareWriteSlots(t *testing.T) {
 	if second := <-entered; second == first {
 		t.Fatalf("the same file twice: %s", second)
 	}
-	eventually(t, "both files written", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("both files written", func() bool {
 		_, okA := j.onDisk()
 		_, err := os.Stat(filepath.Join(j.dir, FileName("b")))
 		return okA && err == nil
-	})
+	}))
 }
 
 // claimRelay passes every message to the journal but holds Claims until releaseClaims.
@@ -1257,10 +1246,10 @@ func TestClaimUnansweredRetries(t *testing.T) {
 	j.sys.Send(relay, &releaseClaims{})
 	// A fetch may still meet a ClaimWait running out before the answer arrives.
 	var f *FetchResult
-	eventually(t, "the group serves once the journal answers", func() bool {
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the group serves once the journal answers", func() bool {
 		f = j.fetch()
 		return f.ErrorCode != kerr.CoordinatorLoadInProgress.Code
-	})
+	}))
 	if f.ErrorCode != 0 || f.Offsets[TopicPartition{"t", 1}].Offset != 5 {
 		t.Fatalf("after the journal answers: %+v (want t-1=5)", f)
 	}

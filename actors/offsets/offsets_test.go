@@ -22,6 +22,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -567,7 +568,7 @@ func TestDeleteDropMetaAndDeleteAll(t *testing.T) {
 	// in the file at the next checkpoint.
 	meta2 := GroupMeta{ProtocolType: "consumer", Generation: 6}
 	h.sys.Send(h.pid, &SaveMeta{Meta: meta2})
-	eventually(t, "the reply-less SaveMeta served", func() bool { return reflect.DeepEqual(h.stat().Meta, meta2) })
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the reply-less SaveMeta served", func() bool { return reflect.DeepEqual(h.stat().Meta, meta2) }))
 	h.commit(entry("a", 1, 2))
 	h.flushTo(h.pid)
 	if s, _ := h.onDisk(); !reflect.DeepEqual(s.meta, meta2) {

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -53,17 +55,19 @@ func (h *harness) createWith(topic string, n int, value string) {
 // error or after 10 s.
 func (h *harness) produceOnceLed(topic string, part int32, value []byte) *Produced {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := h.produce(topic, part, testBatch(-1, -1, -1, 1, 0, value))
-		if r.ErrorCode == 0 {
-			return r
+	var r *Produced
+	testwait.For(h.t, 10*time.Second, 5*time.Millisecond, func() error {
+		r = h.produce(topic, part, testBatch(-1, -1, -1, 1, 0, value))
+		switch r.ErrorCode {
+		case 0:
+			return nil
+		case kerr.NotLeaderForPartition.Code:
+			return fmt.Errorf("produce: %+v", r)
 		}
-		if r.ErrorCode != kerr.NotLeaderForPartition.Code || time.Now().After(deadline) {
-			h.t.Fatalf("produce: %+v", r)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
-	}
+		h.t.Fatalf("produce: %+v", r)
+		return nil
+	})
+	return r
 }
 
 func (h *harness) describe(topic string) TopicInfo {
@@ -97,17 +101,12 @@ func (h *harness) batchesFrom(topic string, part int32, offset int64) (bases []i
 // a broker that does not lead it reads the leader's file off its mailbox.
 func (h *harness) waitEpoch(topic string, want int32) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := h.describe(topic).Partitions[0].LeaderEpoch
-		if got == want {
-			return
+	testwait.For(h.t, 5*time.Second, 5*time.Millisecond, func() error {
+		if got := h.describe(topic).Partitions[0].LeaderEpoch; got != want {
+			return fmt.Errorf("Metadata leader epoch %d, want %d", got, want)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("Metadata leader epoch %d, want %d", got, want)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
-	}
+		return nil
+	})
 }
 
 // The leader epoch begins anew when the partition moves to another broker, is stamped on
@@ -217,16 +216,10 @@ func TestLapsedLeaderLockBrokenAndLateWriteRefused(t *testing.T) {
 	// leader waits for it as usual, before and after broker 0 lets its old lock go.
 	old.stop()
 	lockFile := filepath.Join(partitionDir(topicsDir(dir), "t", 0), "leader.lock")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, _ := os.ReadFile(lockFile); string(b) == "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new leader never took the lock its former holder let go")
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
-	}
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, testwait.Cond("the new leader never took the lock its former holder let go", func() bool {
+		b, _ := os.ReadFile(lockFile)
+		return string(b) == "1"
+	}))
 	h.stop()
 	h = newHarness(t, dir, asBroker(1, &leader, nil))
 	check("the new leader after a restart", h)

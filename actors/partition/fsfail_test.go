@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -275,15 +277,13 @@ func TestPartitionOpenFaultIsRetried(t *testing.T) {
 		c.Log = zerolog.New(logs)
 	})
 	defer h.stop()
-	deadline := time.Now().Add(10 * time.Second)
 	var r *Produced
-	for {
-		r = h.produceValue("b")
-		if r.ErrorCode != kerr.KafkaStorageError.Code || time.Now().After(deadline) {
-			break
+	testwait.For(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if r = h.produceValue("b"); r.ErrorCode == kerr.KafkaStorageError.Code {
+			return fmt.Errorf("produce after the failed open: %+v, want offset 1", r)
 		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
-	}
+		return nil
+	})
 	if r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("produce after the failed open: %+v, want offset 1", r)
 	}

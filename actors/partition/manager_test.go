@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/actor/actortest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // harness is a topics manager (pid) with a client (client_test.go) that sends data
@@ -242,17 +244,12 @@ func TestManagerRetentionBytes(t *testing.T) {
 			t.Fatalf("produce: %+v", r)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := h.listOffset("r", 0, earliestTimestamp)
-		if l.Offset == 6 {
-			break
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, func() error {
+		if l := h.listOffset("r", 0, earliestTimestamp); l.Offset != 6 {
+			return fmt.Errorf("log start %d, want 6", l.Offset)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log start %d, want 6", l.Offset)
-		}
-		time.Sleep(2 * time.Millisecond) // polling, with a deadline
-	}
+		return nil
+	})
 	if f := h.fetch("r", 0, 0, 0, 1); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != 6 {
 		t.Fatalf("fetch below log start: %+v", f)
 	}
@@ -279,13 +276,7 @@ func TestManagerIdleCloseReopens(t *testing.T) {
 // waitClosed waits until this process has no file open under dir.
 func waitClosed(t *testing.T, dir, failure string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for openUnder(t, dir) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal(failure)
-		}
-		time.Sleep(2 * time.Millisecond) // polling, with a deadline
-	}
+	testwait.For(t, 5*time.Second, 2*time.Millisecond, testwait.Cond(failure, func() bool { return openUnder(t, dir) == 0 }))
 }
 
 // openUnder counts this process's open files under dir (Linux /proc).

@@ -12,6 +12,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // twoBrokers starts a static cluster of two brokers on one data dir and waits until
@@ -39,15 +40,14 @@ func twoBrokers(t *testing.T) (writer, other *broker.Broker) {
 		c.LeaseDuration, c.LeaseRenew = 1200*time.Millisecond, 200*time.Millisecond
 		bs = append(bs, brokertest.StartWith(t, c))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, b := range bs {
-		for b.Ready() != nil || !bothAlive(b) {
-			if time.Now().After(deadline) {
-				t.Fatalf("broker not ready with both brokers in its view: %v", b.Ready())
+	testwait.For(t, 30*time.Second, 10*time.Millisecond, func() error {
+		for _, b := range bs {
+			if err := b.Ready(); err != nil || !bothAlive(b) {
+				return fmt.Errorf("broker not ready with both brokers in its view: %v", err)
 			}
-			time.Sleep(10 * time.Millisecond) // polling, with a deadline
 		}
-	}
+		return nil
+	})
 	c := brokertest.Dial(t, bs[0].Addr())
 	md := c.Roundtrip(kmsg.NewPtrMetadataRequest(), 1).(*kmsg.MetadataResponse)
 	if md.ControllerID == 1 {

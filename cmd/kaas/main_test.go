@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"kaas/broker/brokertest"
 	kproc "kaas/e2e/proc"
+	"kaas/internal/testwait"
 )
 
 // TestSigtermAnswersParkedRequestsAndExitsZero runs the binary, parks a JoinGroup behind a
@@ -69,16 +71,14 @@ func TestSigtermAnswersParkedRequestsAndExitsZero(t *testing.T) {
 	}()
 	// Wait until the join has reached the group and parked behind the initial delay.
 	adm := kadm.NewClient(cl)
-	for {
+	end, _ := ctx.Deadline()
+	testwait.For(t, time.Until(end), 10*time.Millisecond, func() error {
 		described, err := adm.DescribeGroups(ctx, "parked")
 		if err == nil && described["parked"].State == "PreparingRebalance" {
-			break
+			return nil
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the join never parked: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("the join never parked: %v", err)
+	})
 
 	start := time.Now()
 	code, err := b.Term(10 * time.Second)

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"kaas/internal/testwait"
 )
 
 // The real control plane of the install test: etcd, kube-apiserver, kube-controller-
@@ -278,22 +280,16 @@ func (c *controlPlane) poll(p *proc, d time.Duration, ok func() bool) {
 	}
 }
 
-// eventually waits for cond under a deadline, failing with what cond last said.
+// eventually polls cond (every 200 ms) until it holds or d passes, failing with what and
+// what cond last said.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	testwait.For(t, d, 200*time.Millisecond, func() error {
+		if ok, state := cond(); !ok {
+			return fmt.Errorf("%s (last: %s)", what, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (last: %s)", what, d, state)
-		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 func freePort(t *testing.T) int {

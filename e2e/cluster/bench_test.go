@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"kaas/e2e/proc"
+	"kaas/internal/testwait"
 )
 
 // envInt is the positive integer in the environment variable name, or def.
@@ -677,17 +678,12 @@ func commitRate(b *testing.B, seeds []string, committers, groups int, d time.Dur
 	// coordinators, and every coordinator knows the topic (a broker of the cluster learns
 	// a created topic a moment after the one that created it).
 	for g := range groups {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := commit(g, 0)
-			if err == nil {
-				break
+		testwait.For(b, 30*time.Second, 50*time.Millisecond, func() error {
+			if err := commit(g, 0); err != nil {
+				return fmt.Errorf("first commit: %w", err)
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("first commit: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	var total atomic.Int64
 	var wg sync.WaitGroup

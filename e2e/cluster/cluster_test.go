@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/e2e/proc"
+	"kaas/internal/testwait"
 	"kaas/registry"
 )
 
@@ -313,16 +314,14 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	for {
+	end, _ := ctx.Deadline() // the polls below share the run's deadline
+	testwait.For(t, time.Until(end), 100*time.Millisecond, func() error {
 		resp, err := adm.CreateTopic(ctx, parts, 1, nil, topic)
-		if err == nil && resp.Err == nil {
-			break
+		if err != nil || resp.Err != nil {
+			return fmt.Errorf("create topic: %v / %v", err, resp.Err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("create topic: %v / %v", err, resp.Err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	l := &ledger{acked: map[string]string{}, consumed: map[string]bool{}, committed: map[int32]int64{}, commitAcked: map[int32]int64{},
 		consumedAt: map[int32]int64{}}
 
@@ -415,17 +414,12 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	progress := func(what string, n int) {
 		t.Helper()
 		_, from := l.counts()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if _, now := l.counts(); now >= from+n {
-				return
+		testwait.For(t, 60*time.Second, 20*time.Millisecond, func() error {
+			if a, now := l.counts(); now < from+n {
+				return fmt.Errorf("%s: consumption stalled (%d acked, %d consumed)", what, a, now)
 			}
-			if time.Now().After(deadline) {
-				a, cnum := l.counts()
-				t.Fatalf("%s: consumption stalled (%d acked, %d consumed)", what, a, cnum)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// The generation the members are in, as they see it (-1 until all three agree: the
 	// group's file can lag behind a generation while its journal holds it).
@@ -451,12 +445,9 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	// revocation round may follow a Stable one), and returns it.
 	settle := func() int32 {
 		for {
-			for generation() < 0 || !settled(d(adm, ctx)) {
-				if ctx.Err() != nil {
-					t.Fatal("the group never settled")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			testwait.For(t, time.Until(end), 50*time.Millisecond, testwait.Cond("the group never settled", func() bool {
+				return generation() >= 0 && settled(d(adm, ctx))
+			}))
 			gen := generation()
 			progress("settling", 100)
 			if generation() == gen && settled(d(adm, ctx)) {
@@ -494,16 +485,12 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			// only while the hash's broker was down (seed 4: a partition leader's kill
 			// left the group on its fallback, the one killed next).
 			home, _ := registry.View{Size: brokers, Alive: []int32{0, 1, 2}}.GroupOwner(group)
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if now, err := coordinatorOf(ctx, admCl); err == nil && now == home {
-					break
+			testwait.For(t, 30*time.Second, 50*time.Millisecond, func() error {
+				if now, err := coordinatorOf(ctx, admCl); err != nil || now != home {
+					return fmt.Errorf("with broker %d restarted, the group never returned to broker %d, its hash's (now %d, %v)", coord, home, now, err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("with broker %d restarted, the group never returned to broker %d, its hash's", coord, home)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 			progress("after the coordinator's restart", 300)
 		case killLeader:
 			p := rng.Int32N(parts)
@@ -538,22 +525,18 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			// Consumption resumes on every partition, those it led included, within the
 			// lease and 5 s (Done-when of the pause; lease.duration.ms is 3 s here).
 			const resumeWithin = 3*time.Second + 5*time.Second
-			deadline := time.Now().Add(60 * time.Second)
-			for {
+			testwait.For(t, 60*time.Second, 20*time.Millisecond, func() error {
 				now, behind := l.lastConsumed(), []int32{}
 				for p := int32(0); p < parts; p++ {
 					if now[p] <= before[p] {
 						behind = append(behind, p)
 					}
 				}
-				if len(behind) == 0 {
-					break
+				if len(behind) > 0 {
+					return fmt.Errorf("partitions %v consumed nothing during coordinator %d's pause", behind, paused)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("partitions %v consumed nothing in 60 s of coordinator %d's pause", behind, paused)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			took := time.Since(pausedAt)
 			t.Logf("every partition consumed again %v after the pause", took.Round(time.Millisecond))
 			if took > resumeWithin && !inject {
@@ -566,22 +549,20 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 			// docs/architecture.md, fencing). Resumed, it must find itself fenced before it
 			// writes: what it had in flight is checked with everything else below.
 			other := (paused + 1) % brokers
-			deadline = time.Now().Add(30 * time.Second)
-			for viewHas(t, c.dir, other, paused) {
-				if time.Now().After(deadline) {
-					t.Fatalf("broker %d still routes to paused broker %d", other, paused)
+			testwait.For(t, 30*time.Second, 20*time.Millisecond, func() error {
+				if viewHas(t, c.dir, other, paused) {
+					return fmt.Errorf("broker %d still routes to paused broker %d", other, paused)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			deadline = time.Now().Add(60 * time.Second)
-			for p, before := range led {
-				for l.maxAcked(p) <= before {
-					if time.Now().After(deadline) {
-						t.Fatalf("partition %d, led by paused broker %d, took no record while it was paused (last acknowledged offset %d)", p, paused, before)
+				return nil
+			})
+			testwait.For(t, 60*time.Second, 20*time.Millisecond, func() error {
+				for p, before := range led {
+					if l.maxAcked(p) <= before {
+						return fmt.Errorf("partition %d, led by paused broker %d, took no record while it was paused (last acknowledged offset %d)", p, paused, before)
 					}
-					time.Sleep(20 * time.Millisecond)
 				}
-			}
+				return nil
+			})
 			// No rebalance: the members kept their generation through the move.
 			if g := generation(); g != gen && !inject {
 				t.Errorf("generation %d after the coordinator's pause, want %d (no rebalance)", g, gen)
@@ -594,81 +575,80 @@ func runClusterChaos(t *testing.T, seed uint64, inject bool) {
 	stopProd()
 	prodWG.Wait()
 	// Every acknowledged record is consumed.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var missing []string
+	if err := testwait.Until(90*time.Second, 50*time.Millisecond, func() error {
 		l.mu.Lock()
-		var missing []string
+		missing = missing[:0]
 		for v := range l.acked {
 			if !l.consumed[v] {
 				missing = append(missing, v)
 			}
 		}
 		l.mu.Unlock()
-		if len(missing) == 0 {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("%d acknowledged records not consumed", len(missing))
 		}
-		if time.Now().After(deadline) {
-			inLog := readAll(t, c.seeds())
-			atOffset := map[string]string{}
-			for v, ats := range inLog {
-				for _, at := range ats {
-					atOffset[at] = v
-				}
+		return nil
+	}); err != nil {
+		inLog := readAll(t, c.seeds())
+		atOffset := map[string]string{}
+		for v, ats := range inLog {
+			for _, at := range ats {
+				atOffset[at] = v
 			}
-			for p := 0; p < parts; p++ {
-				dir := filepath.Join(c.dir, "topics", topic, strconv.Itoa(p))
-				ents, _ := os.ReadDir(dir)
-				var files []string
-				for _, e := range ents {
-					info, _ := e.Info()
-					files = append(files, fmt.Sprintf("%s:%d", e.Name(), info.Size()))
-				}
-				t.Logf("partition %d files %v", p, files)
+		}
+		for p := 0; p < parts; p++ {
+			dir := filepath.Join(c.dir, "topics", topic, strconv.Itoa(p))
+			ents, _ := os.ReadDir(dir)
+			var files []string
+			for _, e := range ents {
+				info, _ := e.Info()
+				files = append(files, fmt.Sprintf("%s:%d", e.Name(), info.Size()))
 			}
-			sort.Slice(missing, func(i, j int) bool {
-				a, _ := strconv.Atoi(missing[i])
-				b, _ := strconv.Atoi(missing[j])
-				return a < b
-			})
+			t.Logf("partition %d files %v", p, files)
+		}
+		sort.Slice(missing, func(i, j int) bool {
+			a, _ := strconv.Atoi(missing[i])
+			b, _ := strconv.Atoi(missing[j])
+			return a < b
+		})
+		l.mu.Lock()
+		byOffset := map[string][]string{}
+		for v, at := range l.acked {
+			byOffset[at] = append(byOffset[at], v)
+		}
+		l.mu.Unlock()
+		for at, vs := range byOffset {
+			if len(vs) > 1 {
+				t.Logf("offset %s acknowledged to %d records: %v", at, len(vs), vs)
+			}
+		}
+		var where []string
+		for i, v := range missing {
+			if i == 20 {
+				break
+			}
 			l.mu.Lock()
-			byOffset := map[string][]string{}
-			for v, at := range l.acked {
-				byOffset[at] = append(byOffset[at], v)
-			}
+			at := l.acked[v]
 			l.mu.Unlock()
-			for at, vs := range byOffset {
-				if len(vs) > 1 {
-					t.Logf("offset %s acknowledged to %d records: %v", at, len(vs), vs)
-				}
-			}
-			var where []string
-			for i, v := range missing {
-				if i == 20 {
-					break
-				}
-				l.mu.Lock()
-				at := l.acked[v]
-				l.mu.Unlock()
-				where = append(where, fmt.Sprintf("%s acked at %s (the log has %q there)", v, at, atOffset[at]))
-			}
-			if n, err := strconv.Atoi(missing[0]); err == nil {
-				for _, k := range []int{n - 12, n - 6, n + 6, n + 54, n + 60} {
-					t.Logf("neighbour %d at %v", k, inLog[strconv.Itoa(k)])
-				}
-			}
-			if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
-				n := 0
-				for _, line := range strings.Split(string(b), "\n") {
-					if (strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
-						strings.Contains(line, "partitions_released") || strings.Contains(line, "ownership_view_applied")) && n < 200 {
-						t.Log(line)
-						n++
-					}
-				}
-			}
-			t.Fatalf("%d acknowledged records never consumed (value@partition/offset in the log, if there): %v ...", len(missing), where)
+			where = append(where, fmt.Sprintf("%s acked at %s (the log has %q there)", v, at, atOffset[at]))
 		}
-		time.Sleep(50 * time.Millisecond)
+		if n, err := strconv.Atoi(missing[0]); err == nil {
+			for _, k := range []int{n - 12, n - 6, n + 6, n + 54, n + 60} {
+				t.Logf("neighbour %d at %v", k, inLog[strconv.Itoa(k)])
+			}
+		}
+		if b, err := os.ReadFile(c.procs[0].LogPath); err == nil {
+			n := 0
+			for _, line := range strings.Split(string(b), "\n") {
+				if (strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
+					strings.Contains(line, "partitions_released") || strings.Contains(line, "ownership_view_applied")) && n < 200 {
+					t.Log(line)
+					n++
+				}
+			}
+		}
+		t.Fatalf("%d acknowledged records never consumed (value@partition/offset in the log, if there): %v ...", len(missing), where)
 	}
 	stopCons()
 	wg.Wait()
@@ -747,16 +727,14 @@ func readAll(t *testing.T, seeds []string) map[string][]string {
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	var ends kadm.ListedOffsets
-	for {
+	end, _ := ctx.Deadline()
+	testwait.For(t, time.Until(end), 50*time.Millisecond, func() error {
 		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil && ends.Error() == nil {
-			break
+		if err != nil || ends.Error() != nil {
+			return fmt.Errorf("list end offsets: %v / %v", err, ends.Error())
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("list end offsets: %v / %v", err, ends.Error())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	want := map[int32]int64{}
 	start := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {

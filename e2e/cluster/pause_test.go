@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/internal/testwait"
 )
 
 // apiVersions sends one ApiVersions request on c and reads its answer.
@@ -40,21 +43,18 @@ func TestPausedBrokerConnectionsEnd(t *testing.T) {
 	c := newCluster(t, false)
 	addr := c.seeds()[0]
 	var held net.Conn
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Polled: the broker is starting.
+	testwait.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		cn, err := net.Dial("tcp", addr)
 		if err == nil {
 			if err = apiVersions(cn); err == nil {
 				held = cn
-				break
+				return nil
 			}
 			cn.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker 0 never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the broker is starting
-	}
+		return fmt.Errorf("broker 0 never answered: %w", err)
+	})
 	defer held.Close()
 
 	c.procs[0].Pause()
@@ -82,22 +82,19 @@ func TestPausedBrokerConnectionsEnd(t *testing.T) {
 
 	c.procs[0].Resume()
 	resumed = true
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	// Polled: the resumed broker listens again.
+	testwait.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		cn, err := net.Dial("tcp", addr)
 		if err == nil {
 			_ = cn.SetDeadline(time.Now().Add(10 * time.Second))
 			err = apiVersions(cn)
 			cn.Close()
 			if err == nil {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("resumed broker 0 never answered again: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the resumed broker listens again
-	}
+		return fmt.Errorf("resumed broker 0 never answered again: %w", err)
+	})
 	b, _ := os.ReadFile(filepath.Join(filepath.Dir(c.dir), "broker.log"))
 	for _, ev := range []string{"pause_watchdog_fired", "listener_relistened"} {
 		if !strings.Contains(string(b), ev) {

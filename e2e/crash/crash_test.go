@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kproc "kaas/e2e/proc"
+	"kaas/internal/testwait"
 )
 
 // segmentFlags make segments roll often, so recovery crosses segments.
@@ -110,19 +111,19 @@ func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 			}
 		}()
 		// Let acknowledgements pile up, then kill without warning.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		// At most 10 s: the kill comes either way.
+		_ = testwait.Until(10*time.Second, 5*time.Millisecond, func() error {
 			mu.Lock()
 			n := 0
 			for _, a := range ack {
 				n += len(a)
 			}
 			mu.Unlock()
-			if n >= (round+1)*500 || time.Now().After(deadline) {
-				break
+			if n < (round+1)*500 {
+				return fmt.Errorf("%d acknowledged", n)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 		p.Kill()
 		cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kproc "kaas/e2e/proc"
+	"kaas/internal/testwait"
 )
 
 // TestKillNineKeepsAcknowledgedCommits runs the broker as a real process, commits offsets
@@ -117,16 +118,16 @@ func TestKillNineKeepsAcknowledgedCommits(t *testing.T) {
 		mu.Lock()
 		base := totalAcks
 		mu.Unlock()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		// At most 15 s: the kill comes either way.
+		_ = testwait.Until(15*time.Second, 2*time.Millisecond, func() error {
 			mu.Lock()
 			n := totalAcks - base
 			mu.Unlock()
-			if n >= 40 || time.Now().After(deadline) {
-				break
+			if n < 40 {
+				return fmt.Errorf("%d commits acknowledged", n)
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return nil
+		})
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
 		b.Kill()
 		cancel()

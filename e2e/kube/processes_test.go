@@ -22,6 +22,7 @@ import (
 
 	"kaas/e2e/proc"
 	kubefence "kaas/fence/kube"
+	"kaas/internal/testwait"
 	"kaas/registry"
 )
 
@@ -128,8 +129,7 @@ func TestThreeProcessesOnKubernetesRegistry(t *testing.T) {
 	})
 
 	// One Lease per broker, held by the identity that broker's process logged.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		ids := c.identities()
 		ok := len(ids) == 3
 		var why string
@@ -142,14 +142,11 @@ func TestThreeProcessesOnKubernetesRegistry(t *testing.T) {
 				ok, why = false, fmt.Sprintf("lease of broker %d held by %q, labels %v; the broker logged %q", id, holder(l), l.Labels, ids[id])
 			}
 		}
-		if ok {
-			break
+		if !ok {
+			return fmt.Errorf("leases: %s (identities logged %v)", why, ids)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leases: %s (identities logged %v)", why, ids)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	cl := c.client()
 	adm := kadm.NewClient(cl)
@@ -253,20 +250,16 @@ func (c *procCluster) waitMoves(id int32, kind, direction string) {
 	})
 }
 
-// waitFor polls cond until it holds, for 30 s at most.
+// waitFor polls cond until it holds, for 30 s at most, failing with what and cond's last
+// word on why not.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	testwait.For(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if ok, why := cond(); !ok {
+			return fmt.Errorf("%s: %s", what, why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s: %s", what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitCoordinator waits until broker asked answers FindCoordinator for group g with a

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kaas/internal/testwait"
 )
 
 var (
@@ -99,12 +101,11 @@ func Start(t testing.TB, bin, dataDir string, port int, extra ...string) *Broker
 	b := &Broker{Addr: addr, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() { b.err = cmd.Wait(); close(b.done) }()
 	t.Cleanup(b.Kill)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if err := testwait.Until(20*time.Second, 5*time.Millisecond, func() error {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return b
+			return nil
 		}
 		select {
 		case <-b.done:
@@ -112,12 +113,12 @@ func Start(t testing.TB, bin, dataDir string, port int, extra ...string) *Broker
 			t.Fatalf("kaas exited before listening: %v\n%s", b.err, logs)
 		default:
 		}
-		if time.Now().After(deadline) {
-			b.Kill()
-			t.Fatalf("kaas did not listen on %s", addr)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return err
+	}); err != nil {
+		b.Kill()
+		t.Fatalf("kaas did not listen on %s: %v", addr, err)
 	}
+	return b
 }
 
 // Kill sends SIGKILL (no shutdown path runs) and waits for the process to go.
