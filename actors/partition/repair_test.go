@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -144,13 +145,19 @@ func TestFailedFsyncLostTailReopens(t *testing.T) {
 	if p.ErrorCode == 0 {
 		t.Fatalf("b acknowledged at 1 though its bytes are gone: %+v", p)
 	}
-	for i := 0; p.ErrorCode != 0; i++ {
-		if p.ErrorCode != kerr.KafkaStorageError.Code || i > 200 {
-			t.Fatalf("b retried while the log reopens: %+v", p)
+	// Retried as a producer would while the log opens again.
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if p.ErrorCode != 0 {
+			if p.ErrorCode != kerr.KafkaStorageError.Code {
+				t.Fatalf("b retried while the log reopens: %+v", p)
+			}
+			p = r.produce(1, "b")
 		}
-		time.Sleep(10 * time.Millisecond) // a producer's retry backoff
-		p = r.produce(1, "b")
-	}
+		if p.ErrorCode != 0 {
+			return kerr.ErrorForCode(p.ErrorCode)
+		}
+		return nil
+	})
 	if p.BaseOffset != 1 {
 		t.Fatalf("b written anew at %d, want 1", p.BaseOffset)
 	}
