@@ -779,6 +779,12 @@ func TestJournalPanicRestart(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the checkpoint tick did not come")
 	}
+	// The checkpoint's write panics on its job's goroutine; the actor raises it when the
+	// job's result reaches its turn. A commit sent before that would be queued by the
+	// failing incarnation and answered with its crash.
+	testwait.For(t, waitFor, 2*time.Millisecond, testwait.Cond("the actor raises the job's panic", func() bool {
+		return strings.Contains(j.logs.String(), "offsets_actor_panic")
+	}))
 	// Sent while the failed incarnation waits for the journal: the next one takes it.
 	w3 := j.commitW(entry("t", 2, 3))
 	if v, done := answered(w2); done {
