@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func TestRollOffTheTurn(t *testing.T) {
 	dir := t.TempDir()
 	fsys := storage.NewFaultFS(nil)
 	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
 	var armed = make(chan struct{})
 	fsys.SetBefore(func(op storage.Op, path string) error {
 		if op != storage.OpSyncDir {
@@ -33,10 +35,9 @@ func TestRollOffTheTurn(t *testing.T) {
 		default:
 			return nil
 		}
-		select {
-		case held <- struct{}{}:
+		if first.CompareAndSwap(false, true) { // only the first is held
+			held <- struct{}{}
 			<-release
-		default: // only the first, the roll's
 		}
 		return nil
 	})
@@ -115,6 +116,7 @@ func TestStopDuringRoll(t *testing.T) {
 	dir := t.TempDir()
 	fsys := storage.NewFaultFS(nil)
 	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
 	armed := make(chan struct{})
 	closed := make(chan string, 64)
 	fsys.SetBefore(func(op storage.Op, path string) error {
@@ -125,10 +127,9 @@ func TestStopDuringRoll(t *testing.T) {
 		}
 		switch op {
 		case storage.OpSyncDir:
-			select {
-			case held <- struct{}{}:
+			if first.CompareAndSwap(false, true) { // only the first is held
+				held <- struct{}{}
 				<-release
-			default:
 			}
 		case storage.OpClose:
 			closed <- filepath.Base(path)

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 func TestListOffsetsByTimeOffTheTurn(t *testing.T) {
 	fsys := storage.NewFaultFS(nil)
 	armed, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
 	fsys.SetBefore(func(op storage.Op, path string) error {
 		if op != storage.OpRead || !strings.HasSuffix(path, ".log") {
 			return nil
@@ -27,10 +29,9 @@ func TestListOffsetsByTimeOffTheTurn(t *testing.T) {
 		default:
 			return nil
 		}
-		select {
-		case held <- struct{}{}:
+		if first.CompareAndSwap(false, true) { // only the first is held
+			held <- struct{}{}
 			<-release
-		default:
 		}
 		return nil
 	})
