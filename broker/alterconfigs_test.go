@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/auth"
+	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/internal/testwait"
 )
@@ -384,6 +386,45 @@ func TestAuthzAlterConfigs(t *testing.T) {
 					t.Fatalf("%s retention.ms %+v", name, e)
 				}
 			}
+		}
+	}
+}
+
+// In a cluster the broker that writes the catalogue changes a topic's configs (another
+// answers NOT_CONTROLLER, as it does CreateTopics); DescribeConfigs on the other broker
+// shows the change at once, and every partition, whichever broker leads it, applies it.
+func TestClusterAlterConfigsShownAndAppliedEverywhere(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	brokers := []*broker.Broker{a, b}
+	md := request[*kmsg.MetadataResponse](t, a.Addr(), kmsg.NewPtrMetadataRequest(), 12)
+	writer, other := brokers[md.ControllerID], brokers[1-md.ControllerID]
+	createTopic(t, writer.Addr(), "shared", 4)
+	set := kmsg.IncrementalAlterConfigOpSet
+	res := incResource(kmsg.ConfigResourceTypeTopic, "shared", incOp{"max.message.bytes", set, sp("1000")})
+	r := incAlter(t, other.Addr(), 1, false, res)
+	wantCode(t, "not the writer", r[0].ErrorCode, r[0].ErrorMessage, kerr.NotController.Code, "")
+	wantConfig(t, other.Addr(), "shared", "max.message.bytes", strconv.Itoa(int(cfgs[0].MessageMaxBytes)), true)
+
+	r = incAlter(t, writer.Addr(), 1, false, res)
+	wantCode(t, "the writer", r[0].ErrorCode, r[0].ErrorMessage, 0, "")
+	wantConfig(t, other.Addr(), "shared", "max.message.bytes", "1000", false)
+	wantConfig(t, writer.Addr(), "shared", "max.message.bytes", "1000", false)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Addr(), b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(3),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for p := int32(0); p < 4; p++ {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "shared", Partition: p, Value: []byte(strings.Repeat("z", 2000))}).FirstErr()
+		if !errors.Is(err, kerr.MessageTooLarge) {
+			t.Fatalf("partition %d: %v, want MESSAGE_TOO_LARGE", p, err)
 		}
 	}
 }
