@@ -132,7 +132,8 @@ func (t *topicState) latest() *topicMeta {
 }
 
 // alter queues the write of t's catalogue entry with configs (built on the last one
-// queued); once written, the topic's running partitions apply them.
+// queued, as grow's are: a write of the topic queued behind a failed one still carries
+// the failed one's change); once written, the topic's running partitions apply them.
 func (m *manager) alter(ctx actor.Context, t *topicState, configs map[string]string, answer func(TopicInfo)) {
 	meta := *t.latest()
 	meta.Configs = configs
