@@ -154,6 +154,8 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			{"compaction", incResource(topic, "ia", incOp{"cleanup.policy", app, sp("compact")}), kerr.InvalidConfig.Code, "compaction is not supported"},
 			{"append to a long", incResource(topic, "ia", incOp{"retention.ms", app, sp("5")}), kerr.InvalidConfig.Code, "Can't APPEND to key retention.ms because its type is not LIST."},
 			{"unknown topic", incResource(topic, "nope", incOp{"retention.ms", set, sp("5")}), kerr.UnknownTopicOrPartition.Code, "The topic 'nope' does not exist."},
+			{"default topic", incResource(topic, "", incOp{"retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Default topic resources are not allowed."},
+			{"invalid topic name", incResource(topic, "a/b", incOp{"retention.ms", set, sp("5")}), kerr.InvalidTopicException.Code, ""},
 			{"duplicate config", incResource(topic, "ia", incOp{"retention.ms", set, sp("5")}, incOp{"retention.ms", del, nil}), kerr.InvalidRequest.Code, "Error due to duplicate config keys"},
 			{"null value", incResource(topic, "ia", incOp{"retention.ms", set, nil}), kerr.InvalidRequest.Code, "Null value not supported for : retention.ms"},
 			{"unknown operation", incResource(topic, "ia", incOp{"retention.ms", 7, sp("5")}), kerr.InvalidRequest.Code, "Unknown operation type 7"},

@@ -39,6 +39,11 @@ func (m *manager) handleAlterConfigs(ctx actor.Context, a *AlterTopicConfigs) {
 			base = t.latest().Configs
 		}
 		next, code, msg := m.changedConfigs(base, ch)
+		if ch.Name == "" {
+			code, msg = kerr.InvalidRequest.Code, "Default topic resources are not allowed."
+		} else if err := ValidateTopicName(ch.Name); err != nil {
+			code, msg = kerr.InvalidTopicException.Code, err.Error()
+		}
 		if code == 0 && t == nil {
 			code, msg = kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("The topic '%s' does not exist.", ch.Name)
 		}
