@@ -812,13 +812,13 @@ func (p *partitionActor) onReconfigure(r *reconfigure) {
 	retention := r.retentionMS != p.cfg.RetentionMS || r.retentionBytes != p.cfg.RetentionBytes
 	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages =
 		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
-	if p.current != nil {
-		*p.current = p.cfg
+	if c := p.current; c != nil {
+		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages = r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
 	}
 	if p.disk != nil {
 		p.disk.cfg.segmentBytes = r.segmentBytes
 	}
-	p.log.Info().Int64("segment_bytes", r.segmentBytes).Int64("retention_ms", r.retentionMS).
+	p.log.Debug().Int64("segment_bytes", r.segmentBytes).Int64("retention_ms", r.retentionMS).
 		Int64("retention_bytes", r.retentionBytes).Int64("flush_messages", r.flushMessages).Msg("partition_reconfigured")
 	if retention {
 		p.onRetentionTick()
