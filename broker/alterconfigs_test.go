@@ -162,6 +162,10 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			{"broker", incResource(kmsg.ConfigResourceTypeBroker, "2", incOp{"log.retention.ms", set, sp("5")}, incOp{"num.partitions", set, sp("3")}),
 				kerr.InvalidRequest.Code, "Cannot update these configs dynamically: Set(log.retention.ms, num.partitions)"},
 			{"cluster default", incResource(kmsg.ConfigResourceTypeBroker, "", incOp{"log.retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Cannot update these configs dynamically: Set(log.retention.ms)"},
+			{"logger", incResource(kmsg.ConfigResourceTypeBrokerLogger, "2", incOp{"kafka.server", set, sp("DEBUG")}), kerr.InvalidConfig.Code, "Logger kafka.server does not exist!"},
+			{"logger append", incResource(kmsg.ConfigResourceTypeBrokerLogger, "2", incOp{"kafka.server", app, sp("DEBUG")}), kerr.InvalidRequest.Code, "APPEND operation is not allowed for the BROKER_LOGGER resource"},
+			{"other broker's logger", incResource(kmsg.ConfigResourceTypeBrokerLogger, "5", incOp{"kafka.server", set, sp("DEBUG")}), kerr.InvalidRequest.Code, "Unexpected node id."},
+			{"group", incResource(kmsg.ConfigResourceTypeGroupConfig, "g", incOp{"consumer.session.timeout.ms", set, sp("45000")}), kerr.InvalidRequest.Code, "Unknown resource type 32"},
 			{"other broker", incResource(kmsg.ConfigResourceTypeBroker, "7", incOp{"log.retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Unexpected broker id, expected 2, but received 7"},
 		} {
 			r := incAlter(t, addr, v, false, tc.res)

@@ -15,6 +15,8 @@ import (
 // before the answer and applied to the running partitions (alterconfigs.go,
 // actors/partition/alterconfigs.go). BROKER resources: kaas reads its settings at start,
 // so a change is refused as Apache refuses a config that cannot be updated dynamically.
+// BROKER_LOGGER resources: kaas has no runtime loggers; a change names one that does not
+// exist.
 func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 
 func handleIncrementalAlterConfigs(c *Call) {
@@ -25,7 +27,7 @@ func handleIncrementalAlterConfigs(c *Call) {
 		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1}
 		ch := partition.TopicConfigChange{Name: r.ResourceName}
 		for _, cfg := range r.Configs {
-			cr.names = append(cr.names, cfg.Name)
+			cr.names, cr.ops = append(cr.names, cfg.Name), append(cr.ops, int8(cfg.Op))
 			op := partition.ConfigOp{Name: cfg.Name, Op: int8(cfg.Op)}
 			if cfg.Value != nil {
 				op.Value = *cfg.Value

@@ -29,7 +29,8 @@ type configResource struct {
 	// value is needed; set those a broker would have to change (SET, APPEND, SUBTRACT, or
 	// every one in the legacy request).
 	names, nulls, set []string
-	badOp             int8 // an unknown operation (IncrementalAlterConfigs), or -1
+	badOp             int8   // an unknown operation (IncrementalAlterConfigs), or -1
+	ops               []int8 // the operation of each config named (IncrementalAlterConfigs)
 	legacy            bool
 }
 
@@ -63,7 +64,7 @@ func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topic
 			topics = append(topics, i)
 			continue
 		}
-		out[i] = &configAnswer{} // a broker resource that changes nothing
+		out[i] = &configAnswer{} // a broker (or broker logger) resource that changes nothing
 	}
 	return out, topics
 }
@@ -105,10 +106,37 @@ func checkConfigResource(c *Call, r configResource) *configAnswer {
 		return nil
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if !r.legacy {
-			return invalid("kaas has no runtime loggers to change")
+			return checkLoggers(c, r)
 		}
 	}
 	return invalid("Unknown resource type " + strconv.Itoa(int(r.typ)))
+}
+
+// checkLoggers answers a BROKER_LOGGER resource as Apache's RuntimeLoggerManager does one
+// naming loggers that do not exist: kaas has no loggers whose level can be changed at
+// runtime (DescribeConfigs shows none), so a SET or DELETE names one that does not exist.
+func checkLoggers(c *Call, r configResource) *configAnswer {
+	invalid := func(msg string) *configAnswer { return &configAnswer{kerr.InvalidRequest.Code, msg} }
+	id, err := strconv.ParseInt(r.name, 10, 32)
+	if err != nil {
+		return invalid("Node id must be an integer, but it is: " + r.name)
+	}
+	if self := strconv.Itoa(int(c.Env.NodeID)); int32(id) != c.Env.NodeID {
+		return invalid("Unexpected node id. Expected " + self + ", but received " + self) // sic, Apache's
+	}
+	for i, op := range r.ops {
+		switch kmsg.IncrementalAlterConfigOp(op) {
+		case kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpDelete:
+			return &configAnswer{kerr.InvalidConfig.Code, "Logger " + r.names[i] + " does not exist!"}
+		case kmsg.IncrementalAlterConfigOpAppend:
+			return invalid("APPEND operation is not allowed for the BROKER_LOGGER resource")
+		case kmsg.IncrementalAlterConfigOpSubtract:
+			return invalid("SUBTRACT operation is not allowed for the BROKER_LOGGER resource")
+		default:
+			return invalid("Unknown operation type " + strconv.Itoa(int(op)) + " is not allowed for the BROKER_LOGGER resource")
+		}
+	}
+	return nil
 }
 
 // alterTopicConfigs asks the topics manager for the topic resources and then answers
