@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +108,37 @@ func TestEditList(t *testing.T) {
 		if got := editList(tc.cur, tc.value, tc.add); got != tc.want {
 			t.Errorf("editList(%q, %q, %v) = %q, want %q", tc.cur, tc.value, tc.add, got, tc.want)
 		}
+	}
+}
+
+// A partition restarted after a panic keeps the configs it was last given, not those it
+// was started with: a segment.bytes made small still rolls segments after the crash.
+func TestReconfiguredPartitionKeepsItsConfigsAcrossACrash(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, nil)
+	defer h.stop()
+	h.create("c", 1)
+	one := len(testBatch(-1, -1, -1, 1, 0, []byte("value")))
+	if r := h.produce("c", 0, testBatch(-1, -1, -1, 1, 0, []byte("value"))); r.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", r)
+	}
+	if ti := h.alter("c", setOp("segment.bytes", strconv.Itoa(2*one))); ti.ErrorCode != 0 {
+		t.Fatalf("alter: %+v", ti)
+	}
+	// A nil batch makes the partition panic; the answer is the crash's.
+	pid := h.cfg.Catalog.Routes().Find("c", TopicID{}, 0).PID
+	w := h.sys.NewWaiter()
+	h.sys.Send(pid, &appendBatch{reply: w.Promise})
+	if v, ok := w.Wait(5 * time.Second); !ok || v.(*Produced).ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("crash answer: %+v %v", v, ok)
+	}
+	for i := 1; i < 7; i++ {
+		if r := h.produce("c", 0, testBatch(-1, -1, -1, 1, int64(i), []byte("value"))); r.ErrorCode != 0 {
+			t.Fatalf("produce %d after the crash: %+v", i, r)
+		}
+	}
+	segs, err := filepath.Glob(filepath.Join(partitionDir(topicsDir(dir), "c", 0), "*.log"))
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("segments after the crash: %v %v, want 3 or more (segment.bytes=%d)", segs, err, 2*one)
 	}
 }
