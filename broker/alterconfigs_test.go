@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -427,10 +428,25 @@ func TestClusterAlterConfigsShownAndAppliedEverywhere(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for p := int32(0); p < 4; p++ {
-		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "shared", Partition: p, Value: []byte(strings.Repeat("z", 2000))}).FirstErr()
+	tooLarge := func(topic string, p int32) error {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(strings.Repeat("z", 2000))}).FirstErr()
 		if !errors.Is(err, kerr.MessageTooLarge) {
-			t.Fatalf("partition %d: %v, want MESSAGE_TOO_LARGE", p, err)
+			return fmt.Errorf("%s/%d: %v, want MESSAGE_TOO_LARGE", topic, p, err)
 		}
+		return nil
+	}
+	for p := int32(0); p < 4; p++ {
+		if err := tooLarge("shared", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Without a DescribeConfigs: the other broker applies the change when it reads the
+	// catalogue again.
+	createTopic(t, writer.Addr(), "ticked", 4)
+	r = incAlter(t, writer.Addr(), 1, false, incResource(kmsg.ConfigResourceTypeTopic, "ticked", incOp{"max.message.bytes", set, sp("1000")}))
+	wantCode(t, "the writer, again", r[0].ErrorCode, r[0].ErrorMessage, 0, "")
+	for p := int32(0); p < 4; p++ {
+		testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error { return tooLarge("ticked", p) })
 	}
 }
