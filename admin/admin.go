@@ -54,6 +54,7 @@ type cmd struct {
 	stderr    io.Writer
 
 	adm    *kadm.Client
+	cl     *kgo.Client // for a request kadm would send to any broker (topics alter-config)
 	dialed *dialErrors
 	failed bool // an item failed and was reported; the exit code is 1
 }
@@ -150,7 +151,7 @@ func (v verb) run(noun string, args []string, stdout, stderr io.Writer) int {
 		return c.usage(fmt.Errorf("--bootstrap-server %q: %w", bounded(c.bootstrap), err))
 	}
 	defer cl.Close()
-	c.adm = kadm.NewClient(cl)
+	c.cl, c.adm = cl, kadm.NewClient(cl)
 	c.adm.SetTimeoutMillis(int32(min(c.timeout, time.Duration(1<<31-1)*time.Millisecond) / time.Millisecond))
 	if err := act.run(c); err != nil {
 		c.fail("", c.explain(err))

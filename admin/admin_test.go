@@ -444,6 +444,32 @@ func TestTopics(t *testing.T) {
 				t.Fatalf("describe --json: %v %s", err, r.stdout)
 			}
 
+			configs := func() map[string]string {
+				t.Helper()
+				r := on(a, "topics", "describe", "--topic", "t2", "--json").must(t, 0)
+				var doc struct {
+					Topics []struct{ Configs map[string]string }
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Topics) != 1 {
+					t.Fatalf("describe --json: %v %s", err, r.stdout)
+				}
+				return doc.Topics[0].Configs
+			}
+			on(a, "topics", "alter-config", "--topic", "t2", "--set", "retention.ms=7200000", "--set", "max.message.bytes=5000",
+				"--validate-only").must(t, 0)
+			if got := configs(); got["retention.ms"] != "3600000" || got["max.message.bytes"] != "" {
+				t.Fatalf("configs after --validate-only: %v", got)
+			}
+			on(a, "topics", "alter-config", "--topic", "t2", "--set", "retention.ms=7200000", "--set", "max.message.bytes=5000").must(t, 0)
+			if got := configs(); got["retention.ms"] != "7200000" || got["max.message.bytes"] != "5000" {
+				t.Fatalf("configs after alter-config --set: %v", got)
+			}
+			on(a, "topics", "alter-config", "--topic", "t2", "--delete", "retention.ms").must(t, 0)
+			if got := configs(); got["retention.ms"] != "" || got["max.message.bytes"] != "5000" {
+				t.Fatalf("configs after alter-config --delete: %v", got)
+			}
+			on(a, "topics", "alter-config", "--topic", "nope", "--set", "retention.ms=1").must(t, 1)
+
 			on(a, "topics", "delete", "--topic", "t2").must(t, 0)
 			on(a, "topics", "describe", "--topic", "t2").must(t, 1)
 			on(a, "topics", "delete", "--topic", "t2").must(t, 1)
@@ -471,6 +497,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topics", "create"},
 		{"topics", "create", "--topic", "t", "--config", "novalue"},
 		{"topics", "delete"},
+		{"topics", "alter-config", "--topic", "t"},
+		{"topics", "alter-config", "--set", "a=b"},
+		{"topics", "alter-config", "--topic", "t", "--set", "novalue"},
 		{"groups", "list", "--timeout", "0s"},
 	} {
 		r := run(args...)

@@ -75,7 +75,7 @@ func handleDescribeConfigs(c *Call) {
 		return
 	}
 	reply := c.Await(func(v any) kmsg.Response { return build(v.(*partition.Described)) })
-	askTopics(c, &partition.Describe{Names: names, Reply: reply})
+	askTopics(c, &partition.Describe{Names: names, Fresh: true, Reply: reply})
 }
 
 func addConfig(rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfigsRequest, only []string,

@@ -57,9 +57,11 @@ var authzTable = []AuthzRule{
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
 	{32, "DescribeConfigs", "TOPIC or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 31", checkDescribeConfigs},
+	{33, "AlterConfigs", "TOPIC or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 31", checkAlterConfigs},
 	{35, "DescribeLogDirs", "CLUSTER: DESCRIBE", "top-level 31 (v3+), no log dirs", checkDescribeLogDirs},
 	{37, "CreatePartitions", "TOPIC: ALTER per topic", "that topic 29", checkCreatePartitions},
 	{42, "DeleteGroups", "GROUP: DELETE per group", "that group 30", checkDeleteGroups},
+	{44, "IncrementalAlterConfigs", "TOPIC or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 31", checkIncrementalAlterConfigs},
 	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
@@ -837,6 +839,74 @@ func checkDescribeConfigs(c *Call) bool {
 		resp := r.(*kmsg.DescribeConfigsResponse)
 		resp.Resources = mergeBack(resp.Resources, isDenied, func(i int) kmsg.DescribeConfigsResponseResource {
 			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = orig[i].ResourceType, orig[i].ResourceName, codes[i]
+			rr.ErrorMessage = strPtr(kerr.ErrorForCode(codes[i]).Error())
+			return rr
+		})
+	})
+	return true
+}
+
+// alterConfigsDenied checks ALTER_CONFIGS on each resource of an AlterConfigs or
+// IncrementalAlterConfigs (its type and name by typeName): a TOPIC on the topic, a BROKER
+// or BROKER_LOGGER on the cluster; other types are left to the handler. It returns which
+// were denied and with what code.
+func alterConfigsDenied[T any](c *Call, rs []T, typeName func(T) (kmsg.ConfigResourceType, string)) (kept []T, isDenied []bool, codes []int16, some bool) {
+	isDenied, codes = make([]bool, len(rs)), make([]int16, len(rs))
+	for i, r := range rs {
+		typ, name := typeName(r)
+		ok := true
+		switch typ {
+		case kmsg.ConfigResourceTypeTopic:
+			ok, codes[i] = c.allowed(auth.AlterConfigs, auth.Topic, name), topicDenied
+		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			ok, codes[i] = c.allowed(auth.AlterConfigs, auth.Cluster, auth.ClusterName), clusterDenied
+		}
+		if ok {
+			kept = append(kept, r)
+		} else {
+			isDenied[i], some = true, true
+		}
+	}
+	return kept, isDenied, codes, some
+}
+
+func checkAlterConfigs(c *Call) bool {
+	req := c.Req.(*kmsg.AlterConfigsRequest)
+	orig := req.Resources
+	kept, isDenied, codes, some := alterConfigsDenied(c, orig, func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return r.ResourceType, r.ResourceName
+	})
+	if !some {
+		return true
+	}
+	req.Resources = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.AlterConfigsResponse)
+		resp.Resources = mergeBack(resp.Resources, isDenied, func(i int) kmsg.AlterConfigsResponseResource {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = orig[i].ResourceType, orig[i].ResourceName, codes[i]
+			rr.ErrorMessage = strPtr(kerr.ErrorForCode(codes[i]).Error())
+			return rr
+		})
+	})
+	return true
+}
+
+func checkIncrementalAlterConfigs(c *Call) bool {
+	req := c.Req.(*kmsg.IncrementalAlterConfigsRequest)
+	orig := req.Resources
+	kept, isDenied, codes, some := alterConfigsDenied(c, orig, func(r kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return r.ResourceType, r.ResourceName
+	})
+	if !some {
+		return true
+	}
+	req.Resources = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
+		resp.Resources = mergeBack(resp.Resources, isDenied, func(i int) kmsg.IncrementalAlterConfigsResponseResource {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName, rr.ErrorCode = orig[i].ResourceType, orig[i].ResourceName, codes[i]
 			rr.ErrorMessage = strPtr(kerr.ErrorForCode(codes[i]).Error())
 			return rr

@@ -22,6 +22,9 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 	} else {
 		m.readOnMiss(ctx, d.Names, d.IDs, false)
 	}
+	if d.Fresh {
+		m.refreshEntries(ctx, d.Names)
+	}
 	out := &Described{}
 	if d.All {
 		names := make([]string, 0, len(m.topics))
@@ -439,32 +442,22 @@ func (m *manager) handleCreatePartitions(ctx actor.Context, c *CreatePartitions)
 // last one queued, so increases queued together add up); once written, the new
 // partitions start.
 func (m *manager) grow(ctx actor.Context, t *topicState, count int32, answer func(TopicInfo)) {
-	base := t.meta
-	if t.growMeta != nil {
-		base = t.growMeta
-	}
+	base := t.latest()
 	meta := *base
 	meta.Partitions = count
 	meta.LeaderEpochs = append(append([]int32(nil), base.LeaderEpochs...), make([]int32, count-base.Partitions)...)
-	t.growTo, t.growMeta = count, &meta
+	t.growTo, t.queued = count, &meta
 	root, fsys := m.root, m.cfg.FS
 	m.enqueue(ctx, func() error { return saveMeta(fsys, root, &meta) }, func(ctx actor.Context, err error) {
-		if t.growMeta == &meta {
-			t.growTo, t.growMeta = 0, nil
+		if t.queued == &meta {
+			t.growTo, t.queued = 0, nil
 		}
 		if err != nil {
 			m.log.Error().Err(err).Str("topic", meta.Name).Msg("partitions_create_failed")
 			answer(failed(meta.Name, kerr.KafkaStorageError.Code, "the topic could not be written to disk"))
 			return
 		}
-		if meta.Partitions > t.meta.Partitions {
-			t.meta = &meta
-			if !m.stopping {
-				m.spawnPartitions(ctx, t)
-			}
-			// Published once the new partitions run: connections route to their actors.
-			m.publish()
-		}
+		m.applyMeta(ctx, t, &meta)
 		m.log.Info().Str("topic", meta.Name).Int32("partitions", meta.Partitions).Msg("partitions_created")
 		answer(TopicInfo{Name: meta.Name, ID: t.id})
 	})

@@ -94,9 +94,10 @@ type topicState struct {
 	stopping  map[string]bool
 	afterStop func(ctx actor.Context, err error)
 	// growTo is the partition count once the queued CreatePartitions are written (0:
-	// none queued), and growMeta the catalogue entry the last of them writes.
-	growTo   int32
-	growMeta *topicMeta
+	// none queued), and queued the catalogue entry the last queued write of this topic
+	// (a CreatePartitions or a config change) writes: the next one is built on it.
+	growTo int32
+	queued *topicMeta
 	// epochs is what is known of each partition's leader epoch (leaderepochs.go).
 	epochs []knownEpoch
 }
@@ -184,6 +185,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.handleDeleteTopics(ctx, msg)
 	case *CreatePartitions:
 		m.handleCreatePartitions(ctx, msg)
+	case *AlterTopicConfigs:
+		m.handleAlterConfigs(ctx, msg)
 	case *PartitionsExist:
 		msg.Reply.Resolve(m.handleExist(ctx, msg))
 	case *resolveUnknown:

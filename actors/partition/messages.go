@@ -67,7 +67,11 @@ type Describe struct {
 	// after which clients wait out their metadata age (franz-go: 5 s) before asking
 	// again. 0 answers at once.
 	WaitLeader time.Duration
-	Reply      actor.Promise
+	// Fresh, in a cluster, reads the catalogue entries of the known topics named again
+	// first (DescribeConfigs): a config changed through the broker that writes the
+	// catalogue shows at once.
+	Fresh bool
+	Reply actor.Promise
 }
 
 // Described answers Describe.
@@ -236,4 +240,32 @@ type ProducerID struct {
 	ErrorCode int16
 	ID        int64
 	Epoch     int16
+}
+
+// ConfigOp is one change of an IncrementalAlterConfigs: Op is kmsg's
+// IncrementalAlterConfigOp (SET, DELETE, APPEND, SUBTRACT).
+type ConfigOp struct {
+	Name  string
+	Op    int8
+	Value string
+}
+
+// TopicConfigChange is the change of one topic's configs: Ops applied in order to its
+// overrides (IncrementalAlterConfigs), or, when Replace is set, the whole set of
+// overrides replaced by Configs (the legacy AlterConfigs: a config not named goes back to
+// its default).
+type TopicConfigChange struct {
+	Name    string
+	Ops     []ConfigOp
+	Replace bool
+	Configs map[string]string
+}
+
+// AlterTopicConfigs changes topics' configs: each is checked on its own, written to the
+// catalogue (unless ValidateOnly) and then given to the topic's running partitions.
+// Reply: *Created, one TopicInfo per change (ErrorCode and ErrorMessage).
+type AlterTopicConfigs struct {
+	Topics       []TopicConfigChange
+	ValidateOnly bool
+	Reply        actor.Promise
 }

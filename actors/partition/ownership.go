@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,8 +66,8 @@ type releaseJob struct {
 	reply   actor.Promise
 }
 
-// onCatalogTick re-reads the catalogue another broker writes: new topics, grown ones
-// and deleted ones.
+// onCatalogTick re-reads the catalogue another broker writes: new topics, grown ones,
+// ones whose configs changed and deleted ones.
 func (m *manager) onCatalogTick(ctx actor.Context) {
 	c := m.cfg.Cluster
 	if c == nil || m.stopping || m.writing || len(m.jobs) > 0 {
@@ -94,10 +95,8 @@ func (m *manager) onCatalogTick(ctx actor.Context) {
 			m.dropTopic(ctx, t)
 			m.add(ctx, meta)
 			changed = true
-		case meta.Partitions > t.meta.Partitions:
-			t.meta = meta
-			m.spawnPartitions(ctx, t)
-			changed = true
+		case meta.Partitions > t.meta.Partitions || !maps.Equal(meta.Configs, t.meta.Configs):
+			m.applyMeta(ctx, t, meta) // grown, or its configs changed: publishes
 		}
 	}
 	for name, t := range m.topics {

@@ -70,7 +70,11 @@ type pendingAck struct {
 
 type partitionActor struct {
 	cfg PartitionConfig
-	log zerolog.Logger
+	// current is the config the next incarnation starts with: the topic's configs as
+	// last given (reconfigure), so a restart after a panic keeps them. Only this
+	// actor's incarnations touch it, one at a time.
+	current *PartitionConfig
+	log     zerolog.Logger
 	// leaderLock (cluster) is the partition's flock, held while this actor leads it;
 	// lockWaitSince is when it started waiting for another process to let it go (zero:
 	// not waiting), lockCancel the retry's timer.
@@ -118,7 +122,8 @@ type partitionActor struct {
 
 // PartitionProps makes the props of one partition actor.
 func PartitionProps(cfg PartitionConfig) *actor.Props {
-	return actor.PropsOf(func() actor.Actor { return &partitionActor{cfg: cfg} })
+	cur := &cfg
+	return actor.PropsOf(func() actor.Actor { return &partitionActor{cfg: *cur, current: cur} })
 }
 
 // Receive: lifecycle, then requests, then events. A panic answers the request the turn
@@ -137,6 +142,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.onIdle(ctx)
 	case *appendBatch:
 		p.handleAppend(ctx, m)
+	case *reconfigure:
+		p.onReconfigure(m)
 	case *readLog:
 		m.reply.Resolve(p.read(ctx, m))
 	case *watch:
@@ -797,3 +804,23 @@ const (
 
 // openRetryTick tells the actor to try opening its log again.
 type openRetryTick struct{ actor.Tick }
+
+// onReconfigure applies the topic's changed configs at once: the next roll, fsync and
+// retention check use them, and a changed retention deletes what it no longer keeps
+// now rather than at the next check.
+func (p *partitionActor) onReconfigure(r *reconfigure) {
+	retention := r.retentionMS != p.cfg.RetentionMS || r.retentionBytes != p.cfg.RetentionBytes
+	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages =
+		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
+	if c := p.current; c != nil {
+		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages = r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
+	}
+	if p.disk != nil {
+		p.disk.cfg.segmentBytes = r.segmentBytes
+	}
+	p.log.Debug().Int64("segment_bytes", r.segmentBytes).Int64("retention_ms", r.retentionMS).
+		Int64("retention_bytes", r.retentionBytes).Int64("flush_messages", r.flushMessages).Msg("partition_reconfigured")
+	if retention {
+		p.onRetentionTick()
+	}
+}

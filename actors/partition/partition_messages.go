@@ -159,3 +159,9 @@ func (m *epochEndOf) AnswerCrash(*actor.Crashed) {
 func (m *logSize) AnswerCrash(*actor.Crashed) {
 	m.reply.Resolve(&LogSize{ErrorCode: crashCode, Size: -1})
 }
+
+// reconfigure gives a running partition its topic's changed configs (the topics manager,
+// after the catalogue entry is written). Nothing comes back.
+type reconfigure struct {
+	segmentBytes, retentionMS, retentionBytes, flushMessages int64
+}

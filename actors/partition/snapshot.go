@@ -12,8 +12,8 @@ import (
 )
 
 // Catalog is the topic catalogue as the connections read it: an immutable snapshot the
-// topics manager replaces (copy on write) each time a topic is created, grown or deleted,
-// as the registry publishes the broker set. A connection answers "does this partition
+// topics manager replaces (copy on write) each time a topic is created, grown, deleted or
+// its configs changed, as the registry publishes the broker set. A connection answers "does this partition
 // exist" from it directly instead of asking the manager, and sends Produce, Fetch,
 // ListOffsets and OffsetForLeaderEpoch straight to the partition actors it names: this
 // is the only data route. Reads are lock-free; only the manager writes.
@@ -38,8 +38,8 @@ type snapTopic struct {
 	id         TopicID
 	partitions int32        // the catalogue entry's count
 	pids       []*actor.PID // the partition actors started, by partition
-	// maxMessageBytes is the topic's max.message.bytes, what its partitions were
-	// started with (a topic's configs are fixed at creation).
+	// maxMessageBytes is the topic's max.message.bytes: a change of it is published
+	// with a new snapshot.
 	maxMessageBytes int32
 }
 

@@ -1,0 +1,48 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// AlterConfigs (key 33), v0–v2 (KIP-133), deprecated for IncrementalAlterConfigs.
+//
+//	v1: same as v0. v2: flexible.
+//
+// The legacy whole-set replace: a TOPIC resource's overrides become exactly the configs
+// given (one not named goes back to its default), validate_only; written and applied as
+// IncrementalAlterConfigs' (alterconfigs.go). BROKER resources: refused as Apache
+// refuses a config that cannot be updated dynamically.
+func init() { register(33, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(c *Call) {
+	req := c.Req.(*kmsg.AlterConfigsRequest)
+	rs := make([]configResource, len(req.Resources))
+	changes := make([]partition.TopicConfigChange, len(req.Resources))
+	for i, r := range req.Resources {
+		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, legacy: true}
+		ch := partition.TopicConfigChange{Name: r.ResourceName, Replace: true, Configs: map[string]string{}}
+		for _, cfg := range r.Configs {
+			cr.names = append(cr.names, cfg.Name)
+			cr.set = append(cr.set, cfg.Name)
+			if cfg.Value == nil {
+				cr.nulls = append(cr.nulls, cfg.Name)
+				continue
+			}
+			ch.Configs[cfg.Name] = *cfg.Value
+		}
+		rs[i], changes[i] = cr, ch
+	}
+	out, topics := preprocessConfigs(c, rs)
+	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, func(out []*configAnswer) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for i, r := range req.Resources {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode, rr.ErrorMessage = out[i].code, out[i].errMsg()
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	})
+}

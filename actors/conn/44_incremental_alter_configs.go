@@ -1,0 +1,59 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// IncrementalAlterConfigs (key 44), v0–v1 (KIP-339).
+//
+//	v1: flexible.
+//
+// TOPIC resources: SET, DELETE (back to the default), APPEND and SUBTRACT (list configs),
+// each resource answered on its own, validate_only; the change is in the catalogue
+// before the answer and applied to the running partitions (alterconfigs.go,
+// actors/partition/alterconfigs.go). BROKER resources: kaas reads its settings at start,
+// so a change is refused as Apache refuses a config that cannot be updated dynamically.
+// BROKER_LOGGER resources: kaas has no runtime loggers; a change names one that does not
+// exist.
+func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
+
+func handleIncrementalAlterConfigs(c *Call) {
+	req := c.Req.(*kmsg.IncrementalAlterConfigsRequest)
+	rs := make([]configResource, len(req.Resources))
+	changes := make([]partition.TopicConfigChange, len(req.Resources))
+	for i, r := range req.Resources {
+		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1}
+		ch := partition.TopicConfigChange{Name: r.ResourceName}
+		for _, cfg := range r.Configs {
+			cr.names, cr.ops = append(cr.names, cfg.Name), append(cr.ops, int8(cfg.Op))
+			op := partition.ConfigOp{Name: cfg.Name, Op: int8(cfg.Op)}
+			if cfg.Value != nil {
+				op.Value = *cfg.Value
+			} else if cfg.Op != kmsg.IncrementalAlterConfigOpDelete {
+				cr.nulls = append(cr.nulls, cfg.Name)
+			}
+			switch cfg.Op {
+			case kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+				cr.set = append(cr.set, cfg.Name)
+			case kmsg.IncrementalAlterConfigOpDelete:
+			default:
+				cr.badOp = int8(cfg.Op)
+			}
+			ch.Ops = append(ch.Ops, op)
+		}
+		rs[i], changes[i] = cr, ch
+	}
+	out, topics := preprocessConfigs(c, rs)
+	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, func(out []*configAnswer) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for i, r := range req.Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode, rr.ErrorMessage = out[i].code, out[i].errMsg()
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	})
+}

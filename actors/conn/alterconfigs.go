@@ -1,0 +1,178 @@
+package conn
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+)
+
+// What AlterConfigs (33) and IncrementalAlterConfigs (44) share: Apache's
+// ConfigAdminManager.preprocess checks (a resource given twice, a config given twice, a
+// null value, the broker id), the answer for broker resources, and the gathering of the
+// topic resources' answers from the topics manager.
+
+// configAnswer is one resource's outcome.
+type configAnswer struct {
+	code int16
+	msg  string
+}
+
+// configResource is what preprocessing needs of one resource of either request.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+	// names are the configs named, in order; nulls those given a null value where a
+	// value is needed; set those a broker would have to change (SET, APPEND, SUBTRACT, or
+	// every one in the legacy request).
+	names, nulls, set []string
+	badOp             int8   // an unknown operation (IncrementalAlterConfigs), or -1
+	ops               []int8 // the operation of each config named (IncrementalAlterConfigs)
+	legacy            bool
+}
+
+// preprocessConfigs answers what is answered without the topics manager: every resource
+// but the topics that passed, whose index it lists in topics.
+func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topics []int) {
+	out = make([]*configAnswer, len(rs))
+	type key struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	first := map[key]int{}
+	for i, r := range rs {
+		k := key{r.typ, r.name}
+		if j, ok := first[k]; ok {
+			dup := &configAnswer{kerr.InvalidRequest.Code, "Each resource must appear at most once."}
+			out[i], out[j] = dup, dup
+			continue
+		}
+		first[k] = i
+	}
+	for i, r := range rs {
+		if out[i] != nil {
+			continue
+		}
+		if a := checkConfigResource(c, r); a != nil {
+			out[i] = a
+			continue
+		}
+		if r.typ == kmsg.ConfigResourceTypeTopic {
+			topics = append(topics, i)
+			continue
+		}
+		out[i] = &configAnswer{} // a broker (or broker logger) resource that changes nothing
+	}
+	return out, topics
+}
+
+func checkConfigResource(c *Call, r configResource) *configAnswer {
+	invalid := func(msg string) *configAnswer { return &configAnswer{kerr.InvalidRequest.Code, msg} }
+	seen := map[string]bool{}
+	for _, n := range r.names {
+		if seen[n] {
+			return invalid("Error due to duplicate config keys")
+		}
+		seen[n] = true
+	}
+	if len(r.nulls) > 0 {
+		return invalid("Null value not supported for : " + strings.Join(r.nulls, ", "))
+	}
+	switch r.typ {
+	case kmsg.ConfigResourceTypeTopic:
+		return nil
+	case kmsg.ConfigResourceTypeBroker:
+		if r.name != "" {
+			id, err := strconv.ParseInt(r.name, 10, 32)
+			if err != nil {
+				return invalid("Node id must be an integer, but it is: " + r.name)
+			}
+			if int32(id) != c.Env.NodeID {
+				return invalid("Unexpected broker id, expected " + strconv.Itoa(int(c.Env.NodeID)) + ", but received " + r.name)
+			}
+		}
+		if r.badOp >= 0 {
+			return invalid("Unknown operations type " + strconv.Itoa(int(r.badOp)))
+		}
+		// kaas reads its broker settings at start only: every one is what Apache calls
+		// a config that cannot be updated dynamically. A DELETE removes no dynamic
+		// value (there is none) and is answered as Apache answers it: done.
+		if len(r.set) > 0 {
+			return invalid("Cannot update these configs dynamically: Set(" + strings.Join(r.set, ", ") + ")")
+		}
+		return nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		if !r.legacy {
+			return checkLoggers(c, r)
+		}
+	}
+	return invalid("Unknown resource type " + strconv.Itoa(int(r.typ)))
+}
+
+// checkLoggers answers a BROKER_LOGGER resource as Apache's RuntimeLoggerManager does one
+// naming loggers that do not exist: kaas has no loggers whose level can be changed at
+// runtime (DescribeConfigs shows none), so a SET or DELETE names one that does not exist.
+func checkLoggers(c *Call, r configResource) *configAnswer {
+	invalid := func(msg string) *configAnswer { return &configAnswer{kerr.InvalidRequest.Code, msg} }
+	id, err := strconv.ParseInt(r.name, 10, 32)
+	if err != nil {
+		return invalid("Node id must be an integer, but it is: " + r.name)
+	}
+	if self := strconv.Itoa(int(c.Env.NodeID)); int32(id) != c.Env.NodeID {
+		return invalid("Unexpected node id. Expected " + self + ", but received " + self) // sic, Apache's
+	}
+	for i, op := range r.ops {
+		switch kmsg.IncrementalAlterConfigOp(op) {
+		case kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpDelete:
+			return &configAnswer{kerr.InvalidConfig.Code, "Logger " + r.names[i] + " does not exist!"}
+		case kmsg.IncrementalAlterConfigOpAppend:
+			return invalid("APPEND operation is not allowed for the BROKER_LOGGER resource")
+		case kmsg.IncrementalAlterConfigOpSubtract:
+			return invalid("SUBTRACT operation is not allowed for the BROKER_LOGGER resource")
+		default:
+			return invalid("Unknown operation type " + strconv.Itoa(int(op)) + " is not allowed for the BROKER_LOGGER resource")
+		}
+	}
+	return nil
+}
+
+// alterTopicConfigs asks the topics manager for the topic resources and then answers
+// through build, which gets every resource's outcome in request order.
+func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []partition.TopicConfigChange,
+	validateOnly bool, build func([]*configAnswer) kmsg.Response) {
+	if len(topics) == 0 || noTopics(c) {
+		for _, i := range topics {
+			out[i] = &configAnswer{kerr.UnknownTopicOrPartition.Code, "The topic '" + changes[i].Name + "' does not exist."}
+		}
+		c.Respond(build(out))
+		return
+	}
+	msg := &partition.AlterTopicConfigs{ValidateOnly: validateOnly}
+	for _, i := range topics {
+		msg.Topics = append(msg.Topics, changes[i])
+	}
+	msg.Reply = c.Await(func(v any) kmsg.Response {
+		res := v.(*partition.Created)
+		for k, i := range topics {
+			ti := res.Topics[k]
+			out[i] = &configAnswer{ti.ErrorCode, ti.ErrorMessage}
+		}
+		return build(out)
+	})
+	askTopics(c, msg)
+}
+
+// errMsg is an answer's error message: null on success, as Apache's ApiError.NONE.
+func (a *configAnswer) errMsg() *string {
+	if a.code == 0 {
+		return nil
+	}
+	m := a.msg
+	if m == "" {
+		m = kerr.ErrorForCode(a.code).Error()
+	}
+	return &m
+}
