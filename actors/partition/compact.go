@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/storage"
@@ -544,4 +545,20 @@ func (l *segmentLog) installCleaned(j *cleanJob) {
 		segs = append(segs, g.seg)
 		l.segs = append(segs, l.segs[i+n:]...)
 	}
+}
+
+// requireKeys refuses a batch holding a record without a key for a compacted topic
+// (INVALID_RECORD), as Apache's LogValidator does: the cleaner could only drop it.
+// The batch passed validateProduced, so its records decode.
+func requireKeys(h *header, b []byte, topic string, partition int32) *produceError {
+	recs, err := batchRecords(h, b)
+	if err != nil {
+		return &produceError{kerr.CorruptMessage.Code, "record batch does not decode"}
+	}
+	for i := range recs {
+		if recs[i].Key == nil {
+			return invalidRecord(int32(i), fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, partition))
+		}
+	}
+	return nil
 }

@@ -43,10 +43,13 @@ type PartitionConfig struct {
 	// acknowledges at once and fsyncs every N batches in the background.
 	FlushMessages  int64
 	RetentionCheck time.Duration
-	IdleClose      time.Duration
-	Now            func() time.Time
-	Log            zerolog.Logger
-	Metrics        *Metrics
+	// Cleaner, when the topic's cleanup.policy holds compact, compacts the log
+	// (cleaner.go); nil: delete only.
+	Cleaner   *CleanerConfig
+	IdleClose time.Duration
+	Now       func() time.Time
+	Log       zerolog.Logger
+	Metrics   *Metrics
 	// FS does every file step of the partition: its segments, recovery point,
 	// leader-epoch file and leader.lock. Nil is storage.OSFS.
 	FS storage.FS
@@ -114,6 +117,10 @@ type partitionActor struct {
 	// deletes are the DeleteRecords waiting for the log start offset's file
 	// (deleterecords.go).
 	deletes deletes
+	// cleaning is the compaction pass in flight (cleaner.go); cleanedTo is where the
+	// last one's key map ended: the next maps from there (the dirty range).
+	cleaning  *cleaning
+	cleanedTo int64
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -166,7 +173,13 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *logStartWritten:
 		p.onLogStartWritten(ctx, m)
 	case *retentionTick:
-		p.onRetentionTick()
+		p.onRetentionTick(ctx)
+	case *cleaned:
+		p.onCleaned(ctx, m)
+	case *cleanSwapped:
+		p.onCleanSwapped(ctx, m)
+	case *cleanAborted:
+		p.onCleanAborted(m)
 	case *openRetryTick:
 		p.onOpenRetry(ctx)
 	case *lockRetryTick:
@@ -341,6 +354,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	p.answerParked()
 	p.answerRollQueue()
 	p.answerLookups()
+	p.abandonCleaning()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -366,6 +380,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	p.answerParked()
 	p.answerRollQueue()
 	p.answerLookups()
+	p.abandonCleaning()
 	p.releaseWatchers(ctx, false)
 	if p.disk != nil {
 		p.disk.Close()
@@ -373,7 +388,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 }
 
 func (p *partitionActor) onIdle(ctx actor.Context) {
-	if p.disk != nil {
+	if p.disk != nil && p.cleaning == nil { // a pass holds its segments' files open
 		p.disk.closeIdle(!p.syncing && p.roll == nil && len(p.pending) == 0)
 	}
 	ctx.SetReceiveTimeout(p.cfg.IdleClose)
@@ -748,9 +763,13 @@ func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
 	return &EpochEnd{LeaderEpoch: ep, EndOffset: end}
 }
 
-func (p *partitionActor) onRetentionTick() {
+func (p *partitionActor) onRetentionTick(ctx actor.Context) {
 	if p.disk == nil || p.fenced() {
 		return // a fenced leader deletes nothing its successor may still serve
+	}
+	defer p.maybeClean(ctx)
+	if c := p.cfg.Cleaner; p.cleaning != nil || (c != nil && !c.Delete) {
+		return // compact only, or a pass holds the segments
 	}
 	n, err := p.disk.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
 	if err != nil {
