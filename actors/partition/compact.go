@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/binary"
 	"errors"
@@ -265,11 +266,10 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	}
 	defer f.Close()
 	var pos int64
-	var pend []byte // the group's last batch is written only once it is known to be last
-	for i, s := range g.olds {
-		lastSeg := i == len(g.olds)-1
-		var last header
-		var lastBytes []byte
+	var pend []byte // a batch kept is written once the next one is read
+	var last header // the group's last batch, read so far
+	seen := false
+	for _, s := range g.olds {
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
 			if pend != nil {
 				if _, err := f.WriteAt(pend, pos); err != nil {
@@ -282,17 +282,21 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 			if err != nil {
 				return err
 			}
+			if len(out) > 0 && &out[0] == &b[0] {
+				out = bytes.Clone(out) // b is the walker's window, read over next
+			}
 			pend = out
-			last, lastBytes = *h, b
+			last, seen = *h, true
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if lastSeg && pend == nil && lastBytes != nil {
-			// The group's end stays on disk: its last batch, emptied, is kept.
-			pend = emptyBatch(&last)
-		}
+	}
+	if pend == nil && seen {
+		// The group's end stays on disk (a .swap file's range is its batches'): its last
+		// batch, emptied, is kept, as Apache keeps the last batch of a cleaning round.
+		pend = emptyBatch(&last)
 	}
 	if pend != nil {
 		if _, err := f.WriteAt(pend, pos); err != nil {
