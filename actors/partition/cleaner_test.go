@@ -2,6 +2,8 @@ package partition
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"kaas/actors/actor"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -181,4 +184,72 @@ func wait(t *testing.T, ch chan struct{}, what string) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no %s", what)
 	}
+}
+
+// TestFencedPartitionSwapsNothingIn: a partition fenced while its pass writes the
+// cleaned file does not swap it in: the file is deleted and the old segments stay.
+func TestFencedPartitionSwapsNothingIn(t *testing.T) {
+	dir := t.TempDir()
+	fsys := storage.NewFaultFS(nil)
+	held, release := make(chan struct{}), make(chan struct{})
+	var hold, swapped atomic.Bool
+	hold.Store(true)
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		switch {
+		case op == storage.OpSync && strings.HasSuffix(path, cleanedSuffix) && hold.CompareAndSwap(true, false):
+			held <- struct{}{}
+			<-release
+		case op == storage.OpRename && strings.HasSuffix(path, swapSuffix):
+			swapped.Store(true)
+		}
+		return nil
+	})
+	var open atomic.Bool
+	open.Store(true)
+	sys := actor.NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	pid := sys.Spawn(PartitionProps(PartitionConfig{Dir: dir, Topic: "t", SegmentBytes: 200, FlushMessages: 1,
+		RetentionMS: -1, RetentionBytes: -1, Log: zerolog.Nop(), FS: fsys, Gate: open.Load,
+		Cleaner: &CleanerConfig{MinDirtyRatio: 0.01, DeleteRetentionMS: 1000, MaxKeys: 1000}}))
+	for i := 0; i < 8; i++ {
+		batch, perr := validateBatch(keyedBatch(1000, kv{k: "a", v: "value"}), 1<<20)
+		if perr != nil {
+			t.Fatal(perr.msg)
+		}
+		w := sys.NewWaiter()
+		sys.Send(pid, AppendMessage(batch, w.Promise))
+		if r, ok := w.Wait(10 * time.Second); !ok || r.(*Produced).ErrorCode != 0 {
+			t.Fatalf("produce: %+v", r)
+		}
+	}
+	before := segmentFiles(t, dir)
+	sys.Send(pid, &retentionTick{})
+	wait(t, held, "the cleaned file's fsync")
+	open.Store(false) // the lease is lost while the pass runs
+	close(release)
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if after := segmentFiles(t, dir); !slices.Equal(after, before) {
+			return fmt.Errorf("files %v after a fenced pass, want the old segments %v", after, before)
+		}
+		return nil
+	})
+	if swapped.Load() {
+		t.Fatal("a fenced partition swapped a cleaned file in")
+	}
+}
+
+// segmentFiles lists dir's files.
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".log") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
