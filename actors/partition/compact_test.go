@@ -282,3 +282,61 @@ func TestCompactSegmentsPastTheReadWindow(t *testing.T) {
 		t.Fatal("records differ after reopen")
 	}
 }
+
+// TestCompactKeepsProducersLastBatch: a batch whose records are all superseded is kept,
+// empty, when it holds its idempotent producer's last sequence (Apache's RETAIN_EMPTY),
+// and dropped otherwise.
+func TestCompactKeepsProducersLastBatch(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), 1<<20)
+	defer l.Close()
+	idem := func(pid int64, seq int32, recs ...kv) {
+		b := keyedBatch(1000, recs...)
+		h := parseHeader(b)
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, 0, seq
+		raw, err := batchRecords(&h, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recBytes []byte
+		for i := range raw {
+			recBytes = raw[i].AppendTo(recBytes)
+		}
+		b = encodeBatch(&h, 0, h.BaseTimestamp, int32(len(raw)), recBytes)
+		h2, perr := validateProduced(b, 1<<20)
+		if perr != nil {
+			t.Fatal(perr.msg)
+		}
+		if _, err := l.append(b, &h2, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idem(7, 0, kv{k: "a", v: "1"}) // offset 0: producer 7's last batch
+	idem(8, 0, kv{k: "a", v: "2"}) // offset 1: producer 8's first, not its last
+	idem(8, 1, kv{k: "b", v: "x"}) // offset 2
+	appendKeyed(t, l, 1000, kv{k: "a", v: "3"}, kv{k: "b", v: "y"})
+	if _, err := l.roll(l.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	j := l.planClean(cleanPolicy{minDirtyRatio: 0, deleteRetentionMS: 100, maxKeys: 1000}, 0, 5000)
+	j.lastOfProducer = map[int64]int64{7: 0, 8: 2}
+	if err := j.run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.swap(); err != nil {
+		t.Fatal(err)
+	}
+	l.installCleaned(j)
+	var got []string
+	b, err := l.read(0, l.EndOffset(), 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(b) > 0 {
+		h := parseHeader(b)
+		got = append(got, fmt.Sprintf("%d:pid=%d,seq=%d,n=%d", h.BaseOffset, h.ProducerID, h.BaseSequence, h.RecordCount))
+		b = b[h.Size():]
+	}
+	if want := []string{"0:pid=7,seq=0,n=0", "2:pid=8,seq=1,n=0", "3:pid=-1,seq=-1,n=2"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+}
