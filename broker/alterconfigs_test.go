@@ -152,7 +152,8 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		}{
 			{"unknown name", incResource(topic, "ia", incOp{"no.such.config", set, sp("1")}), kerr.InvalidConfig.Code, "Unknown topic config name: no.such.config"},
 			{"bad value", incResource(topic, "ia", incOp{"retention.ms", set, sp("soon")}), kerr.InvalidConfig.Code, "retention.ms"},
-			{"compaction", incResource(topic, "ia", incOp{"cleanup.policy", app, sp("compact")}), kerr.InvalidConfig.Code, "compaction is not supported"},
+			{"no cleanup", incResource(topic, "ia", incOp{"cleanup.policy", set, sp("")}), kerr.InvalidConfig.Code, "cleanup.policy"},
+			{"unapplied lag", incResource(topic, "ia", incOp{"max.compaction.lag.ms", set, sp("60000")}), kerr.InvalidConfig.Code, "max.compaction.lag.ms"},
 			{"append to a long", incResource(topic, "ia", incOp{"retention.ms", app, sp("5")}), kerr.InvalidConfig.Code, "Can't APPEND to key retention.ms because its type is not LIST."},
 			{"unknown topic", incResource(topic, "nope", incOp{"retention.ms", set, sp("5")}), kerr.UnknownTopicOrPartition.Code, "The topic 'nope' does not exist."},
 			{"default topic", incResource(topic, "", incOp{"retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Default topic resources are not allowed."},
@@ -230,8 +231,8 @@ func TestAlterConfigsReplacesTheSet(t *testing.T) {
 		wantConfig(t, addr, "la", "retention.ms", strconv.FormatInt(c.LogRetention.Milliseconds(), 10), true)
 		wantConfig(t, addr, "la", "segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10), true)
 
-		r = legacyAlter(t, addr, v, false, topic, "la", "cleanup.policy", "compact")
-		wantCode(t, "compact", r.ErrorCode, r.ErrorMessage, kerr.InvalidConfig.Code, "cleanup.policy")
+		r = legacyAlter(t, addr, v, false, topic, "la", "cleanup.policy", "")
+		wantCode(t, "no cleanup", r.ErrorCode, r.ErrorMessage, kerr.InvalidConfig.Code, "cleanup.policy")
 		wantConfig(t, addr, "la", "max.message.bytes", "3000", false)
 
 		r = legacyAlter(t, addr, v, false, topic, "nope", "retention.ms", "1")

@@ -230,10 +230,9 @@ func TestTopicAdminWire(t *testing.T) {
 		{"zero", 0, 1, nil, kerr.InvalidPartitions},
 		{"rf", 1, 3, nil, kerr.InvalidReplicationFactor},
 		{"cfg", 1, 1, map[string]*string{"no.such.config": kmsg.StringPtr("1")}, kerr.InvalidConfig},
-		// Not applied, so not accepted: a compacted topic would lose its keys to retention.
-		{"compacted", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, kerr.InvalidConfig},
-		{"both", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact,delete")}, kerr.InvalidConfig},
 		{"none", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("")}, kerr.InvalidConfig},
+		// Not applied, so not accepted.
+		{"lag", 1, 1, map[string]*string{"max.compaction.lag.ms": kmsg.StringPtr("60000")}, kerr.InvalidConfig},
 		{"typo", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("delet")}, kerr.InvalidConfig},
 	} {
 		r, _ := adm.CreateTopic(ctx, bad.p, bad.rf, bad.cfg, bad.name)

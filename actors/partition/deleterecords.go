@@ -204,6 +204,20 @@ func (p *partitionActor) moveStart(start int64) {
 		return
 	}
 	l.start = start
+	if p.cleaning == nil { // else once the pass is done (onCleanSwapped)
+		p.dropBelowStart()
+	}
+	for id, e := range p.producers {
+		if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
+			delete(p.producers, id)
+		}
+	}
+}
+
+// dropBelowStart deletes the segments wholly below the log start offset (the active
+// one stays).
+func (p *partitionActor) dropBelowStart() {
+	l, start := p.disk, p.disk.start
 	n := 0
 	for len(l.segs) > 1 && l.segs[1].base <= start {
 		s := l.segs[0]
@@ -223,11 +237,6 @@ func (p *partitionActor) moveStart(start int64) {
 		}
 		l.corrupt = keep
 		n++
-	}
-	for id, e := range p.producers {
-		if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
-			delete(p.producers, id)
-		}
 	}
 	if n > 0 {
 		p.log.Debug().Int("segments", n).Int64("log_start_offset", start).Msg("partition_segments_deleted")

@@ -150,6 +150,9 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*segmentLog, error
 	if err := cfg.fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 	}
+	if err := recoverCleaning(cfg.fs, dir, cfg.log); err != nil {
+		return nil, err
+	}
 	entries, err := cfg.fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list log dir %s: %w", dir, err)
@@ -329,6 +332,12 @@ func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit func(*hea
 		}
 		// Offsets only ever grow by whole batches; a segment may start past its name.
 		good := ok && h.LastOffsetDelta >= 0 && (h.BaseOffset == expect || (pos == 0 && h.BaseOffset > expect))
+		if ok && !good && h.LastOffsetDelta >= 0 && h.BaseOffset > expect {
+			// A gap compaction left (compact.go): taken only whole, its CRC holding.
+			if _, good, err = w.batch(pos, true); err != nil {
+				return fmt.Errorf("read segment %s: %w", s.path, err)
+			}
+		}
 		if good && !check && h.BaseOffset >= upTo {
 			// Past the next segment's base: bytes a former leader wrote after this
 			// segment was closed by its successor (cluster). Never served.

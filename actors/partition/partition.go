@@ -43,10 +43,13 @@ type PartitionConfig struct {
 	// acknowledges at once and fsyncs every N batches in the background.
 	FlushMessages  int64
 	RetentionCheck time.Duration
-	IdleClose      time.Duration
-	Now            func() time.Time
-	Log            zerolog.Logger
-	Metrics        *Metrics
+	// Cleaner, when the topic's cleanup.policy holds compact, compacts the log
+	// (cleaner.go); nil: delete only.
+	Cleaner   *CleanerConfig
+	IdleClose time.Duration
+	Now       func() time.Time
+	Log       zerolog.Logger
+	Metrics   *Metrics
 	// FS does every file step of the partition: its segments, recovery point,
 	// leader-epoch file and leader.lock. Nil is storage.OSFS.
 	FS storage.FS
@@ -118,6 +121,10 @@ type partitionActor struct {
 	// deletes are the DeleteRecords waiting for the log start offset's file
 	// (deleterecords.go).
 	deletes deletes
+	// cleaning is the compaction pass in flight (cleaner.go); cleanedTo is where the
+	// last one's key map ended: the next maps from there (the dirty range).
+	cleaning  *cleaning
+	cleanedTo int64
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -143,7 +150,7 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *appendBatch:
 		p.handleAppend(ctx, m)
 	case *reconfigure:
-		p.onReconfigure(m)
+		p.onReconfigure(ctx, m)
 	case *readLog:
 		m.reply.Resolve(p.read(ctx, m))
 	case *watch:
@@ -173,7 +180,13 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 	case *logStartWritten:
 		p.onLogStartWritten(ctx, m)
 	case *retentionTick:
-		p.onRetentionTick()
+		p.onRetentionTick(ctx)
+	case *cleaned:
+		p.onCleaned(ctx, m)
+	case *cleanSwapped:
+		p.onCleanSwapped(ctx, m)
+	case *cleanAborted:
+		p.onCleanAborted(m)
 	case *openRetryTick:
 		p.onOpenRetry(ctx)
 	case *lockRetryTick:
@@ -348,6 +361,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	p.answerParked()
 	p.answerRollQueue()
 	p.answerLookups()
+	p.abandonCleaning()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -373,6 +387,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	p.answerParked()
 	p.answerRollQueue()
 	p.answerLookups()
+	p.abandonCleaning()
 	p.releaseWatchers(ctx, false)
 	if p.disk != nil {
 		p.disk.Close()
@@ -380,7 +395,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 }
 
 func (p *partitionActor) onIdle(ctx actor.Context) {
-	if p.disk != nil {
+	if p.disk != nil && p.cleaning == nil { // a pass holds its segments' files open
 		p.disk.closeIdle(!p.syncing && p.roll == nil && len(p.pending) == 0)
 	}
 	ctx.SetReceiveTimeout(p.cfg.IdleClose)
@@ -755,9 +770,13 @@ func (p *partitionActor) epochEnd(m *epochEndOf) *EpochEnd {
 	return &EpochEnd{LeaderEpoch: ep, EndOffset: end}
 }
 
-func (p *partitionActor) onRetentionTick() {
+func (p *partitionActor) onRetentionTick(ctx actor.Context) {
 	if p.disk == nil || p.fenced() {
 		return // a fenced leader deletes nothing its successor may still serve
+	}
+	defer p.maybeClean(ctx)
+	if c := p.cfg.Cleaner; p.cleaning != nil || (c != nil && !c.Delete) {
+		return // compact only, or a pass holds the segments
 	}
 	n, err := p.disk.retain(p.cfg.Now().UnixMilli(), p.cfg.RetentionMS, p.cfg.RetentionBytes)
 	if err != nil {
@@ -808,12 +827,14 @@ type openRetryTick struct{ actor.Tick }
 // onReconfigure applies the topic's changed configs at once: the next roll, fsync and
 // retention check use them, and a changed retention deletes what it no longer keeps
 // now rather than at the next check.
-func (p *partitionActor) onReconfigure(r *reconfigure) {
-	retention := r.retentionMS != p.cfg.RetentionMS || r.retentionBytes != p.cfg.RetentionBytes
-	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages =
-		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
+func (p *partitionActor) onReconfigure(ctx actor.Context, r *reconfigure) {
+	retention := r.retentionMS != p.cfg.RetentionMS || r.retentionBytes != p.cfg.RetentionBytes ||
+		(r.cleaner == nil) != (p.cfg.Cleaner == nil)
+	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages, p.cfg.Cleaner =
+		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner
 	if c := p.current; c != nil {
-		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages = r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages
+		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages, c.Cleaner =
+			r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner
 	}
 	if p.disk != nil {
 		p.disk.cfg.segmentBytes = r.segmentBytes
@@ -821,6 +842,6 @@ func (p *partitionActor) onReconfigure(r *reconfigure) {
 	p.log.Debug().Int64("segment_bytes", r.segmentBytes).Int64("retention_ms", r.retentionMS).
 		Int64("retention_bytes", r.retentionBytes).Int64("flush_messages", r.flushMessages).Msg("partition_reconfigured")
 	if retention {
-		p.onRetentionTick()
+		p.onRetentionTick(ctx)
 	}
 }

@@ -164,4 +164,5 @@ func (m *logSize) AnswerCrash(*actor.Crashed) {
 // after the catalogue entry is written). Nothing comes back.
 type reconfigure struct {
 	segmentBytes, retentionMS, retentionBytes, flushMessages int64
+	cleaner                                                  *CleanerConfig // nil: delete only
 }

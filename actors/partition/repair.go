@@ -73,6 +73,12 @@ func (p *partitionActor) repairFrom(s *segment) int64 {
 func (p *partitionActor) dropLog(ctx actor.Context, err error) {
 	p.cfg.Metrics.writeFailed("fsync")
 	p.log.Error().Err(err).Msg("partition_unsynced_tail_lost")
+	p.reopenLog(ctx, err)
+}
+
+// reopenLog closes the log, answering what waits on it KAFKA_STORAGE_ERROR, and opens
+// it again at once: recovery keeps what the disk holds.
+func (p *partitionActor) reopenLog(ctx actor.Context, err error) {
 	for _, w := range p.pending {
 		w.reply.Resolve(&Produced{ErrorCode: kerr.KafkaStorageError.Code, BaseOffset: -1, LogStartOffset: -1})
 	}

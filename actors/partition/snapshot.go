@@ -41,6 +41,8 @@ type snapTopic struct {
 	// maxMessageBytes is the topic's max.message.bytes: a change of it is published
 	// with a new snapshot.
 	maxMessageBytes int32
+	// compact: its cleanup.policy holds compact, so a record without a key is refused.
+	compact bool
 }
 
 // NewCatalog is an empty catalogue (the manager fills it at start).
@@ -89,6 +91,7 @@ type Route struct {
 	// What a produced batch is validated by before it is sent (ValidateBatch).
 	partition       int32
 	maxMessageBytes int32
+	compact         bool
 	met             *Metrics
 	log             zerolog.Logger
 }
@@ -122,7 +125,7 @@ func (r Routes) Find(name string, id TopicID, p int32) Route {
 		return Route{Topic: t.name, ID: t.id, Code: kerr.NotLeaderForPartition.Code}
 	}
 	return Route{PID: t.pids[p], Topic: t.name, ID: t.id,
-		partition: p, maxMessageBytes: t.maxMessageBytes, met: r.snap.met, log: r.snap.log}
+		partition: p, maxMessageBytes: t.maxMessageBytes, compact: t.compact, met: r.snap.met, log: r.snap.log}
 }
 
 // DefaultRequestTimeout bounds a produce (without a timeout of its own), a ListOffsets
@@ -169,7 +172,7 @@ func (m *manager) publish() {
 			continue
 		}
 		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...),
-			maxMessageBytes: m.maxMessageBytes(t.meta)}
+			maxMessageBytes: m.maxMessageBytes(t.meta), compact: cleanerConfig(m.cfg.Broker, t.meta.Configs) != nil}
 		snap.topics[name] = st
 		snap.byID[t.id] = st
 	}

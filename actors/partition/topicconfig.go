@@ -38,7 +38,8 @@ func msOf(d time.Duration) string {
 
 // topicConfigs are the topic configs Apache accepts. Those that change how kaas stores a
 // partition are applied (retention.ms, retention.bytes, segment.bytes, max.message.bytes,
-// flush.messages); the rest are accepted, recorded and shown, so tools that set them work.
+// flush.messages, cleanup.policy, min.cleanable.dirty.ratio, min.compaction.lag.ms,
+// delete.retention.ms); the rest are accepted, recorded and shown, so tools that set them work.
 var topicConfigs = map[string]topicConfigDef{
 	"cleanup.policy":                          {kmsg.ConfigTypeList, constant("delete")},
 	"compression.type":                        {kmsg.ConfigTypeString, constant("producer")},
@@ -96,6 +97,11 @@ func validateTopicConfigs(configs map[string]string) error {
 			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
 		}
 	}
+	if v, ok := configs["max.compaction.lag.ms"]; ok && v != topicConfigs["max.compaction.lag.ms"].def(nil) {
+		// Not applied (a pass is planned by the dirty ratio only): refused rather than
+		// shown.
+		return fmt.Errorf("Invalid value %s for configuration max.compaction.lag.ms: kaas does not apply it yet; only its default %s is accepted", v, topicConfigs["max.compaction.lag.ms"].def(nil))
+	}
 	if v, ok := configs["cleanup.policy"]; ok {
 		if err := checkCleanupPolicy(v); err != nil {
 			return err
@@ -141,28 +147,18 @@ func effective(c *config.Config, overrides map[string]string, name string) int64
 	return n
 }
 
-// checkCleanupPolicy accepts Apache's "delete" and refuses what kaas does not apply: it
-// does not compact logs yet, and a topic that asked for compaction would lose its keys'
-// newest values to retention instead (INVALID_CONFIG, never accepted and shown). An
-// empty list (no cleanup at all in Apache) is refused as well: kaas would delete by
-// retention.
+// checkCleanupPolicy accepts Apache's "delete", "compact" and both (compact.go). An
+// empty list (no cleanup at all in Apache) is refused: kaas would delete by retention.
 func checkCleanupPolicy(v string) error {
-	compact := false
-	items := strings.Split(v, ",")
-	for _, p := range items {
+	for _, p := range strings.Split(v, ",") {
 		switch strings.TrimSpace(p) {
-		case "delete":
-		case "compact":
-			compact = true
+		case "delete", "compact":
 		default:
 			if strings.TrimSpace(v) == "" {
-				return fmt.Errorf("Invalid value %q for configuration cleanup.policy: kaas applies only \"delete\" (a topic without cleanup is not supported yet)", v)
+				return fmt.Errorf("Invalid value %q for configuration cleanup.policy: kaas applies only \"delete\" and \"compact\" (a topic without cleanup is not supported yet)", v)
 			}
 			return fmt.Errorf("Invalid value %s for configuration cleanup.policy: String must be one of: compact, delete", v)
 		}
-	}
-	if compact {
-		return fmt.Errorf("Invalid value %s for configuration cleanup.policy: log compaction is not supported yet; only \"delete\" is applied", v)
 	}
 	return nil
 }

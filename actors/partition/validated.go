@@ -22,6 +22,9 @@ type Batch struct {
 // broker-wide; it never reaches the partition.
 func (r Route) ValidateBatch(records []byte) (*Batch, *Produced) {
 	b, perr := validateBatch(records, r.maxMessageBytes)
+	if perr == nil && r.compact {
+		perr = requireKeys(&b.h, records, r.Topic, r.partition)
+	}
 	if perr != nil {
 		r.met.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
 		logRejected(r.log.With().Str("topic", r.Topic).Int32("partition", r.partition).Logger(), perr, len(records))

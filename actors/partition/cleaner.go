@@ -1,0 +1,207 @@
+package partition
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"kaas/actors/actor"
+	"kaas/config"
+)
+
+// The partition actor's side of log compaction (compact.go holds the pass itself).
+//
+// On the retention tick, a leader whose topic's cleanup.policy holds compact plans a
+// pass (planClean) when the dirty ratio reaches min.cleanable.dirty.ratio, and holds
+// open the files of every cleanable segment. A background job builds the key map and
+// writes each group's cleaned file aside (cleaned). Back in the actor's turn, a fenced
+// partition, or one whose log was closed meanwhile, deletes the cleaned files; else a
+// second job swaps them in, walking each new file for its index (cleanSwapped), and the
+// actor puts the new segments in place of the old ones in its turn. While a pass runs,
+// retention and DeleteRecords delete no segment and no segment file is closed as idle:
+// every read planned meanwhile reads an old segment through the file it held open, and
+// its offsets and positions stay those of that file, even unlinked (readplan.go). A
+// swap that fails midway reopens the log: recovery (recoverCleaning) finishes or undoes
+// what is on disk.
+
+// CleanerConfig is a compacted topic's settings (cleanup.policy holding compact).
+type CleanerConfig struct {
+	// Delete: cleanup.policy also holds delete, so retention.ms and retention.bytes
+	// delete segments too (compact,delete); without it they delete nothing.
+	Delete            bool
+	MinDirtyRatio     float64 // min.cleanable.dirty.ratio
+	MinLagMS          int64   // min.compaction.lag.ms
+	DeleteRetentionMS int64   // delete.retention.ms
+	// MaxKeys bounds a pass's key map, as log.cleaner.dedupe.buffer.size does Apache's
+	// (0: defaultCleanerKeys).
+	MaxKeys int
+}
+
+// defaultCleanerKeys is what Apache's default dedupe buffer (128 MiB, 24 bytes a key
+// at a load factor of 0.9) holds.
+const defaultCleanerKeys = 128 << 20 * 9 / 10 / 24
+
+// cleaning is a pass in flight.
+type cleaning struct {
+	job  *cleanJob
+	gone atomic.Bool // the actor stopped or restarted: the job swaps nothing in
+}
+
+// cleaned is the first job's outcome: the cleaned files written aside (or err).
+type cleaned struct {
+	c   *cleaning
+	err error
+}
+
+// cleanSwapped is the second job's outcome: the groups swapped in (or err).
+type cleanSwapped struct {
+	c   *cleaning
+	err error
+}
+
+// cleanAborted says a pass's cleaned files are deleted, never swapped in.
+type cleanAborted struct{ c *cleaning }
+
+// maybeClean starts a pass when one is due (retention tick).
+func (p *partitionActor) maybeClean(ctx actor.Context) {
+	cc := p.cfg.Cleaner
+	if cc == nil || p.disk == nil || p.cleaning != nil || p.roll != nil || p.fenced() {
+		return
+	}
+	keys := cc.MaxKeys
+	if keys <= 0 {
+		keys = defaultCleanerKeys
+	}
+	pol := cleanPolicy{minDirtyRatio: cc.MinDirtyRatio, minLagMS: cc.MinLagMS, deleteRetentionMS: cc.DeleteRetentionMS, maxKeys: keys}
+	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli())
+	if j == nil {
+		return
+	}
+	// The files of the segments it may replace stay open until it is done: a read
+	// planned meanwhile never opens by name a file the swap replaced.
+	for _, s := range p.disk.segs[:len(j.segs)] {
+		if _, err := s.file(); err != nil {
+			p.log.Error().Err(err).Msg("partition_clean_failed")
+			return
+		}
+	}
+	j.lastOfProducer = make(map[int64]int64, len(p.producers))
+	for id, e := range p.producers {
+		if n := len(e.batches); n > 0 {
+			j.lastOfProducer[id] = e.batches[n-1].lastOffset
+		}
+	}
+	c := &cleaning{job: j}
+	p.cleaning = c
+	p.log.Debug().Int64("dirty_from", j.dirtyFrom).Int("segments", len(j.segs)).Msg("partition_clean_started")
+	actor.Background(ctx, func() any {
+		err := j.run()
+		if err == nil && c.gone.Load() {
+			j.removeCleaned() // the actor is gone: nothing will swap them in
+		}
+		return &cleaned{c: c, err: err}
+	})
+}
+
+// onCleaned swaps the cleaned files in, unless the partition was fenced or closed.
+func (p *partitionActor) onCleaned(ctx actor.Context, m *cleaned) {
+	if m.c != p.cleaning {
+		return // of an incarnation gone since; its job removed its files
+	}
+	if m.err != nil {
+		p.cleaning = nil
+		p.log.Error().Err(m.err).Msg("partition_clean_failed")
+		return
+	}
+	j := m.c.job
+	if p.disk == nil || p.fenced() || len(j.groups) == 0 {
+		actor.Background(ctx, func() any {
+			j.removeCleaned()
+			return &cleanAborted{c: m.c}
+		})
+		return
+	}
+	c := m.c
+	gate := p.cfg.Gate
+	actor.Background(ctx, func() any {
+		if c.gone.Load() || (gate != nil && !gate()) {
+			j.removeCleaned()
+			return &cleanAborted{c: c}
+		}
+		return &cleanSwapped{c: c, err: j.swap()}
+	})
+}
+
+// onCleanSwapped puts the new segments in place of the old ones.
+func (p *partitionActor) onCleanSwapped(ctx actor.Context, m *cleanSwapped) {
+	if m.c != p.cleaning {
+		return
+	}
+	p.cleaning = nil
+	j := m.c.job
+	if p.disk == nil {
+		return
+	}
+	if m.err != nil {
+		p.cfg.Metrics.writeFailed("clean")
+		p.log.Error().Err(m.err).Msg("partition_clean_swap_failed")
+		p.reopenLog(ctx, m.err)
+		return
+	}
+	var before, after int64
+	for _, g := range j.groups {
+		for _, o := range g.olds {
+			before += o.size
+		}
+		after += g.seg.size
+	}
+	p.disk.installCleaned(j)
+	p.cleanedTo = j.upTo
+	p.dropBelowStart() // what DeleteRecords left to delete while the pass ran
+	p.log.Info().Int("groups", len(j.groups)).Int64("bytes_before", before).Int64("bytes_after", after).
+		Int64("cleaned_to", j.upTo).Msg("partition_log_cleaned")
+}
+
+// onCleanAborted ends a pass whose files were deleted.
+func (p *partitionActor) onCleanAborted(m *cleanAborted) {
+	if m.c == p.cleaning {
+		p.cleaning = nil
+	}
+}
+
+// abandonCleaning (stop, restart) keeps the pass in flight from swapping anything in.
+func (p *partitionActor) abandonCleaning() {
+	if p.cleaning != nil {
+		p.cleaning.gone.Store(true)
+		p.cleaning = nil
+	}
+}
+
+// cleanerConfig is a topic's CleanerConfig, nil unless its cleanup.policy holds compact.
+func cleanerConfig(c *config.Config, overrides map[string]string) *CleanerConfig {
+	policy, ok := overrides["cleanup.policy"]
+	if !ok {
+		policy = topicConfigs["cleanup.policy"].def(c)
+	}
+	cc := &CleanerConfig{}
+	compact := false
+	for _, p := range strings.Split(policy, ",") {
+		switch strings.TrimSpace(p) {
+		case "compact":
+			compact = true
+		case "delete":
+			cc.Delete = true
+		}
+	}
+	if !compact {
+		return nil
+	}
+	ratio, ok := overrides["min.cleanable.dirty.ratio"]
+	if !ok {
+		ratio = topicConfigs["min.cleanable.dirty.ratio"].def(c)
+	}
+	cc.MinDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
+	cc.MinLagMS = effective(c, overrides, "min.compaction.lag.ms")
+	cc.DeleteRetentionMS = effective(c, overrides, "delete.retention.ms")
+	return cc
+}
