@@ -4,11 +4,14 @@ package proc
 
 import (
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,6 +54,7 @@ func BuildTagged(t testing.TB, tags string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("build kaas (tags %q): %v", tags, err)
 	}
+	recordSources()
 	built[tags] = p
 	return p
 }
@@ -167,4 +171,37 @@ func (b *Broker) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// recordSources stats every Go source file of the module the binary is built from, and
+// its go.mod and go.sum, so that Go's test cache records them as the test's inputs: a
+// package whose tests run the binary imports none of kaas, and without this a result
+// cached before a change to kaas would be reused after it.
+func recordSources() {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return
+	}
+	root := filepath.Dir(filepath.Dir(filepath.Dir(self))) // e2e/proc/proc.go
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module (deploy/...): not in the binary
+				}
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") || path == filepath.Join(root, "go.mod") || path == filepath.Join(root, "go.sum") {
+			_, _ = os.Stat(path)
+		}
+		return nil
+	})
 }
