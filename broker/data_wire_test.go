@@ -233,6 +233,10 @@ func TestTopicAdminWire(t *testing.T) {
 		{"none", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("")}, kerr.InvalidConfig},
 		// Not applied, so not accepted.
 		{"lag", 1, 1, map[string]*string{"max.compaction.lag.ms": kmsg.StringPtr("60000")}, kerr.InvalidConfig},
+		// Apache's ranges of the compaction settings.
+		{"ratio", 1, 1, map[string]*string{"min.cleanable.dirty.ratio": kmsg.StringPtr("1.5")}, kerr.InvalidConfig},
+		{"minlag", 1, 1, map[string]*string{"min.compaction.lag.ms": kmsg.StringPtr("-1")}, kerr.InvalidConfig},
+		{"tombs", 1, 1, map[string]*string{"delete.retention.ms": kmsg.StringPtr("-5")}, kerr.InvalidConfig},
 		{"typo", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("delet")}, kerr.InvalidConfig},
 	} {
 		r, _ := adm.CreateTopic(ctx, bad.p, bad.rf, bad.cfg, bad.name)

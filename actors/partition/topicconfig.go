@@ -97,6 +97,18 @@ func validateTopicConfigs(configs map[string]string) error {
 			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
 		}
 	}
+	if v, ok := configs["min.cleanable.dirty.ratio"]; ok {
+		if f, _ := strconv.ParseFloat(v, 64); f < 0 || f > 1 {
+			return fmt.Errorf("Invalid value %s for configuration min.cleanable.dirty.ratio: Value must be no more than 1", v)
+		}
+	}
+	for _, name := range []string{"min.compaction.lag.ms", "delete.retention.ms"} {
+		if v, ok := configs[name]; ok {
+			if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
+				return fmt.Errorf("Invalid value %s for configuration %s: Value must be at least 0", v, name)
+			}
+		}
+	}
 	if v, ok := configs["max.compaction.lag.ms"]; ok && v != topicConfigs["max.compaction.lag.ms"].def(nil) {
 		// Not applied (a pass is planned by the dirty ratio only): refused rather than
 		// shown.
