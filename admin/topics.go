@@ -291,27 +291,10 @@ func deleteTopics(fs *flag.FlagSet) action {
 			if err != nil {
 				return err
 			}
-			docs := []statusDoc{}
-			var rows [][]string
-			for _, t := range topics {
+			return c.topicStatuses(topics, func(t string) (error, bool) {
 				r, ok := deleted[t]
-				terr := withMessage(r.Err, r.ErrMessage)
-				if !ok {
-					terr = errors.New("no answer for the topic")
-				}
-				if terr != nil {
-					c.fail(t, terr)
-				}
-				docs = append(docs, statusDoc{Topic: t, Error: errText(terr)})
-				rows = append(rows, []string{t, status(terr)})
-			}
-			if c.json {
-				return c.document(struct {
-					Topics []statusDoc `json:"topics"`
-				}{docs})
-			}
-			c.table([]string{"TOPIC", "STATUS"}, rows)
-			return nil
+				return withMessage(r.Err, r.ErrMessage), ok
+			})
 		},
 	}
 }
@@ -392,26 +375,35 @@ func alterTopicConfigs(fs *flag.FlagSet) action {
 				}
 				answers[r.ResourceName] = withMessage(kerr.ErrorForCode(r.ErrorCode), msg)
 			}
-			docs := []statusDoc{}
-			var rows [][]string
-			for _, t := range topics {
+			return c.topicStatuses(topics, func(t string) (error, bool) {
 				terr, ok := answers[t]
-				if !ok {
-					terr = errors.New("no answer for the topic")
-				}
-				if terr != nil {
-					c.fail(t, terr)
-				}
-				docs = append(docs, statusDoc{Topic: t, Error: errText(terr)})
-				rows = append(rows, []string{t, status(terr)})
-			}
-			if c.json {
-				return c.document(struct {
-					Topics []statusDoc `json:"topics"`
-				}{docs})
-			}
-			c.table([]string{"TOPIC", "STATUS"}, rows)
-			return nil
+				return terr, ok
+			})
 		},
 	}
+}
+
+// topicStatuses reports each topic's outcome as a table or JSON, failing the command for
+// each that failed; answer is a topic's error and whether the broker answered for it.
+func (c *cmd) topicStatuses(topics []string, answer func(topic string) (error, bool)) error {
+	docs := []statusDoc{}
+	var rows [][]string
+	for _, t := range topics {
+		terr, ok := answer(t)
+		if !ok {
+			terr = errors.New("no answer for the topic")
+		}
+		if terr != nil {
+			c.fail(t, terr)
+		}
+		docs = append(docs, statusDoc{Topic: t, Error: errText(terr)})
+		rows = append(rows, []string{t, status(terr)})
+	}
+	if c.json {
+		return c.document(struct {
+			Topics []statusDoc `json:"topics"`
+		}{docs})
+	}
+	c.table([]string{"TOPIC", "STATUS"}, rows)
+	return nil
 }

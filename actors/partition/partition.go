@@ -466,9 +466,6 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	}
 	p.producers.record(&h)
 	p.cfg.Metrics.appended(len(records))
-	if a := p.disk.active().base; a > p.durable {
-		p.durable = a // a roll synced every older segment
-	}
 	p.unsynced++
 	resp := &Produced{BaseOffset: base, LogStartOffset: p.disk.StartOffset()}
 	p.ack(ctx, h.LastOffset()+1, resp, m.reply)

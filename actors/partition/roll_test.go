@@ -23,21 +23,10 @@ import (
 func TestRollOffTheTurn(t *testing.T) {
 	dir := t.TempDir()
 	fsys := storage.NewFaultFS(nil)
-	held, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	var armed = make(chan struct{})
+	hold := newFirstHold()
 	fsys.SetBefore(func(op storage.Op, path string) error {
-		if op != storage.OpSyncDir {
-			return nil
-		}
-		select {
-		case <-armed:
-		default:
-			return nil
-		}
-		if first.CompareAndSwap(false, true) { // only the first is held
-			held <- struct{}{}
-			<-release
+		if op == storage.OpSyncDir {
+			hold.at()
 		}
 		return nil
 	})
@@ -69,9 +58,9 @@ func TestRollOffTheTurn(t *testing.T) {
 			t.Fatalf("produce %s: %+v", v, r)
 		}
 	}
-	close(armed)
+	hold.arm()
 	c := send("c") // fills the segment: the roll starts
-	<-held
+	<-hold.held
 	d := send("d")
 	w := sys.NewWaiter()
 	sys.Send(pid, &readLog{offset: 0, maxBytes: 1 << 20, minOne: true, currentEpoch: -1, reply: w.Promise})
@@ -84,7 +73,7 @@ func TestRollOffTheTurn(t *testing.T) {
 	} else if f, ok := v.(*Fetched); !ok || f.ErrorCode != 0 {
 		t.Fatalf("fetch while rolling: %+v", v)
 	}
-	close(release)
+	close(hold.release)
 	if r := answer(c); r.ErrorCode != 0 || r.BaseOffset != 2 {
 		t.Fatalf("the produce that rolled: %+v (%s), want offset 2", r, kerr.ErrorForCode(r.ErrorCode))
 	}
@@ -115,24 +104,16 @@ func TestRollOffTheTurn(t *testing.T) {
 func TestStopDuringRoll(t *testing.T) {
 	dir := t.TempDir()
 	fsys := storage.NewFaultFS(nil)
-	held, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	armed := make(chan struct{})
+	hold := newFirstHold()
 	closed := make(chan string, 64)
 	fsys.SetBefore(func(op storage.Op, path string) error {
-		select {
-		case <-armed:
-		default:
-			return nil
-		}
 		switch op {
 		case storage.OpSyncDir:
-			if first.CompareAndSwap(false, true) { // only the first is held
-				held <- struct{}{}
-				<-release
-			}
+			hold.at()
 		case storage.OpClose:
-			closed <- filepath.Base(path)
+			if hold.isArmed() {
+				closed <- filepath.Base(path)
+			}
 		}
 		return nil
 	})
@@ -153,9 +134,9 @@ func TestStopDuringRoll(t *testing.T) {
 	if r, ok := send("a").Wait(10 * time.Second); !ok || r.(*Produced).ErrorCode != 0 {
 		t.Fatalf("first produce: %v %v", r, ok)
 	}
-	close(armed)
+	hold.arm()
 	b := send("b")
-	<-held
+	<-hold.held
 	stopped := make(chan error, 1)
 	go func() { stopped <- sys.Poison(pid, 10*time.Second) }()
 	r, ok := b.Wait(10 * time.Second)
@@ -165,10 +146,41 @@ func TestStopDuringRoll(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	close(hold.release)
 	for name := range closed {
 		if name == segmentName(1) {
 			break // the file made after the stop is closed by the roll itself
 		}
+	}
+}
+
+// firstHold holds the first storage call it is told of once armed (a FaultFS Before
+// hook calls at), until the test releases it; later calls go through.
+type firstHold struct {
+	armed, held, release chan struct{}
+	first                atomic.Bool
+}
+
+func newFirstHold() *firstHold {
+	return &firstHold{armed: make(chan struct{}), held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *firstHold) arm() { close(h.armed) }
+
+func (h *firstHold) isArmed() bool {
+	select {
+	case <-h.armed:
+		return true
+	default:
+		return false
+	}
+}
+
+// at blocks the first call after arm until the test has taken it (held) and let it go
+// (release).
+func (h *firstHold) at() {
+	if h.isArmed() && h.first.CompareAndSwap(false, true) {
+		h.held <- struct{}{}
+		<-h.release
 	}
 }

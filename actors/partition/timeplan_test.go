@@ -2,7 +2,6 @@ package partition
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,20 +17,10 @@ import (
 // or after the timestamp.
 func TestListOffsetsByTimeOffTheTurn(t *testing.T) {
 	fsys := storage.NewFaultFS(nil)
-	armed, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
+	hold := newFirstHold()
 	fsys.SetBefore(func(op storage.Op, path string) error {
-		if op != storage.OpRead || !strings.HasSuffix(path, ".log") {
-			return nil
-		}
-		select {
-		case <-armed:
-		default:
-			return nil
-		}
-		if first.CompareAndSwap(false, true) { // only the first is held
-			held <- struct{}{}
-			<-release
+		if op == storage.OpRead && strings.HasSuffix(path, ".log") {
+			hold.at()
 		}
 		return nil
 	})
@@ -62,14 +51,14 @@ func TestListOffsetsByTimeOffTheTurn(t *testing.T) {
 			t.Fatalf("produce: %+v", r)
 		}
 	}
-	close(armed)
+	hold.arm()
 	w := sys.NewWaiter()
 	sys.Send(pid, &listOffset{timestamp: 1500, currentEpoch: -1, reply: w.Promise})
-	<-held
+	<-hold.held
 	if r := produce(3000, "y"); r.ErrorCode != 0 || r.BaseOffset != 2 {
 		t.Fatalf("produce while a time lookup reads: %+v", r)
 	}
-	close(release)
+	close(hold.release)
 	v, ok := w.Wait(10 * time.Second)
 	if !ok {
 		t.Fatal("ListOffsets by time not answered")
