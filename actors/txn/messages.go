@@ -123,7 +123,7 @@ type AddOffsets struct {
 	Reply           actor.Promise
 }
 
-func (m *AddOffsets) txnID() string { return m.TransactionalID }
+func (m *AddOffsets) txnID() string                { return m.TransactionalID }
 func (m *AddOffsets) fail(code int16)              { m.Reply.Resolve(&GroupVerified{ErrorCode: code}) }
 func (m *AddOffsets) AnswerCrash(c *actor.Crashed) { m.fail(crashCode(c)) }
 
@@ -142,7 +142,7 @@ type VerifyGroup struct {
 // GroupVerified answers VerifyGroup and AddOffsets.
 type GroupVerified struct{ ErrorCode int16 }
 
-func (m *VerifyGroup) txnID() string { return m.TransactionalID }
+func (m *VerifyGroup) txnID() string                { return m.TransactionalID }
 func (m *VerifyGroup) fail(code int16)              { m.Reply.Resolve(&GroupVerified{ErrorCode: code}) }
 func (m *VerifyGroup) AnswerCrash(c *actor.Crashed) { m.fail(crashCode(c)) }
 
