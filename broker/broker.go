@@ -42,6 +42,9 @@ type Broker struct {
 	lock *dataLock
 	// journal is the offsets journal actor; it stops after the groups.
 	journal *actor.PID
+	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
+	// after the transactions manager.
+	txnJournal *actor.PID
 	// cluster is the registry source, fence and ownership controller of a broker in a
 	// cluster (nil with the dev registry).
 	cluster *clusterSide

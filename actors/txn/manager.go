@@ -91,6 +91,8 @@ func (mg *manager) Receive(ctx actor.Context) {
 		}
 	case request:
 		mg.route(ctx, m)
+	case *AddPartitionsBatch:
+		mg.handleBatch(ctx, m)
 	case *Describe:
 		mg.handleDescribe(ctx, m)
 	case *List:
@@ -193,6 +195,19 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	}
 	for _, r := range e.queue {
 		mg.route(ctx, r)
+	}
+}
+
+// handleBatch routes each request of b, gathering their answers.
+func (mg *manager) handleBatch(ctx actor.Context, b *AddPartitionsBatch) {
+	reqs := b.Requests
+	ps := actor.Gather(ctx, len(reqs), 30*time.Second, nil, func(i int) any {
+		return &PartitionsVerified{Codes: allCodes(reqs[i].Partitions, codeNotAvailable)}
+	}, func(res []any) { b.Reply.Resolve(res) })
+	for i, r := range reqs {
+		c := *r
+		c.Reply = ps[i]
+		mg.route(ctx, &c)
 	}
 }
 

@@ -219,3 +219,12 @@ type Listing struct {
 }
 
 func (m *List) AnswerCrash(*actor.Crashed) { m.Reply.Resolve(&Listed{}) }
+
+// AddPartitionsBatch is AddPartitionsToTxn v4+: several ids' AddPartitions at once
+// (their Reply unused). Reply: []any, a *PartitionsVerified per request in order.
+type AddPartitionsBatch struct {
+	Requests []*AddPartitions
+	Reply    actor.Promise
+}
+
+func (m *AddPartitionsBatch) AnswerCrash(*actor.Crashed) { m.Reply.Resolve([]any(nil)) }

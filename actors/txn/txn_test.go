@@ -349,7 +349,9 @@ func TestTV2EmptyAbortAndBump(t *testing.T) {
 	if d := c.describe("nope"); d.ErrorCode != kerr.TransactionalIDNotFound.Code {
 		t.Fatalf("describe unknown: %+v", d)
 	}
-	l := c.ask(func(p actor.Promise) any { return &List{States: []string{"CompleteCommit"}, MinDurationMs: -1, Reply: p} }).(*Listed)
+	l := c.ask(func(p actor.Promise) any {
+		return &List{States: []string{"CompleteCommit"}, MinDurationMs: -1, Reply: p}
+	}).(*Listed)
 	if len(l.Txns) != 1 || l.Txns[0].ID != "tx" {
 		t.Fatalf("list: %+v", l)
 	}

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"kaas/actors/journal"
+	"kaas/actors/txn"
+	"kaas/storage"
+)
+
+// startTxns replays the transaction coordinator's state, starts its journal (a second
+// instance of actors/journal, under <data.dir>/transactions/journal) and the
+// transactions manager, and sets Env.Txns. Only a broker alone coordinates transactions
+// this round: in a cluster (a registry other than dev) Env.Txns stays nil and a
+// transactional InitProducerId gets UNSUPPORTED_VERSION, as before. Runs after the
+// topics manager, which hands out the producer ids.
+func (b *Broker) startTxns() error {
+	if b.cluster != nil {
+		return nil
+	}
+	fsys := storage.OSFS{}
+	rep, err := txn.Replay(fsys, b.cfg.DataDir, b.log)
+	if err != nil {
+		return fmt.Errorf("replay transactions: %w", err)
+	}
+	b.txnJournal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
+		Dir: txn.JournalDir(b.cfg.DataDir), Log: b.log, FirstSeq: rep.Next,
+	}), "transactions-journal")
+	if err != nil {
+		return fmt.Errorf("start transactions journal: %w", err)
+	}
+	c := &b.cfg
+	pid, err := b.sys.SpawnNamed(txn.ManagerProps(txn.ManagerConfig{
+		Replayed: rep, Journal: b.txnJournal, FS: fsys, Dir: txn.IDsDir(c.DataDir), Topics: b.env.Topics, Log: b.log,
+		Settings: txn.Settings{
+			MaxTimeout: c.TransactionMaxTimeout, Expiration: c.TransactionalIDExpiration,
+			MaxPartitions: int(c.TransactionMaxPartitions), Open: txn.NewBudget(int(c.TransactionMaxOpen)),
+		},
+		// The partitions' markers (partition.WriteTxnMarker) and the groups' pending
+		// offsets (group.TxnOffsetMarker) are wired here once those messages exist;
+		// until then there is nothing to end (the data path refuses transactional
+		// batches), and a Prepare* completes at once.
+		Sides:   txn.Sides{},
+		Metrics: txn.NewMetrics(b.met.Registry),
+	}), "transactions")
+	if err != nil {
+		return fmt.Errorf("start transactions manager: %w", err)
+	}
+	b.env.Txns = pid
+	return nil
+}
+
+// stopTxns stops the transactions manager, then its journal (every answer a transition
+// waits for comes from it).
+func (b *Broker) stopTxns(timeout time.Duration) {
+	if b.env.Txns != nil {
+		if err := b.sys.Poison(b.env.Txns, timeout); err != nil {
+			b.log.Error().Err(err).Msg("transactions_manager_stop_timed_out")
+		}
+	}
+	if b.txnJournal != nil {
+		if err := b.sys.Poison(b.txnJournal, timeout); err != nil {
+			b.log.Error().Err(err).Msg("transactions_journal_stop_timed_out")
+		}
+	}
+}
