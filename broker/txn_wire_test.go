@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // The transaction coordinator over a real socket (a broker alone): kmsg requests for
@@ -50,22 +52,20 @@ func describeTxn(c *brokertest.Raw, id string) kmsg.DescribeTransactionsResponse
 // Complete* follow the answer to EndTxn).
 func waitTxnState(t *testing.T, c *brokertest.Raw, id, state string) kmsg.DescribeTransactionsResponseTransactionState {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := describeTxn(c, id)
-		if st.State == state {
-			return st
+	var st kmsg.DescribeTransactionsResponseTransactionState
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if st = describeTxn(c, id); st.State != state {
+			return fmt.Errorf("%s: state %q (error %d), want %s", id, st.State, st.ErrorCode, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: state %q (error %d), want %s", id, st.State, st.ErrorCode, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 func TestTxnCoordinatorWire(t *testing.T) {
 	cfg := brokertest.Config(t)
 	b := brokertest.StartWith(t, cfg)
+	createTopic(t, b.Addr(), "t", 3)
 	c := brokertest.Dial(t, b.Addr())
 
 	// Argument checks.
@@ -113,6 +113,11 @@ func TestTxnCoordinatorWire(t *testing.T) {
 	}
 	if r := c.Roundtrip(addParts(3, "w", pid, 5, "t", 2), 1).(*kmsg.AddPartitionsToTxnResponse); r.Topics[0].Partitions[0].ErrorCode != kerr.ProducerFenced.Code {
 		t.Fatalf("v3 stale epoch: %d", r.Topics[0].Partitions[0].ErrorCode)
+	}
+
+	// A partition the catalogue does not hold: nothing added.
+	if r := c.Roundtrip(addParts(3, "w", pid, 0, "nope", 0), 1).(*kmsg.AddPartitionsToTxnResponse); r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown topic: %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
 
 	st := describeTxn(c, "w")
@@ -192,6 +197,7 @@ func TestTxnCoordinatorWire(t *testing.T) {
 // aborted within the timeout + 1 s, and its producer is fenced.
 func TestTxnTimeoutFencesStalledProducer(t *testing.T) {
 	b := brokertest.Start(t, nil)
+	createTopic(t, b.Addr(), "t", 1)
 	c := brokertest.Dial(t, b.Addr())
 	init := c.Roundtrip(initPID(4, "stall", 500, -1, -1), 1).(*kmsg.InitProducerIDResponse)
 	start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/partition"
 	"kaas/actors/txn"
 )
 
@@ -102,6 +103,27 @@ func addPartitionsV3(c *Call, req *kmsg.AddPartitionsToTxnRequest) {
 	if c.Env.Txns == nil {
 		c.Respond(respond(nil, kerr.CoordinatorNotAvailable.Code))
 		return
+	}
+	// Partitions the catalogue does not hold fail the request before the coordinator
+	// sees it: UNKNOWN_TOPIC_OR_PARTITION for them, OPERATION_NOT_ATTEMPTED for the
+	// others, nothing added (Apache's KafkaApis, from its metadata cache).
+	if c.Env.Catalog != nil {
+		routes := c.Env.Catalog.Routes()
+		unknown := map[string]map[int32]int16{}
+		for t, ps := range tps {
+			for _, p := range ps {
+				if code := routes.Find(t, partition.TopicID{}, p).Code; code != 0 {
+					if unknown[t] == nil {
+						unknown[t] = map[int32]int16{}
+					}
+					unknown[t][p] = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+		}
+		if len(unknown) > 0 {
+			c.Respond(respond(unknown, kerr.OperationNotAttempted.Code))
+			return
+		}
 	}
 	reply := c.Await(func(v any) kmsg.Response {
 		return respond(v.(*txn.PartitionsVerified).Codes, kerr.CoordinatorNotAvailable.Code)

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/journal"
 	"kaas/actors/partition"
+	"kaas/internal/testwait"
 	"kaas/storage"
 )
 
@@ -133,17 +135,12 @@ func (c *coord) describe(id string) Description {
 // waitState waits for id to reach s (the markers run after the answer).
 func (c *coord) waitState(id string, s State) {
 	c.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d := c.describe(id)
-		if d.State == s && d.ErrorCode == 0 {
-			return
+	testwait.For(c.t, 5*time.Second, 5*time.Millisecond, func() error {
+		if d := c.describe(id); d.State != s || d.ErrorCode != 0 {
+			return fmt.Errorf("%s: state %v (error %d), want %v", id, d.State, d.ErrorCode, s)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: state %v, want %v", id, d.State, s)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (c *coord) nextSent() sent {
