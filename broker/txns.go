@@ -25,7 +25,7 @@ func (b *Broker) startTxns() error {
 		return fmt.Errorf("replay transactions: %w", err)
 	}
 	b.txnJournal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
-		Dir: txn.JournalDir(b.cfg.DataDir), Log: b.log, FirstSeq: rep.Next,
+		Dir: txn.JournalDir(b.cfg.DataDir), Name: "transactions_journal", Log: b.log, FirstSeq: rep.Next,
 	}), "transactions-journal")
 	if err != nil {
 		return fmt.Errorf("start transactions journal: %w", err)

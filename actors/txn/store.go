@@ -104,7 +104,7 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 	if err != nil {
 		return nil, err
 	}
-	changed := map[string]bool{}
+	changed, damaged := map[string]bool{}, map[string]bool{}
 	for _, s := range segs {
 		path := filepath.Join(jdir, s.name)
 		b, err := fsys.ReadFile(path)
@@ -113,6 +113,7 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 		}
 		sc := journal.ScanSegment(b, s.first)
 		if len(sc.Damaged) > 0 {
+			damaged[s.name] = true
 			// Records acknowledged and then damaged on disk: their ids keep their last
 			// readable state (an operator must look; the coordinator goes on).
 			log.Error().Str("segment", path).Int("damaged_ranges", len(sc.Damaged)).Msg("transactions_journal_damaged")
@@ -141,9 +142,21 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 			return nil, fmt.Errorf("save transactional id %s: %w", logs.ID(id), err)
 		}
 	}
+	if len(damaged) > 0 {
+		if err := fsys.MkdirAll(journal.QuarantineDir(jdir)); err != nil {
+			return nil, fmt.Errorf("make %s: %w", journal.QuarantineDir(jdir), err)
+		}
+	}
 	for _, s := range segs {
-		if err := storage.RemoveDurably(fsys, jdir, s.name); err != nil {
-			return nil, fmt.Errorf("remove %s: %w", s.name, err)
+		// Every record is in its id's file now; a damaged segment goes to the quarantine
+		// directory for an operator to look at.
+		if err := journal.DropSegment(fsys, jdir, s.name, damaged[s.name]); err != nil {
+			return nil, fmt.Errorf("drop %s: %w", s.name, err)
+		}
+	}
+	if len(segs) > 0 {
+		if err := fsys.SyncDir(jdir); err != nil {
+			return nil, fmt.Errorf("fsync directory %s: %w", jdir, err)
 		}
 	}
 	for id, m := range states {

@@ -47,6 +47,11 @@ type coord struct {
 
 func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
 	t.Helper()
+	return startCoordWith(t, dir, answer, nil)
+}
+
+func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate func(*Settings)) *coord {
+	t.Helper()
 	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer}
 	c.sys = actor.NewSystem(zerolog.Nop())
 	rep, err := Replay(storage.OSFS{}, dir, zerolog.Nop())
@@ -70,9 +75,13 @@ func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
 			reply.Resolve(int16(0))
 		},
 	}
+	settings := Settings{CheckpointDelay: time.Hour, MarkerBackoff: 10 * time.Millisecond, MaxPartitions: 100}
+	if mutate != nil {
+		mutate(&settings)
+	}
 	c.mgr, err = c.sys.SpawnNamed(ManagerProps(ManagerConfig{
 		Replayed: rep, Journal: c.jpid, Dir: IDsDir(dir), Topics: topics, Sides: sides, Log: zerolog.Nop(),
-		Settings: Settings{CheckpointDelay: time.Hour, MarkerBackoff: 10 * time.Millisecond, MaxPartitions: 100},
+		Settings: settings,
 	}), "transactions")
 	if err != nil {
 		t.Fatal(err)
@@ -351,5 +360,23 @@ func TestTV2EmptyAbortAndBump(t *testing.T) {
 	}).(*Listed)
 	if len(l.Txns) != 1 || l.Txns[0].ID != "tx" {
 		t.Fatalf("list: %+v", l)
+	}
+}
+
+// TestIdleIDExpires: an id idle past transactional.id.expiration.ms is forgotten; the
+// next InitProducerId for it starts afresh with a new producer id.
+func TestIdleIDExpires(t *testing.T) {
+	dir := t.TempDir()
+	c := startCoordWith(t, dir, func(Marker) *int16 { return ok16() }, func(s *Settings) { s.Expiration = 300 * time.Millisecond })
+	defer c.stop()
+	r := c.init("old", 60000)
+	testwait.For(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if d := c.describe("old"); d.ErrorCode != kerr.TransactionalIDNotFound.Code {
+			return fmt.Errorf("old: %+v", d)
+		}
+		return nil
+	})
+	if r2 := c.init("old", 60000); r2.ErrorCode != 0 || r2.ProducerID == r.ProducerID || r2.ProducerEpoch != 0 {
+		t.Fatalf("after expiry: %+v (was %+v)", r2, r)
 	}
 }
