@@ -133,6 +133,13 @@ type txnActor struct {
 	busy  bool
 	queue []request
 	waits actor.Pending[func(any)]
+	// parked are implicit adds (Produce v12, TxnOffsetCommit v5) of the producer's next
+	// transaction that came while its last one's markers were being written (TV2: the
+	// producer already has the bumped epoch): they go on once it is complete, or get
+	// CONCURRENT_TRANSACTIONS after parkWait, as Apache's leader retries them (KAFKA-18654).
+	parked    []request
+	parkTimer actor.Cancel
+	parkGen   uint64
 
 	saving, saveArmed bool
 	dead              bool
@@ -151,6 +158,7 @@ type txnActor struct {
 // Internal messages.
 type (
 	deadlineFired struct{ gen uint64 }
+	parkExpired   struct{ gen uint64 }
 	expiryFired   struct{ gen uint64 }
 	retryMarkers  struct{ round uint64 }
 	saveNow       struct{}
@@ -173,6 +181,9 @@ type (
 // CONCURRENT_TRANSACTIONS (retriable).
 const maxQueued = 1024
 
+// parkWait bounds how long an implicit add waits for the previous transaction's markers.
+const parkWait = 2 * time.Second
+
 func (a *txnActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
@@ -189,6 +200,10 @@ func (a *txnActor) Receive(ctx actor.Context) {
 		m.reply.Resolve(a.describe())
 	case *deadlineFired:
 		a.onDeadline(ctx, m)
+	case *parkExpired:
+		if m.gen == a.parkGen {
+			a.unpark(ctx, false)
+		}
 	case *expiryFired:
 		a.onExpiry(ctx, m)
 	case *retryMarkers:
@@ -229,15 +244,15 @@ func (a *txnActor) onStarted(ctx actor.Context) {
 }
 
 func (a *txnActor) onStopping() {
-	for _, c := range []actor.Cancel{a.deadline, a.expiry, a.retry} {
+	for _, c := range []actor.Cancel{a.deadline, a.expiry, a.retry, a.parkTimer} {
 		if c != nil {
 			c()
 		}
 	}
-	for _, r := range a.queue {
+	for _, r := range append(a.queue, a.parked...) {
 		r.fail(codeNotCoord)
 	}
-	a.queue = nil
+	a.queue, a.parked = nil, nil
 	a.waits.Drain(func(then func(any)) { then(nil) })
 	if a.counted {
 		a.cfg.Settings.Open.release()
@@ -274,6 +289,9 @@ func (a *txnActor) drain(ctx actor.Context) {
 }
 
 func (a *txnActor) handle(ctx actor.Context, r request) {
+	if a.park(ctx, r) {
+		return
+	}
 	switch m := r.(type) {
 	case *InitProducerID:
 		a.handleInit(ctx, m, noPID)
@@ -308,6 +326,61 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 	case *EndTxn:
 		a.handleEnd(ctx, m, noPID)
 	}
+}
+
+// park keeps an implicit add of the producer's next transaction while its last one
+// completes (see parked).
+func (a *txnActor) park(ctx actor.Context, r request) bool {
+	var pid int64
+	var epoch int16
+	switch m := r.(type) {
+	case *VerifyPartitions:
+		if !m.Add {
+			return false
+		}
+		pid, epoch = m.ProducerID, m.ProducerEpoch
+	case *VerifyGroup:
+		if !m.Add {
+			return false
+		}
+		pid, epoch = m.ProducerID, m.ProducerEpoch
+	default:
+		return false
+	}
+	m := a.meta
+	if m == nil || (m.State != PrepareCommit && m.State != PrepareAbort) || a.fencing ||
+		!(pid == m.ProducerID && epoch == m.Epoch || m.NextProducerID >= 0 && pid == m.NextProducerID && epoch == 0) {
+		return false
+	}
+	if len(a.parked) >= maxQueued {
+		return false
+	}
+	a.parked = append(a.parked, r)
+	actor.HandedOn(ctx)
+	if a.parkTimer == nil {
+		a.parkGen++
+		a.parkTimer = actor.After(ctx, parkWait, &parkExpired{gen: a.parkGen})
+	}
+	return true
+}
+
+// unpark lets the parked adds go on (the transaction completed), or answers them
+// CONCURRENT_TRANSACTIONS (the wait ran out).
+func (a *txnActor) unpark(ctx actor.Context, completed bool) {
+	if a.parkTimer != nil {
+		a.parkTimer()
+		a.parkTimer = nil
+	}
+	a.parkGen++
+	parked := a.parked
+	a.parked = nil
+	if !completed {
+		for _, r := range parked {
+			r.fail(codeConcurrent)
+		}
+		return
+	}
+	a.queue = append(parked, a.queue...)
 }
 
 // newProducerID asks the topics manager for a fresh producer id, then runs then with
@@ -486,6 +559,9 @@ func (a *txnActor) changed(ctx actor.Context, prev *Meta) {
 	case CompleteCommit, CompleteAbort:
 		if prev != nil && (prev.State == PrepareCommit || prev.State == PrepareAbort) {
 			a.log.Debug().Str("state", m.State.String()).Msg("transaction_completed")
+		}
+		if len(a.parked) > 0 {
+			a.unpark(ctx, true) // drained by write's continuation
 		}
 	}
 }

@@ -30,6 +30,7 @@ type sent struct {
 	marker *Marker
 	group  *GroupMarker
 	at     time.Time
+	reply  actor.Promise
 }
 
 // coord is a coordinator over dir with fake sides: every marker asked for is reported
@@ -65,7 +66,7 @@ func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate
 	topics := c.sys.Spawn(actor.PropsOf(func() actor.Actor { return &fakeTopics{next: int64(len(rep.States)) * 10} }))
 	sides := Sides{
 		WriteMarker: func(_ actor.Context, m Marker, reply actor.Promise) {
-			c.sent <- sent{marker: &m, at: time.Now()}
+			c.sent <- sent{marker: &m, at: time.Now(), reply: reply}
 			if code := c.answer(m); code != nil {
 				reply.Resolve(*code)
 			}
@@ -378,5 +379,40 @@ func TestIdleIDExpires(t *testing.T) {
 	})
 	if r2 := c.init("old", 60000); r2.ErrorCode != 0 || r2.ProducerID == r.ProducerID || r2.ProducerEpoch != 0 {
 		t.Fatalf("after expiry: %+v (was %+v)", r2, r)
+	}
+}
+
+// TestImplicitAddWaitsForPreviousMarkers: under TV2 the producer starts its next
+// transaction at the bumped epoch while the last one's markers are still being written;
+// its implicit add (Produce v12) waits for them instead of failing.
+func TestImplicitAddWaitsForPreviousMarkers(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	add := func(epoch int16) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {0}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	e := c.end("tx", r.ProducerID, 0, true, true)
+	if e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent() // PrepareCommit durable, its marker not answered yet
+	w := add(1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("add of the next transaction: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 {
+		t.Fatalf("next transaction: %+v", d)
 	}
 }
