@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/broker/brokertest"
@@ -211,5 +213,40 @@ func TestTxnTimeoutFencesStalledProducer(t *testing.T) {
 	}
 	if r := c.Roundtrip(endTxn(3, "stall", init.ProducerID, 0, true), 1).(*kmsg.EndTxnResponse); r.ErrorCode != kerr.ProducerFenced.Code {
 		t.Fatalf("stalled producer's commit: %d", r.ErrorCode)
+	}
+}
+
+// TestTxnAdminClient: kadm finds the coordinator (FindCoordinator key type 1) and reads
+// DescribeTransactions and ListTransactions as an operator's tool would.
+func TestTxnAdminClient(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	createTopic(t, b.Addr(), "t", 2)
+	c := brokertest.Dial(t, b.Addr())
+	init := c.Roundtrip(initPID(4, "adm", 60000, -1, -1), 1).(*kmsg.InitProducerIDResponse)
+	if add := c.Roundtrip(addParts(3, "adm", init.ProducerID, 0, "t", 1), 1).(*kmsg.AddPartitionsToTxnResponse); add.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("add: %d", add.Topics[0].Partitions[0].ErrorCode)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := adm.DescribeTransactions(ctx, "adm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds["adm"]
+	if d.Err != nil || d.State != "Ongoing" || d.ProducerID != init.ProducerID || len(d.Topics["t"]) != 1 {
+		t.Fatalf("describe: %+v", d)
+	}
+	ls, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ls.TransactionalIDs(); len(got) != 1 || got[0] != "adm" {
+		t.Fatalf("list: %v", got)
 	}
 }

@@ -416,3 +416,31 @@ func TestImplicitAddWaitsForPreviousMarkers(t *testing.T) {
 		t.Fatalf("next transaction: %+v", d)
 	}
 }
+
+// TestBounds: transaction.max.open and transaction.max.partitions answer clear codes,
+// and a place is given back when a transaction completes.
+func TestBounds(t *testing.T) {
+	budget := NewBudget(1)
+	c := startCoordWith(t, t.TempDir(), func(Marker) *int16 { return ok16() }, func(s *Settings) {
+		s.Open, s.MaxPartitions = budget, 2
+	})
+	defer c.stop()
+	a, b := c.init("a", 60000), c.init("b", 60000)
+	if code := c.add("a", a.ProducerID, 0, map[string][]int32{"t": {0, 1, 2}}); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("3 partitions past a bound of 2: %d", code)
+	}
+	if code := c.add("a", a.ProducerID, 0, map[string][]int32{"t": {0}}); code != 0 {
+		t.Fatalf("add a: %d", code)
+	}
+	if code := c.add("b", b.ProducerID, 0, map[string][]int32{"t": {0}}); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("a second open transaction past a bound of 1: %d", code)
+	}
+	if budget.Open() != 1 {
+		t.Fatalf("open %d", budget.Open())
+	}
+	c.end("a", a.ProducerID, 0, true, false)
+	c.waitState("a", CompleteCommit)
+	if code := c.add("b", b.ProducerID, 0, map[string][]int32{"t": {0}}); code != 0 {
+		t.Fatalf("add b once a completed: %d", code)
+	}
+}
