@@ -175,6 +175,10 @@ func (mg *manager) route(ctx actor.Context, r request) {
 		}
 	}
 	if e.stopping {
+		if len(e.queue) >= maxQueued {
+			r.fail(codeConcurrent)
+			return
+		}
 		e.queue = append(e.queue, r)
 		return
 	}

@@ -113,7 +113,7 @@ func (a *txnActor) complete(ctx actor.Context) {
 		return
 	}
 	a.write(ctx, completed(a.meta, a.now()), func(ok bool) {
-		if !ok {
+		if !ok && !a.stopping {
 			// The markers are idempotent: write them again, then the Complete*.
 			a.remaining = nil
 			a.retry = actor.After(ctx, maxMarkerBackoff, &retryMarkers{round: a.round})

@@ -142,7 +142,8 @@ type txnActor struct {
 	parkGen   uint64
 
 	saving, saveArmed bool
-	dead              bool
+	dead              bool // expired: stops once its file is removed
+	stopping          bool // the actor is stopping: nothing new is started
 
 	// Timers, each with a guard its message carries.
 	deadline    actor.Cancel
@@ -244,6 +245,7 @@ func (a *txnActor) onStarted(ctx actor.Context) {
 }
 
 func (a *txnActor) onStopping() {
+	a.stopping = true
 	for _, c := range []actor.Cancel{a.deadline, a.expiry, a.retry, a.parkTimer} {
 		if c != nil {
 			c()
@@ -262,7 +264,7 @@ func (a *txnActor) onStopping() {
 
 // enqueue handles r now, or after the transition under way.
 func (a *txnActor) enqueue(ctx actor.Context, r request) {
-	if a.dead {
+	if a.dead || a.stopping {
 		r.fail(codeNotCoord)
 		return
 	}
@@ -280,7 +282,7 @@ func (a *txnActor) enqueue(ctx actor.Context, r request) {
 
 // drain handles queued requests until one starts a transition.
 func (a *txnActor) drain(ctx actor.Context) {
-	for !a.busy && len(a.queue) > 0 && !a.dead {
+	for !a.busy && len(a.queue) > 0 && !a.dead && !a.stopping {
 		r := a.queue[0]
 		a.queue = a.queue[1:]
 		actor.Handling(ctx, r)
@@ -600,7 +602,7 @@ func (a *txnActor) onDeadline(ctx actor.Context, m *deadlineFired) {
 	a.log.Info().Int64("producer_id", a.meta.ProducerID).Int16("epoch", a.meta.Epoch).
 		Int32("timeout_ms", a.meta.TimeoutMs).Msg("transaction_timed_out_aborting")
 	a.fence(ctx, fenced(a.meta, a.now()), func(ok bool) {
-		if !ok { // look again shortly: the abort must happen
+		if !ok && !a.stopping { // look again shortly: the abort must happen
 			a.deadline = actor.After(ctx, time.Second, &deadlineFired{gen: a.deadlineGen})
 		}
 	})
@@ -629,7 +631,9 @@ func (a *txnActor) onExpiry(ctx actor.Context, m *expiryFired) {
 	next.State, next.UpdateMs = Dead, a.now()
 	a.write(ctx, next, func(ok bool) {
 		if !ok {
-			a.armExpiry(ctx)
+			if !a.stopping {
+				a.armExpiry(ctx)
+			}
 			return
 		}
 		a.log.Info().Msg("transactional_id_expired")
