@@ -274,8 +274,10 @@ func (mg *manager) handleList(l *List) {
 		if len(pids) > 0 && !pids[s.pid] {
 			continue
 		}
-		// KIP-994: only transactions running at least that long.
-		if l.MinDurationMs >= 0 && (!s.state.open() || s.startMs < 0 || now-s.startMs < l.MinDurationMs) {
+		// KIP-994: only transactions running longer than that. Apache compares the last
+		// start time of any state; kaas lists running transactions only, which is
+		// what the filter is for (finding hanging ones).
+		if l.MinDurationMs >= 0 && (!s.state.open() || s.startMs < 0 || now-s.startMs <= l.MinDurationMs) {
 			continue
 		}
 		out.Txns = append(out.Txns, Listing{ID: s.id, ProducerID: s.pid, State: s.state})

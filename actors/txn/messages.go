@@ -196,8 +196,8 @@ type Description struct {
 func (m *Describe) AnswerCrash(*actor.Crashed) { m.Reply.Resolve(&Described{}) }
 
 // List asks for the transactions matching every filter given (ListTransactions):
-// States by name (none: all), ProducerIDs (none: all), MinDurationMs (v1: running at
-// least that long; -1: any). Reply: *Listed.
+// States by name (none: all), ProducerIDs (none: all), MinDurationMs (v1: running
+// longer than that; -1: any). Reply: *Listed.
 type List struct {
 	States        []string
 	ProducerIDs   []int64
