@@ -34,7 +34,7 @@ func (b *Broker) startTxns() error {
 	pid, err := b.sys.SpawnNamed(txn.ManagerProps(txn.ManagerConfig{
 		Replayed: rep, Journal: b.txnJournal, FS: fsys, Dir: txn.IDsDir(c.DataDir), Topics: b.env.Topics, Log: b.log,
 		Settings: txn.Settings{
-			MaxTimeout: c.TransactionMaxTimeout, Expiration: c.TransactionalIDExpiration,
+			Expiration:    c.TransactionalIDExpiration,
 			MaxPartitions: int(c.TransactionMaxPartitions), Open: txn.NewBudget(int(c.TransactionMaxOpen)),
 		},
 		// The partitions' markers (partition.WriteTxnMarker) and the groups' pending

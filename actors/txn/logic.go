@@ -127,7 +127,7 @@ type addReq struct {
 	MaxTPs int    // partitions a transaction may hold; 0: no bound
 }
 
-// errTooManyPartitions is planAdd's code when the transaction would pass MaxTPs.
+// codeTooMany is planAdd's code when the transaction would pass MaxTPs.
 var codeTooMany = kerr.InvalidTxnState.Code
 
 // planAdd follows handleAddPartitionsToTransaction: Ongoing, durable before the

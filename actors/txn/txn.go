@@ -14,10 +14,9 @@ import (
 	"kaas/storage"
 )
 
-// Settings are the coordinator's bounds and timings (config: transaction.*).
+// Settings are the coordinator's bounds and timings (config: transaction.*;
+// transaction.max.timeout.ms is checked by the connection, before the coordinator).
 type Settings struct {
-	// MaxTimeout is transaction.max.timeout.ms (checked by the connection).
-	MaxTimeout time.Duration
 	// Expiration is transactional.id.expiration.ms: an id idle this long in Empty or
 	// Complete* is forgotten (Dead).
 	Expiration time.Duration
