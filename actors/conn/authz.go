@@ -69,7 +69,7 @@ var authzTable = []AuthzRule{
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
-	{65, "DescribeTransactions", "TRANSACTIONAL_ID: DESCRIBE per id", "that id 53", checkDescribeTransactions},
+	{65, "DescribeTransactions", "TRANSACTIONAL_ID: DESCRIBE per id; TOPIC: DESCRIBE per topic shown", "that id 53; unauthorized topics left out", checkDescribeTransactions},
 	{66, "ListTransactions", "TRANSACTIONAL_ID: DESCRIBE per id, in the handler", "unauthorized ids left out; no error", nil},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
 }
@@ -1017,19 +1017,31 @@ func checkEndTxn(c *Call) bool {
 }
 
 // checkDescribeTransactions: each id needs DESCRIBE; a denied one is answered 53 in its
-// place, the others are described.
+// place, the others are described, without the topics the principal may not DESCRIBE
+// (Apache's KafkaApis).
 func checkDescribeTransactions(c *Call) bool {
 	req := c.Req.(*kmsg.DescribeTransactionsRequest)
 	orig := req.TransactionalIDs
 	kept, isDenied, some := keep(orig, func(id string) bool {
 		return c.allowed(auth.Describe, auth.TransactionalID, id)
 	})
-	if !some {
-		return true
-	}
 	req.TransactionalIDs = kept
+	a := c.Env.Authorizer
 	c.patch(func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeTransactionsResponse)
+		for i := range resp.TransactionStates {
+			st := &resp.TransactionStates[i]
+			topics := st.Topics[:0]
+			for _, tp := range st.Topics {
+				if a.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, tp.Topic) {
+					topics = append(topics, tp)
+				}
+			}
+			st.Topics = topics
+		}
+		if !some {
+			return
+		}
 		resp.TransactionStates = mergeBack(resp.TransactionStates, isDenied, func(i int) kmsg.DescribeTransactionsResponseTransactionState {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = orig[i], txnDenied, -1, -1, -1

@@ -53,13 +53,19 @@ func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
 
 func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate func(*Settings)) *coord {
 	t.Helper()
+	return startCoordFS(t, dir, storage.OSFS{}, answer, mutate)
+}
+
+// startCoordFS is startCoordWith with the journal's file access fsys.
+func startCoordFS(t *testing.T, dir string, fsys storage.FS, answer func(Marker) *int16, mutate func(*Settings)) *coord {
+	t.Helper()
 	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer}
 	c.sys = actor.NewSystem(zerolog.Nop())
 	rep, err := Replay(storage.OSFS{}, dir, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.jpid, err = c.sys.SpawnNamed(journal.Props(journal.Config{Dir: JournalDir(dir), Log: zerolog.Nop(), FirstSeq: rep.Next, SegmentBytes: 1 << 20}), "txn-journal")
+	c.jpid, err = c.sys.SpawnNamed(journal.Props(journal.Config{Dir: JournalDir(dir), FS: fsys, Log: zerolog.Nop(), FirstSeq: rep.Next, SegmentBytes: 1 << 20}), "txn-journal")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,4 +449,34 @@ func TestBounds(t *testing.T) {
 	if code := c.add("b", b.ProducerID, 0, map[string][]int32{"t": {0}}); code != 0 {
 		t.Fatalf("add b once a completed: %d", code)
 	}
+}
+
+// TestFailedWriteAnswersNothingDone: a transition whose fdatasync fails is not made: the
+// caller gets NOT_COORDINATOR, no marker goes out, the state is unchanged, and a retry
+// succeeds.
+func TestFailedWriteAnswersNothingDone(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	c := startCoordFS(t, t.TempDir(), fsys, func(Marker) *int16 { return ok16() }, nil)
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	fsys.FailNext(storage.OpSync, nil)
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("end with a failed fdatasync: %+v", e)
+	}
+	if d := c.describe("tx"); d.State != Ongoing {
+		t.Fatalf("state after a failed write: %v", d.State)
+	}
+	select {
+	case s := <-c.sent:
+		t.Fatalf("a marker went out before the decision was durable: %+v", s.marker)
+	default:
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("retry: %+v", e)
+	}
+	if s := c.nextSent(); !s.marker.Commit {
+		t.Fatalf("marker %+v", s.marker)
+	}
+	c.waitState("tx", CompleteCommit)
 }
