@@ -40,7 +40,26 @@ func (b *Broker) startTxns() error {
 		// The partitions' markers (partition.WriteTxnMarker) and the groups' pending
 		// offsets (group.TxnOffsetMarker) are wired here once those messages exist;
 		// until then there is nothing to end (the data path refuses transactional
-		// batches), and a Prepare* completes at once.
+		// batches), and a Prepare* completes at once. The wiring, then:
+		//
+		//	WriteMarker: func(ctx actor.Context, m txn.Marker, reply actor.Promise) {
+		//		ctx.Send(topics, &partition.WriteTxnMarker{Topic: m.Topic, Partition: m.Partition,
+		//			ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
+		//			CoordinatorEpoch: m.CoordinatorEpoch, Reply: reply})
+		//	},
+		//	EndOffsets: func(ctx actor.Context, g txn.GroupMarker, reply actor.Promise) {
+		//		ctx.Send(groups, &group.TxnOffsetMarker{Group: g.Group, ProducerID: g.ProducerID,
+		//			ProducerEpoch: g.ProducerEpoch, Commit: g.Commit, Reply: reply})
+		//	},
+		//	Code: func(v any) (int16, bool) {
+		//		switch r := v.(type) {
+		//		case *partition.TxnMarkerWritten:
+		//			return r.ErrorCode, true
+		//		case *group.TxnOffsetMarked:
+		//			return r.ErrorCode, true
+		//		}
+		//		return 0, false
+		//	},
 		Sides:   txn.Sides{},
 		Metrics: txn.NewMetrics(b.met.Registry),
 	}), "transactions")
