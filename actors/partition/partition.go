@@ -125,6 +125,7 @@ type partitionActor struct {
 	// last one's key map ended: the next maps from there (the dirty range).
 	cleaning  *cleaning
 	cleanedTo int64
+	cleanerMt *metrics.CleanerPartition // its dirty ratio and last pass (cleanermetrics.go)
 }
 
 // PartitionProps makes the props of one partition actor.
