@@ -41,12 +41,12 @@ var (
 // Config.MaxPendingOffsets pending transactional offsets. Apache has no such bound, so
 // no code of its own: TRANSACTION_ABORTABLE says what the producer must do (abort,
 // which drops its pending offsets); the TxnOffsetCommit handler gives versions that do
-// not know it (v0-3) UNKNOWN_SERVER_ERROR.
+// not know it (v0-3) INVALID_TXN_STATE, as it does the coordinator's.
 var CodePendingLimit = kerr.TransactionAbortable.Code
 
 // DefaultMaxPendingOffsets bounds one group's pending transactional offsets (all its
-// producers together): an exactly-once pipeline holds about one per input partition
-// per producer between a TxnOffsetCommit and its EndTxn.
+// producers together; group.max.pending.txn.offsets): an exactly-once pipeline holds
+// about one per input partition per producer between a TxnOffsetCommit and its EndTxn.
 const DefaultMaxPendingOffsets = 100_000
 
 // DefaultMaxMetadataBytes is Apache's offset.metadata.max.bytes.
