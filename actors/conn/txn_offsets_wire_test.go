@@ -14,6 +14,7 @@ import (
 	"kaas/actors/group"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
+	"kaas/auth"
 	"kaas/config"
 	"kaas/metrics"
 	"kaas/registry"
@@ -49,6 +50,12 @@ func (w *txnWire) asked() []TxnGroup {
 // a listener of connection actors.
 func serveTxn(t *testing.T, coordinator bool) *txnWire {
 	t.Helper()
+	return serveTxnAuthz(t, coordinator, nil)
+}
+
+// serveTxnAuthz is serveTxn with the simple authorizer over acls (nil: authorization off).
+func serveTxnAuthz(t *testing.T, coordinator bool, acls []auth.ACL) *txnWire {
+	t.Helper()
 	w := &txnWire{t: t}
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
@@ -79,6 +86,18 @@ func serveTxn(t *testing.T, coordinator bool) *txnWire {
 	}))
 	env := &Env{Config: &cfg, ClusterID: "test", System: sys, Metrics: metrics.New(), Log: log,
 		Registry: registry.NewDev(registry.Broker{}), Groups: groups}
+	if acls != nil {
+		authz, err := auth.NewAuthorizer(auth.AuthorizerConfig{Dir: cfg.DataDir, FS: fsys, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acls) > 0 {
+			if err := authz.Create(acls); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env.Authorizer = authz
+	}
 	if coordinator {
 		env.VerifyTxnGroup = func(c *Call, v TxnGroup, then func(int16) kmsg.Response) {
 			w.mu.Lock()
@@ -157,23 +176,32 @@ func (w *txnWire) do(req kmsg.Request) kmsg.Response {
 // and returns each partition's code.
 func (w *txnWire) txnCommit(v int16, g string, pid int64, member string, gen int32, parts map[int32]int64) map[int32]int16 {
 	w.t.Helper()
+	return w.txnCommitTopics(v, g, pid, member, gen, map[string]map[int32]int64{"t": parts})["t"]
+}
+
+// txnCommitTopics is txnCommit over several topics.
+func (w *txnWire) txnCommitTopics(v int16, g string, pid int64, member string, gen int32, topics map[string]map[int32]int64) map[string]map[int32]int16 {
+	w.t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.Version = v
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", g, pid, 0
 	req.MemberID, req.Generation = member, gen
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = "t"
-	for p, off := range parts {
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = p, off
-		rt.Partitions = append(rt.Partitions, rp)
+	for topic, parts := range topics {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		for p, off := range parts {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = p, off
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
 	}
-	req.Topics = append(req.Topics, rt)
 	resp := w.do(req).(*kmsg.TxnOffsetCommitResponse)
-	out := map[int32]int16{}
+	out := map[string]map[int32]int16{}
 	for _, t := range resp.Topics {
+		out[t.Topic] = map[int32]int16{}
 		for _, p := range t.Partitions {
-			out[p.Partition] = p.ErrorCode
+			out[t.Topic][p.Partition] = p.ErrorCode
 		}
 	}
 	return out
@@ -370,6 +398,37 @@ func TestTxnOffsetCommitFencesZombie(t *testing.T) {
 	} {
 		if got := w.txnCommit(c.version, "g", 7, c.member, c.gen, map[int32]int64{0: 1}); got[0] != c.want {
 			t.Errorf("%s (v%d): %v, want %v", c.name, c.version, kerr.ErrorForCode(got[0]), kerr.ErrorForCode(c.want))
+		}
+	}
+}
+
+// TestTxnOffsetCommitAuthorization: Apache's order — WRITE on the transactional id, then
+// READ on the group (each failing every partition), then READ per topic (that topic's
+// partitions); what passes goes on.
+func TestTxnOffsetCommitAuthorization(t *testing.T) {
+	allow := func(rt auth.ResourceType, name string, op auth.Operation) auth.ACL {
+		return auth.ACL{ResourceType: rt, ResourceName: name, PatternType: auth.Literal,
+			Principal: "User:ANONYMOUS", Host: "*", Operation: op, Permission: auth.Allow}
+	}
+	txid := allow(auth.TransactionalID, "tx", auth.Write)
+	grp := allow(auth.Group, "g", auth.Read)
+	topic := allow(auth.Topic, "t", auth.Read)
+	for _, c := range []struct {
+		name string
+		acls []auth.ACL
+		t, u int16
+	}{
+		{"nothing", []auth.ACL{}, kerr.TransactionalIDAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Code},
+		{"group and topics, no transactional id", []auth.ACL{grp, topic, allow(auth.Topic, "u", auth.Read)},
+			kerr.TransactionalIDAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Code},
+		{"transactional id only", []auth.ACL{txid, topic}, kerr.GroupAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code},
+		{"one topic", []auth.ACL{txid, grp, topic}, 0, kerr.TopicAuthorizationFailed.Code},
+	} {
+		w := serveTxnAuthz(t, true, c.acls)
+		got := w.txnCommitTopics(5, "g", 7, "", -1, map[string]map[int32]int64{"t": {0: 1}, "u": {0: 1}})
+		if got["t"][0] != c.t || got["u"][0] != c.u {
+			t.Errorf("%s: t %v, u %v; want %v, %v", c.name, kerr.ErrorForCode(got["t"][0]), kerr.ErrorForCode(got["u"][0]),
+				kerr.ErrorForCode(c.t), kerr.ErrorForCode(c.u))
 		}
 	}
 }

@@ -302,3 +302,23 @@ func gaugeValue(g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// TestTxnPendingDroppedWithDeletedTopic: DeleteTopics drops a topic's pending offsets
+// with its committed ones (Apache onTopicsDeleted cleans both), so a later commit marker
+// cannot bring back an offset of a deleted topic.
+func TestTxnPendingDroppedWithDeletedTopic(t *testing.T) {
+	h := newHarness(t, "g")
+	if c := h.txnCommit(7, entry("gone", 0, 1), entry("t", 0, 2)); !codesOK(c) {
+		t.Fatalf("txn commit %v", c)
+	}
+	if c := h.result(func(p actor.Promise) any { return &DropTopics{Topics: []string{"gone"}, Reply: p} }); c != 0 {
+		t.Fatalf("drop topics %d", c)
+	}
+	if c := h.txnEnd(7, true); c != 0 {
+		t.Fatalf("commit marker %d", c)
+	}
+	f := h.fetch(TopicPartition{"gone", 0}, tp0)
+	if _, ok := f.Offsets[TopicPartition{"gone", 0}]; ok || f.Offsets[tp0].Offset != 2 {
+		t.Fatalf("after DropTopics and the commit: %+v", f.Offsets)
+	}
+}
