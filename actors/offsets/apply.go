@@ -22,6 +22,13 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 				c.CommitTime = nowMs
 			}
 			s.offsets[e.TopicPartition] = c
+			if len(s.pending) > 0 {
+				// A commit newer than a pending transactional offset wins over it when
+				// the transaction commits (Apache keeps the higher record offset,
+				// OffsetMetadataManager.replayEndTransactionMarker): the pending one can
+				// no longer take effect, and goes (replaying the set does the same).
+				s.dropPendingTP(e.TopicPartition)
+			}
 			rec.set(e.TopicPartition, c)
 		}
 		*exists = true
@@ -37,7 +44,7 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 			for _, f := range fileOffsets(p) { // sorted: equal batches make equal records
 				tp := TopicPartition{Topic: string(f.Topic), Partition: f.Partition}
 				s.offsets[tp] = f.committed()
-				rec.set(tp, f.committed())
+				rec.txnApply(tp, f.committed())
 			}
 		}
 		delete(s.pending, m.ProducerID)

@@ -225,7 +225,9 @@ func (a *offsetsActor) applyQueue() *batch {
 		}
 	}
 	var next state
-	if commitsOnly(a.queue) {
+	// A commit drops the pending offsets of its partitions (apply), so with any pending
+	// the batch is applied to a copy: an overlay shares base's pending layer.
+	if commitsOnly(a.queue) && len(base.pending) == 0 {
 		next = base.overlay()
 	} else {
 		next = base.clone()

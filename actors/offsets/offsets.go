@@ -413,8 +413,8 @@ func (a *offsetsActor) publishOps(ops []op) {
 		switch {
 		case o.Clear:
 			a.pub.Replace(map[metrics.TopicPartition]int64{})
-		case o.Set != nil:
-			for _, f := range o.Set {
+		case o.Set != nil, o.TxnApply != nil:
+			for _, f := range append(o.Set, o.TxnApply...) {
 				if f.Offset < 0 {
 					a.pub.Delete(string(f.Topic), f.Partition) // not a position (publishAll)
 					continue

@@ -148,6 +148,9 @@ func (s state) overlay() state {
 func (s *state) setAll(o state) {
 	for tp, c := range o.offsets {
 		s.offsets[tp] = c
+		if len(s.pending) > 0 {
+			s.dropPendingTP(tp) // as the commits' set ops do
+		}
 	}
 }
 

@@ -204,6 +204,10 @@ func TestTxnRecordsReplayOverLaterFile(t *testing.T) {
 	step(&TxnCommit{ProducerID: 7, Entries: []Entry{entry("t", 1, 20)}})
 	step(&Commit{Entries: []Entry{entry("t", 2, 30)}})
 	step(&TxnCommit{ProducerID: 8, Entries: []Entry{entry("t", 2, 40)}})
+	step(&TxnCommit{ProducerID: 9, Entries: []Entry{entry("t", 3, 50), entry("t", 4, 51)}})
+	step(&Commit{Entries: []Entry{entry("t", 3, 60)}})
+	step(&TxnCommit{ProducerID: 10, Entries: []Entry{entry("t", 4, 70)}})
+	step(&TxnEnd{ProducerID: 9, Commit: true})
 	step(&Delete{Partitions: []TopicPartition{tp2}})
 	final := states[len(states)-1]
 	for from := range records {
@@ -220,8 +224,13 @@ func TestTxnRecordsReplayOverLaterFile(t *testing.T) {
 			}
 		}
 	}
-	if !maps.EqualFunc(pendingOf(final), map[int64]map[TopicPartition]int64{7: {tp1: 20}}, maps.Equal) {
-		t.Fatalf("final pending %v: the OffsetDelete of t-2 drops producer 8's pending t-2", pendingOf(final))
+	// The OffsetDelete of t-2 drops producer 8's pending t-2; the plain commit of t-3 after
+	// producer 9's wins over it; producer 9's commit leaves producer 10's pending t-4.
+	if !maps.EqualFunc(pendingOf(final), map[int64]map[TopicPartition]int64{7: {tp1: 20}, 10: {{"t", 4}: 70}}, maps.Equal) {
+		t.Fatalf("final pending %v", pendingOf(final))
+	}
+	if final.offsets[TopicPartition{"t", 3}].Offset != 60 || final.offsets[TopicPartition{"t", 4}].Offset != 51 {
+		t.Fatalf("final offsets %v, want t-3=60 (the later plain commit) and t-4=51", final.offsets)
 	}
 }
 
@@ -320,5 +329,30 @@ func TestTxnPendingDroppedWithDeletedTopic(t *testing.T) {
 	f := h.fetch(TopicPartition{"gone", 0}, tp0)
 	if _, ok := f.Offsets[TopicPartition{"gone", 0}]; ok || f.Offsets[tp0].Offset != 2 {
 		t.Fatalf("after DropTopics and the commit: %+v", f.Offsets)
+	}
+}
+
+// TestTxnLaterPlainCommitWins: a plain OffsetCommit made after a transactional one for
+// the same partition is what stays once the transaction commits (Apache keeps the offset
+// of the higher record), also when the plain commit's batch is still in flight as the
+// marker's is built; require_stable then answers it as stable.
+func TestTxnLaterPlainCommitWins(t *testing.T) {
+	h := newHarness(t, "g")
+	if c := h.txnCommit(7, entry("t", 0, 10), entry("t", 1, 11)); !codesOK(c) {
+		t.Fatalf("txn commit %v", c)
+	}
+	plain := h.commitW(entry("t", 0, 20))
+	marker := h.send(func(p actor.Promise) any { return &TxnEnd{ProducerID: 7, Commit: true, Reply: p} })
+	if c := wait[*CommitResult](t, plain).Codes; !codesOK(c) {
+		t.Fatalf("commit %v", c)
+	}
+	if r := wait[*Result](t, marker); r.ErrorCode != 0 {
+		t.Fatalf("marker %d", r.ErrorCode)
+	}
+	for i := 0; i < 2; i++ {
+		if f := h.fetchStable(tp0, tp1); f.Offsets[tp0].Offset != 20 || f.Offsets[tp1].Offset != 11 || f.Unstable != nil {
+			t.Fatalf("round %d: %+v, want t-0=20 (the later plain commit) and t-1=11", i, f)
+		}
+		h.restart()
 	}
 }
