@@ -277,35 +277,29 @@ type Listing struct {
 	Groups    []ListedGroup
 }
 
-func (m *JoinGroup) GroupID() string     { return m.Group }
-func (m *SyncGroup) GroupID() string     { return m.Group }
-func (m *Heartbeat) GroupID() string     { return m.Group }
-func (m *LeaveGroup) GroupID() string    { return m.Group }
-func (m *DescribeGroup) GroupID() string { return m.Group }
-func (m *DeleteGroup) GroupID() string   { return m.Group }
-func (m *CommitOffsets) GroupID() string { return m.Group }
-func (m *FetchOffsets) GroupID() string  { return m.Group }
-func (m *DeleteOffsets) GroupID() string { return m.Group }
-func (m *TxnCommitOffsets) GroupID() string {
-	return m.Group
-}
-func (m *TxnOffsetMarker) GroupID() string { return m.Group }
+func (m *JoinGroup) GroupID() string        { return m.Group }
+func (m *SyncGroup) GroupID() string        { return m.Group }
+func (m *Heartbeat) GroupID() string        { return m.Group }
+func (m *LeaveGroup) GroupID() string       { return m.Group }
+func (m *DescribeGroup) GroupID() string    { return m.Group }
+func (m *DeleteGroup) GroupID() string      { return m.Group }
+func (m *CommitOffsets) GroupID() string    { return m.Group }
+func (m *FetchOffsets) GroupID() string     { return m.Group }
+func (m *DeleteOffsets) GroupID() string    { return m.Group }
+func (m *TxnCommitOffsets) GroupID() string { return m.Group }
+func (m *TxnOffsetMarker) GroupID() string  { return m.Group }
 
-func (m *JoinGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *SyncGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *Heartbeat) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *LeaveGroup) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
-func (m *DescribeGroup) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
-func (m *DeleteGroup) withReply(p actor.Promise) Request   { c := *m; c.Reply = p; return &c }
-func (m *CommitOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
-func (m *FetchOffsets) withReply(p actor.Promise) Request  { c := *m; c.Reply = p; return &c }
-func (m *DeleteOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
-func (m *TxnCommitOffsets) withReply(p actor.Promise) Request {
-	c := *m
-	c.Reply = p
-	return &c
-}
-func (m *TxnOffsetMarker) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *JoinGroup) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *SyncGroup) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *Heartbeat) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *LeaveGroup) withReply(p actor.Promise) Request       { c := *m; c.Reply = p; return &c }
+func (m *DescribeGroup) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *DeleteGroup) withReply(p actor.Promise) Request      { c := *m; c.Reply = p; return &c }
+func (m *CommitOffsets) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *FetchOffsets) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
+func (m *DeleteOffsets) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *TxnCommitOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *TxnOffsetMarker) withReply(p actor.Promise) Request  { c := *m; c.Reply = p; return &c }
 
 func (m *JoinGroup) fail(code int16) {
 	m.Reply.Resolve(joinError(code, m.MemberID))
@@ -341,19 +335,17 @@ func (m *TxnCommitOffsets) fail(code int16) {
 }
 func (m *TxnOffsetMarker) fail(code int16) { m.Reply.Resolve(&TxnOffsetMarked{ErrorCode: code}) }
 
-func (m *JoinGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *SyncGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *Heartbeat) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *LeaveGroup) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
-func (m *DescribeGroup) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
-func (m *DeleteGroup) AnswerCrash(*actor.Crashed)   { m.fail(notAvailable) }
-func (m *CommitOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
-func (m *FetchOffsets) AnswerCrash(*actor.Crashed)  { m.fail(notAvailable) }
-func (m *DeleteOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
-func (m *TxnCommitOffsets) AnswerCrash(*actor.Crashed) {
-	m.fail(notAvailable)
-}
-func (m *TxnOffsetMarker) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *JoinGroup) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *SyncGroup) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *Heartbeat) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *LeaveGroup) AnswerCrash(*actor.Crashed)       { m.fail(notAvailable) }
+func (m *DescribeGroup) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *DeleteGroup) AnswerCrash(*actor.Crashed)      { m.fail(notAvailable) }
+func (m *CommitOffsets) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *FetchOffsets) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
+func (m *DeleteOffsets) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *TxnCommitOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *TxnOffsetMarker) AnswerCrash(*actor.Crashed)  { m.fail(notAvailable) }
 
 // joinError is the JoinGroup error shape: generation -1, no leader, no members
 // (JoinGroupRequest.getErrorResponse).
