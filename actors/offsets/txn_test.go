@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
 	"kaas/storage"
@@ -354,5 +355,33 @@ func TestTxnLaterPlainCommitWins(t *testing.T) {
 			t.Fatalf("round %d: %+v, want t-0=20 (the later plain commit) and t-1=11", i, f)
 		}
 		h.restart()
+	}
+}
+
+// TestTxnWriteFailureChangesNothing: a TxnCommit or marker whose journal write fails is
+// answered NOT_COORDINATOR (never a false success) and changes nothing; the coordinator's
+// retry of the marker then applies the offsets.
+func TestTxnWriteFailureChangesNothing(t *testing.T) {
+	j := newJournalHarness(t, "g", ckptNever)
+	hk, _ := j.hookSegments(nil)
+	if c := j.txnCommit(7, entry("t", 0, 10)); !codesOK(c) {
+		t.Fatalf("txn commit %v", c)
+	}
+	hk.failNext(storage.OpSync)
+	if c := j.txnCommit(7, entry("t", 1, 11)); len(c) != 1 || c[0] != kerr.NotCoordinator.Code {
+		t.Fatalf("txn commit on a failed write %v, want NOT_COORDINATOR", c)
+	}
+	hk.failNext(storage.OpSync)
+	if c := j.txnEnd(7, true); c != kerr.NotCoordinator.Code {
+		t.Fatalf("marker on a failed write %d, want NOT_COORDINATOR", c)
+	}
+	if f := j.fetchStable(tp0, tp1); !maps.Equal(f.Unstable, map[TopicPartition]bool{tp0: true}) || len(f.Offsets) != 0 {
+		t.Fatalf("after the failed writes %+v, want t-0 pending only", f)
+	}
+	if c := j.txnEnd(7, true); c != 0 {
+		t.Fatalf("retried marker %d", c)
+	}
+	if f := j.fetchStable(tp0, tp1); f.Offsets[tp0].Offset != 10 || len(f.Offsets) != 1 || f.Unstable != nil {
+		t.Fatalf("after the retried marker %+v", f)
 	}
 }
