@@ -53,6 +53,7 @@ var authzTable = []AuthzRule{
 	{21, "DeleteRecords", "TOPIC: DELETE per topic", "that topic's partitions 29, low watermark -1", checkDeleteRecords},
 	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
 	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
+	{28, "TxnOffsetCommit", "TRANSACTIONAL_ID: WRITE, then GROUP: READ, then TOPIC: READ per topic", "every partition 53, then 30; or that topic's partitions 29", checkTxnOffsetCommit},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
@@ -302,6 +303,52 @@ func checkOffsetCommit(c *Call) bool {
 	c.patch(func(r kmsg.Response) {
 		resp := r.(*kmsg.OffsetCommitResponse)
 		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.OffsetCommitResponseTopic {
+			return partitionsWith(orig[i], topicDenied)
+		})
+	})
+	return true
+}
+
+// checkTxnOffsetCommit is Apache's KafkaApis.handleTxnOffsetCommitRequest: WRITE on the
+// transactional id, READ on the group (each failing every partition), then READ per
+// topic.
+func checkTxnOffsetCommit(c *Call) bool {
+	req := c.Req.(*kmsg.TxnOffsetCommitRequest)
+	partitionsWith := func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	refuse := func(code int16) bool {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, partitionsWith(t, code))
+		}
+		c.Respond(resp)
+		return false
+	}
+	if !c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID) {
+		return refuse(txnDenied)
+	}
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		return refuse(groupDenied)
+	}
+	orig := req.Topics
+	kept, isDenied, some := keep(orig, func(t kmsg.TxnOffsetCommitRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	})
+	if !some {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.TxnOffsetCommitResponseTopic {
 			return partitionsWith(orig[i], topicDenied)
 		})
 	})

@@ -32,6 +32,11 @@ type Env struct {
 	// Topics is the topics manager (actors/partition): the topic catalogue, and the
 	// partitions the published catalogue does not name yet (a cluster's new topics).
 	Topics *actor.PID
+	// VerifyTxnGroup asks the transaction coordinator whether a group is in a producer's
+	// transaction before a TxnOffsetCommit is stored (28_txn_offset_commit.go). Nil: the
+	// broker has no transaction coordinator, and TxnOffsetCommit answers
+	// COORDINATOR_NOT_AVAILABLE.
+	VerifyTxnGroup TxnGroupVerifier
 	// Catalog is the topics manager's published catalogue, read without asking it: the
 	// data route (route.go) sends Produce, Fetch, ListOffsets and OffsetForLeaderEpoch
 	// by it straight to the partition actors. Set with Topics, and loaded
