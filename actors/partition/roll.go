@@ -126,7 +126,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 		p.cfg.Metrics.writeFailed("roll")
 		p.log.Error().Err(m.err).Msg("partition_roll_failed")
 		for _, w := range p.rollQueue {
-			w.reply.Resolve(p.storageError())
+			w.fail(p.closedCode())
 		}
 		clear(p.rollQueue)
 		p.rollQueue = p.rollQueue[:0]
@@ -159,7 +159,7 @@ func (p *partitionActor) answerRollQueue() {
 		p.roll = nil
 	}
 	for _, w := range p.rollQueue {
-		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.fail(kerr.NotLeaderForPartition.Code)
 	}
 	p.rollQueue = nil
 }

@@ -148,9 +148,20 @@ func AppendMessage(b *Batch, reply actor.Promise) any {
 	return &appendBatch{batch: b, reply: reply}
 }
 
+// VerifiedAppendMessage is AppendMessage for a transactional batch whose partition its
+// sender verified with the transaction coordinator after the partition answered
+// NeedsVerify with token: appended unless a marker for the producer came since.
+func VerifiedAppendMessage(b *Batch, token uint32, reply actor.Promise) any {
+	return &appendBatch{batch: b, verified: true, token: token, reply: reply}
+}
+
+// ProducersMessage asks a partition actor for its producer state (DescribeProducers);
+// reply gets *ProducerStates.
+func ProducersMessage(reply actor.Promise) any { return &describeProducers{reply: reply} }
+
 // ListOffsetMessage asks a partition actor for one ListOffsets answer; reply gets *Listed.
 func ListOffsetMessage(q OffsetQuery, reply actor.Promise) any {
-	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
+	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, committed: q.ReadCommitted, reply: reply}
 }
 
 // EpochEndMessage asks a partition actor for one OffsetForLeaderEpoch answer: the end
