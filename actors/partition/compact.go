@@ -556,7 +556,12 @@ func (l *segmentLog) installCleaned(j *cleanJob) {
 			l.segs[i+n].close()
 			// Control batches are kept whole, so the abort markers stay in the group.
 			g.seg.aborted = append(g.seg.aborted, l.segs[i+n].aborted...)
+			l.removeTxnIndex(l.segs[i+n])
 			n++
+		}
+		if err := l.rewriteTxnIndex(g.seg, false); err != nil {
+			// Written again from the log at the next open.
+			l.cfg.log.Warn().Err(err).Msg("partition_txn_index_write_failed")
 		}
 		segs := append([]*segment{}, l.segs[:i]...)
 		segs = append(segs, g.seg)

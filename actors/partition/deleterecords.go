@@ -228,6 +228,7 @@ func (p *partitionActor) dropBelowStart() {
 			p.log.Error().Err(err).Str("segment", s.path).Msg("partition_segment_delete_failed")
 			break
 		}
+		l.removeTxnIndex(s)
 		l.segs = l.segs[1:]
 		keep := l.corrupt[:0]
 		for _, c := range l.corrupt {

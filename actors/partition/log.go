@@ -47,6 +47,10 @@ type segment struct {
 	// entry per abort marker in the segment, in offset order (txn.go). Rebuilt from the
 	// log at open, and gone with the segment.
 	aborted []abortedTxn
+	// txnFile is the open .txnindex file entries are appended to (txnindex.go), nil
+	// while closed; txnDirty says it was written since its last fsync.
+	txnFile  storage.RWFile
+	txnDirty bool
 	// staleAt (cluster) is the position of a batch recovery found written by a replaced
 	// leader (an older epoch than the one in force at its offset; -1: none). Nothing
 	// from there on is served, and new batches go to a segment of their own.
@@ -225,7 +229,16 @@ func openLog(dir string, cfg logConfig, visit visitFunc) (*segmentLog, error) {
 			}
 			continue
 		}
+		if err := l.checkTxnIndex(s); err != nil {
+			s.close()
+			l.closeFiles()
+			return nil, err
+		}
 		l.segs = append(l.segs, s)
+	}
+	if err := l.removeStrayTxnIndexes(); err != nil {
+		l.closeFiles()
+		return nil, err
 	}
 	// Offsets lost without a bad byte: a segment that ends before the next begins (its
 	// file cut at a batch boundary, or a whole file gone), or a log that ends below the
@@ -699,6 +712,7 @@ func (l *segmentLog) retain(nowMS, retentionMS, retentionBytes int64) (int, erro
 		if err := l.cfg.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return n, fmt.Errorf("delete segment %s: %w", s.path, err)
 		}
+		l.removeTxnIndex(s)
 		total -= s.size
 		l.segs = l.segs[1:]
 		n++
@@ -752,6 +766,7 @@ func (l *segmentLog) Close() error {
 func (l *segmentLog) closeFiles() {
 	for _, s := range l.segs {
 		s.close()
+		s.closeTxnIndex()
 	}
 	l.closeRecoveryPoint()
 }

@@ -542,6 +542,7 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 		return
 	}
 	from := p.repairFrom(s)
+	idx := l.dirtyTxnIndexes()
 	p.syncing = true
 	batches := p.unsynced
 	p.unsynced = 0
@@ -555,12 +556,15 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 			err = f.Sync()
 		}
 		met.synced(time.Since(start), batches)
-		return &syncDone{log: l, seg: s, size: size, end: end, err: err}
+		return &syncDone{log: l, seg: s, size: size, end: end, err: err, idxErr: syncTxnIndexes(idx)}
 	})
 }
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	p.syncing = false
+	if m.idxErr != nil {
+		p.log.Warn().Err(m.idxErr).Msg("partition_txn_index_sync_failed")
+	}
 	if m.log != p.disk {
 		// Of a log closed since (dropLog): nothing it says holds for this one.
 		if p.disk != nil {

@@ -142,6 +142,9 @@ type syncDone struct {
 	size int64
 	end  int64
 	err  error
+	// idxErr is a failed fsync of an aborted-transaction index (txnindex.go): logged,
+	// the log holds its markers.
+	idxErr error
 }
 
 // retentionTick runs retention (every log.retention.check.interval.ms). It does not count

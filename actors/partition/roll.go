@@ -85,7 +85,12 @@ func (p *partitionActor) startRoll(ctx actor.Context) {
 		return
 	}
 	l, base, size, from := p.disk, old.next, old.size, p.repairFrom(old)
+	idx := l.dirtyTxnIndexes()
+	log := p.log
 	actor.Background(ctx, func() any {
+		if err := syncTxnIndexes(idx); err != nil {
+			log.Warn().Err(err).Msg("partition_txn_index_sync_failed") // the log holds its markers
+		}
 		if from >= 0 {
 			// An fsync of it failed since the last good one (repair.go).
 			if err := rewriteTail(prev, from, size); err != nil {

@@ -221,6 +221,10 @@ func (p *partitionActor) handleMarker(ctx actor.Context, m *appendBatch) {
 	if a, aborted := p.endTxn(&h, mk.Commit, mk.CoordinatorEpoch); aborted {
 		seg := p.disk.active()
 		seg.aborted = append(seg.aborted, a)
+		if err := p.disk.writeAborted(seg); err != nil {
+			// The marker is in the log: recovery writes the index again from it.
+			p.log.Warn().Err(err).Msg("partition_txn_index_write_failed")
+		}
 	}
 	p.cfg.Metrics.appended(len(records))
 	p.unsynced++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -507,10 +508,55 @@ func TestTxnAbortedIndexAcrossSegmentsAndRestart(t *testing.T) {
 	if n := len(describeProducers(t, r, "segs")); n != 3 {
 		t.Fatalf("%d producers", n)
 	}
+	dir := filepath.Join(c.DataDir, "topics", "segs", "0")
+	type entry struct{ pid, first, last int64 }
+	wantIndex := []entry{{2, 1, 3}, {1, 0, 5}, {2, 8, 10}}
+	readIndexes := func() (all []entry, files []string) {
+		t.Helper()
+		files, _ = filepath.Glob(filepath.Join(dir, "*.txnindex"))
+		for _, name := range files {
+			raw, err := os.ReadFile(name)
+			if err != nil || len(raw)%34 != 0 {
+				t.Fatalf("%s: %d bytes, %v", name, len(raw), err)
+			}
+			for ; len(raw) > 0; raw = raw[34:] {
+				be := binary.BigEndian
+				all = append(all, entry{int64(be.Uint64(raw[2:])), int64(be.Uint64(raw[10:])), int64(be.Uint64(raw[18:]))})
+			}
+		}
+		return all, files
+	}
 	stopBroker(t, b)
-	b = startTxnBroker(t, c, f)
+	got, files := readIndexes()
+	if !slices.Equal(got, wantIndex) {
+		t.Fatalf(".txnindex entries %+v, want %+v", got, wantIndex)
+	}
+	// Recovery writes the index again when a file is missing or behind, and deletes
+	// one whose segment is gone.
+	if err := os.Remove(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	if len(files) > 1 {
+		if err := os.Truncate(files[len(files)-1], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stray := filepath.Join(dir, "00000000000099999999.txnindex")
+	if err := os.WriteFile(stray, make([]byte, 34), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, sink, err := brokertest.StartLogged(t, c, broker.WithTxnVerifier(f.verify))
+	if err != nil {
+		t.Fatal(err)
+	}
 	r = brokertest.Dial(t, b.Addr())
 	check("after the restart")
+	if got, _ := readIndexes(); !slices.Equal(got, wantIndex) {
+		t.Fatalf("rebuilt .txnindex entries %+v, want %+v", got, wantIndex)
+	}
+	if len(sink.Events("partition_txn_index_rebuilt")) == 0 || len(sink.Events("partition_stray_txn_index_deleted")) != 1 {
+		t.Fatal("no partition_txn_index_rebuilt or partition_stray_txn_index_deleted event")
+	}
 	// The open transaction survived: its next batch needs no verification, and its
 	// commit makes everything stable.
 	asks := f.asks()
