@@ -1,9 +1,17 @@
 package partition
 
 import (
+	"encoding/binary"
+	"hash/crc32"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/actor"
+	"kaas/storage"
 )
 
 // The marker is Apache's EndTxnMarker control batch: kmsg, which follows Apache's
@@ -76,5 +84,81 @@ func TestCompactStopsAtFirstUnstableOffset(t *testing.T) {
 	}
 	if j := l.planClean(pol, 0, 5000, l.segs[0].base); j != nil {
 		t.Fatalf("a transaction open at the log start leaves nothing cleanable, got %d segments", len(j.segs))
+	}
+}
+
+// The LSO moves past a transaction only once its marker is durable (KAFKA-5121): while
+// the marker's fsync is held, a read_committed read still stops at the transaction's
+// first offset, and the marker is not answered.
+func TestTxnLSOWaitsForTheMarkersFsync(t *testing.T) {
+	dir := t.TempDir()
+	fsys := storage.NewFaultFS(nil)
+	hold := newFirstHold()
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpSync && strings.HasSuffix(path, ".log") {
+			hold.at()
+		}
+		return nil
+	})
+	sys := actor.NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	pid := sys.Spawn(PartitionProps(PartitionConfig{Dir: dir, Topic: "t", SegmentBytes: 1 << 20, FlushMessages: 1,
+		Log: zerolog.Nop(), FS: fsys}))
+	wait := func(w *actor.Waiter) any {
+		t.Helper()
+		v, ok := w.Wait(10 * time.Second)
+		if !ok {
+			t.Fatal("not answered")
+		}
+		return v
+	}
+	lso := func() int64 {
+		t.Helper()
+		w := sys.NewWaiter()
+		sys.Send(pid, &readLog{committed: true, offset: 0, maxBytes: 1 << 20, minOne: true, currentEpoch: -1, reply: w.Promise})
+		switch v := wait(w).(type) {
+		case *Fetched:
+			return v.LastStableOffset
+		case *readPlan:
+			defer dropRead(v)
+			return v.out.LastStableOffset
+		default:
+			t.Fatalf("read answered %T", v)
+			return 0
+		}
+	}
+	raw := testBatch(5, 0, 0, 1, 0, []byte("t"))
+	binary.BigEndian.PutUint16(raw[offAttributes:], attrTransactional)
+	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
+	b, perr := validateBatch(raw, 1<<20)
+	if perr != nil {
+		t.Fatal(perr.msg)
+	}
+	w := sys.NewWaiter()
+	sys.Send(pid, VerifiedAppendMessage(b, 0, w.Promise))
+	if r := wait(w).(*Produced); r.ErrorCode != 0 {
+		t.Fatalf("transactional append: %+v", r)
+	}
+	if got := lso(); got != 0 {
+		t.Fatalf("open transaction: lso %d, want 0", got)
+	}
+	hold.arm()
+	mw := sys.NewWaiter()
+	sys.Send(pid, markerMessage(&WriteTxnMarker{Topic: "t", ProducerID: 5, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 1, Reply: mw.Promise}, 0))
+	<-hold.held
+	if got := lso(); got != 0 {
+		t.Fatalf("marker written, not yet durable: lso %d, want 0", got)
+	}
+	select {
+	case <-mw.C:
+		t.Fatal("the marker was answered before its fsync")
+	default:
+	}
+	close(hold.release)
+	if r := wait(mw).(*TxnMarkerWritten); r.ErrorCode != 0 {
+		t.Fatalf("marker: %+v", r)
+	}
+	if got := lso(); got != 2 {
+		t.Fatalf("marker durable: lso %d, want 2", got)
 	}
 }
