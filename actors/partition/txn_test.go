@@ -3,6 +3,9 @@ package partition
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +163,67 @@ func TestTxnLSOWaitsForTheMarkersFsync(t *testing.T) {
 	}
 	if got := lso(); got != 2 {
 		t.Fatalf("marker durable: lso %d, want 2", got)
+	}
+}
+
+// Compaction keeps markers and transactional batches whole, and the abort entries of
+// the segments it replaces go to the new segment and its .txnindex file; an aborted
+// value never replaces an older committed one.
+func TestCompactKeepsTransactionsAndTheirIndex(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, 200)
+	appendKeyed(t, l, 1000, kv{k: "z", v: "committed"})
+	// An aborted transactional write of the same key, then its abort marker.
+	raw := keyedBatch(1000, kv{k: "z", v: "aborted"})
+	binary.BigEndian.PutUint64(raw[offProducerID:], 9)
+	binary.BigEndian.PutUint32(raw[offBaseSequence:], 0)
+	binary.BigEndian.PutUint16(raw[offAttributes:], attrTransactional)
+	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
+	h := parseHeader(raw)
+	first, err := l.append(raw, &h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := markerBatch(9, 0, false, 1, 1000)
+	mh := parseHeader(mk)
+	last, err := l.append(mk, &mh, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.active()
+	s.aborted = append(s.aborted, abortedTxn{producerID: 9, first: first, last: last, lso: last + 1})
+	if err := l.writeAborted(s); err != nil {
+		t.Fatal(err)
+	}
+	writeOverwrites(t, l)
+	cleanNow(t, l, cleanPolicy{minDirtyRatio: 0, deleteRetentionMS: 100, maxKeys: 1000}, 0, 5000)
+	var kept []string
+	for _, r := range readRecords(t, l) {
+		if r.k == "z" {
+			kept = append(kept, r.v)
+		}
+	}
+	if !slices.Equal(kept, []string{"committed", "aborted"}) {
+		// The aborted value, newer, must not replace the committed one; it is kept
+		// whole, in its transactional batch, for read_committed readers to drop.
+		t.Fatalf("records of key z kept: %v", kept)
+	}
+	got := l.abortedIn(0, l.EndOffset())
+	if len(got) != 1 || got[0] != (AbortedTxn{ProducerID: 9, FirstOffset: first}) {
+		t.Fatalf("aborted after compaction: %+v", got)
+	}
+	var holder *segment
+	for _, s := range l.segs {
+		if len(s.aborted) > 0 {
+			holder = s
+		}
+	}
+	raw, err = os.ReadFile(txnIndexPath(holder.path))
+	if err != nil || len(raw) != txnIndexEntrySize || int64(binary.BigEndian.Uint64(raw[18:])) != last {
+		t.Fatalf("the new segment's .txnindex: %d bytes, %v", len(raw), err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.txnindex"))
+	if len(names) != 1 {
+		t.Fatalf(".txnindex files after compaction: %v", names)
 	}
 }
