@@ -30,13 +30,17 @@ import (
 type fakeCoordinator struct {
 	mu     sync.Mutex
 	asked  []conn.TxnVerify
-	before func(v *conn.TxnVerify) // runs on its own goroutine before the answer
+	// before runs on its own goroutine before the answer, after after it; call counts
+	// the verifications from 1.
+	before func(call int, v *conn.TxnVerify)
+	after  func(call int, v *conn.TxnVerify)
 }
 
 func (f *fakeCoordinator) verify(_ *conn.Call, v *conn.TxnVerify, reply actor.Promise) {
 	f.mu.Lock()
 	f.asked = append(f.asked, *v)
-	before := f.before
+	call := len(f.asked)
+	before, after := f.before, f.after
 	f.mu.Unlock()
 	answer := func() {
 		codes := map[string]map[int32]int16{}
@@ -52,7 +56,13 @@ func (f *fakeCoordinator) verify(_ *conn.Call, v *conn.TxnVerify, reply actor.Pr
 		answer()
 		return
 	}
-	go func() { before(v); answer() }()
+	go func() {
+		before(call, v)
+		answer()
+		if after != nil {
+			after(call, v)
+		}
+	}()
 }
 
 func (f *fakeCoordinator) asks() int {
@@ -361,7 +371,7 @@ func TestTxnVerificationRace(t *testing.T) {
 	createTopic(t, r, "race", nil)
 	const pid = 99
 	other := brokertest.Dial(t, b.Addr())
-	f.before = func(v *conn.TxnVerify) {
+	f.before = func(_ int, v *conn.TxnVerify) {
 		// The coordinator aborts the transaction meanwhile (its timeout).
 		if code := writeMarker(t, other, "race", 0, v.ProducerID, v.ProducerEpoch, false, 1); code != 0 {
 			t.Errorf("abort marker: %v", kerr.ErrorForCode(code))
@@ -603,5 +613,58 @@ func TestTxnReadCommittedLongPollWakesOnMarker(t *testing.T) {
 	poller.Recv(&resp)
 	if p := resp.Topics[0].Partitions[0]; p.LastStableOffset != 2 || len(p.RecordBatches) == 0 || time.Since(start) > 10*time.Second {
 		t.Fatalf("woken fetch: lso %d, %d bytes", p.LastStableOffset, len(p.RecordBatches))
+	}
+}
+
+// Pipelined transactional produces whose verifications are answered out of order are
+// still appended in request order: the producer's sequence holds.
+func TestTxnPipelinedProducesKeepTheirOrder(t *testing.T) {
+	f := &fakeCoordinator{}
+	b := startTxnBroker(t, brokertest.Config(t), f)
+	r := brokertest.Dial(t, b.Addr())
+	createTopic(t, r, "pipe", nil)
+	// A partition that never held a record takes only sequence 0 from a producer it
+	// does not know (KAFKA-15591): the second batch would be refused before verifying.
+	if p := produce(t, r, "pipe", batchOf("plain")); p.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(p.ErrorCode))
+	}
+	second := make(chan struct{})
+	f.before = func(call int, _ *conn.TxnVerify) {
+		if call == 1 {
+			<-second // the first verification is answered after the second
+		}
+	}
+	f.after = func(call int, _ *conn.TxnVerify) {
+		if call == 2 {
+			close(second)
+		}
+	}
+	send := func(seq int32, v string, corr int32) {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.TransactionID = kmsg.StringPtr("tx")
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "pipe"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = txnBatch(21, 0, seq, true, v)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r.Send(req, corr)
+	}
+	send(0, "first", 1)
+	send(1, "second", 2)
+	for want := int32(1); want <= 2; want++ {
+		var resp kmsg.ProduceResponse
+		resp.SetVersion(9)
+		if corr := r.Recv(&resp); corr != want {
+			t.Fatalf("response %d, want %d", corr, want)
+		}
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(want) {
+			t.Fatalf("produce %d: %v at %d", want, kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+		}
+	}
+	if f.asks() != 2 {
+		t.Fatalf("%d verifications, want 2", f.asks())
 	}
 }
