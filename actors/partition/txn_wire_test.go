@@ -28,8 +28,8 @@ import (
 
 // fakeCoordinator answers every verification with 0, after before (if set) ran.
 type fakeCoordinator struct {
-	mu     sync.Mutex
-	asked  []conn.TxnVerify
+	mu    sync.Mutex
+	asked []conn.TxnVerify
 	// before runs on its own goroutine before the answer, after after it; call counts
 	// the verifications from 1.
 	before func(call int, v *conn.TxnVerify)
