@@ -209,9 +209,10 @@ func (p *partitionActor) moveStart(start int64) {
 	}
 	for id, e := range p.producers {
 		if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
-			delete(p.producers, id)
+			delete(p.producers, id) // with a transaction open, all of it went
 		}
 	}
+	p.countOpen()
 }
 
 // dropBelowStart deletes the segments wholly below the log start offset (the active

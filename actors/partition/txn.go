@@ -301,7 +301,9 @@ func (p *partitionActor) visitBatch(h *header, b []byte) (abortedTxn, bool) {
 	return p.endTxn(h, commit, coordEpoch)
 }
 
-// firstUnstable is the first offset of a transaction not durably decided (-1: none).
+// firstUnstable is the first offset of a transaction not durably decided (-1: none),
+// never below the log start (as Apache's updateFirstUnstableOffset: DeleteRecords or
+// retention may have taken a transaction's first batches).
 func (p *partitionActor) firstUnstable() int64 {
 	f := int64(-1)
 	keep := p.completing[:0]
@@ -322,6 +324,9 @@ func (p *partitionActor) firstUnstable() int64 {
 				f = e.txnFirst
 			}
 		}
+	}
+	if f >= 0 && p.disk != nil {
+		f = max(f, p.disk.StartOffset())
 	}
 	return f
 }

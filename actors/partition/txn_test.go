@@ -227,3 +227,52 @@ func TestCompactKeepsTransactionsAndTheirIndex(t *testing.T) {
 		t.Fatalf(".txnindex files after compaction: %v", names)
 	}
 }
+
+// transactional makes a test batch transactional.
+func transactional(raw []byte) []byte {
+	binary.BigEndian.PutUint16(raw[offAttributes:], attrTransactional)
+	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
+	return raw
+}
+
+// The LSO is never below the log start: DeleteRecords may take an open transaction's
+// first batches (Apache's updateFirstUnstableOffset).
+func TestTxnLSONotBelowLogStart(t *testing.T) {
+	h := newHarness(t, t.TempDir(), nil)
+	defer h.stop()
+	if ti := h.create("t", 1); ti.ErrorCode != 0 {
+		t.Fatalf("create: %+v", ti)
+	}
+	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("a"))); r.ErrorCode != 0 {
+		t.Fatal(r)
+	}
+	b, perr := validateBatch(transactional(testBatch(8, 0, 0, 1, 0, []byte("t"))), 1<<20)
+	if perr != nil {
+		t.Fatal(perr.msg)
+	}
+	r := h.ask("t", 0, DefaultRequestTimeout, func(p actor.Promise) any { return VerifiedAppendMessage(b, 0, p) },
+		func(code int16) any { return &Produced{ErrorCode: code} }).(*Produced)
+	if r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("transactional append: %+v", r)
+	}
+	if r := h.produce("t", 0, testBatch(-1, -1, -1, 1, 0, []byte("b"))); r.ErrorCode != 0 {
+		t.Fatal(r)
+	}
+	if r := h.produce("t", 0, transactional(testBatch(8, 0, 1, 1, 0, []byte("t2")))); r.ErrorCode != 0 || r.BaseOffset != 3 {
+		t.Fatalf("the transaction's second batch: %+v", r)
+	}
+	committed := func(offset int64) *Fetched {
+		f := oneFetch("t", 0, offset, 0, 0, -1)
+		f.ReadCommitted = true
+		return h.fetchRequest(f).Topics[0].Partitions[0]
+	}
+	if got := committed(0); got.LastStableOffset != 1 || got.HighWatermark != 4 {
+		t.Fatalf("open transaction at 1: lso %d hw %d", got.LastStableOffset, got.HighWatermark)
+	}
+	if d := h.deleteRecords(2); d.ErrorCode != 0 {
+		t.Fatalf("delete records: %+v", d)
+	}
+	if got := committed(2); got.ErrorCode != 0 || got.LastStableOffset != 2 {
+		t.Fatalf("after DeleteRecords to 2: lso %d (error %d), want the log start 2", got.LastStableOffset, got.ErrorCode)
+	}
+}
