@@ -152,7 +152,9 @@ func (a *connActor) verifyProduce(c *Call, req *kmsg.ProduceRequest, t *txnProdu
 			})
 			for j, s := range again {
 				b, tok := tp.batches[s.i], s.token
-				a.ask(rg, j, tp.pids[s.i], func(reply actor.Promise) any { return partition.VerifiedAppendMessage(b, tok, reply) })
+				a.ask(rg, j, tp.pids[s.i], func(reply actor.Promise) any {
+					return partition.VerifiedAppendMessage(b, tok, req.Version >= 12, reply)
+				})
 			}
 			a.start(rg, timeout)
 		})

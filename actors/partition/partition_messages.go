@@ -35,15 +35,18 @@ import (
 // appendBatch appends one producer batch, validated by its sender (Route.ValidateBatch).
 // Reply: *Produced, once the batch is durable (log.flush.interval.messages=1) or at once.
 // A transactional batch carries verified and token once its sender verified the
-// partition with the transaction coordinator (txn.go); a marker (WriteTxnMarker, routed
+// partition with the transaction coordinator (txn.go), and epochBumps when its
+// producer's transactions each have an epoch of their own (KIP-890 part 2, Produce
+// v12+): the epoch then fences what the token would; a marker (WriteTxnMarker, routed
 // by the topics manager) carries its control batch as batch and is answered with
 // *TxnMarkerWritten instead.
 type appendBatch struct {
-	batch    *Batch
-	verified bool
-	token    uint32
-	marker   *WriteTxnMarker
-	reply    actor.Promise
+	batch      *Batch
+	verified   bool
+	token      uint32
+	epochBumps bool
+	marker     *WriteTxnMarker
+	reply      actor.Promise
 }
 
 // Produced is the outcome of one partition of a Produce.

@@ -150,9 +150,13 @@ func AppendMessage(b *Batch, reply actor.Promise) any {
 
 // VerifiedAppendMessage is AppendMessage for a transactional batch whose partition its
 // sender verified with the transaction coordinator after the partition answered
-// NeedsVerify with token: appended unless a marker for the producer came since.
-func VerifiedAppendMessage(b *Batch, token uint32, reply actor.Promise) any {
-	return &appendBatch{batch: b, verified: true, token: token, reply: reply}
+// NeedsVerify with token: appended unless a marker for the producer came since. With
+// epochBumps (Produce v12+, KIP-890 part 2: every transaction has its own epoch, and
+// its markers carry the next) the marker's epoch fences a late batch instead, and a
+// marker that ended the producer's previous transaction while the new one was
+// verified does not refuse it.
+func VerifiedAppendMessage(b *Batch, token uint32, epochBumps bool, reply actor.Promise) any {
+	return &appendBatch{batch: b, verified: true, token: token, epochBumps: epochBumps, reply: reply}
 }
 
 // ProducersMessage asks a partition actor for its producer state (DescribeProducers);

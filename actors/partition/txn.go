@@ -175,9 +175,14 @@ func (p *partitionActor) txnCheck(h *header, m *appendBatch) (code int16, verify
 	switch {
 	case !m.verified:
 		return kerr.InvalidTxnState.Code, true, token
-	case m.token != token:
+	case e != nil && e.txnFirst >= 0 && e.epoch < h.ProducerEpoch:
+		// The coordinator verified a transaction of a newer epoch while this one's
+		// marker has not come yet: it is still completing (retriable).
+		return kerr.ConcurrentTransactions.Code, false, 0
+	case m.token != token && !m.epochBumps:
 		// A marker for the producer came between the verification and this append
-		// (KAFKA-14884): the transaction it was verified for may be over.
+		// (KAFKA-14884): the transaction it was verified for may be over. (With
+		// KIP-890 part 2 the marker's bumped epoch refuses such a batch, above.)
 		return kerr.InvalidTxnState.Code, false, 0
 	}
 	return 0, false, 0

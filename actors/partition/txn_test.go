@@ -138,7 +138,7 @@ func TestTxnLSOWaitsForTheMarkersFsync(t *testing.T) {
 		t.Fatal(perr.msg)
 	}
 	w := sys.NewWaiter()
-	sys.Send(pid, VerifiedAppendMessage(b, 0, w.Promise))
+	sys.Send(pid, VerifiedAppendMessage(b, 0, false, w.Promise))
 	if r := wait(w).(*Produced); r.ErrorCode != 0 {
 		t.Fatalf("transactional append: %+v", r)
 	}
@@ -250,7 +250,7 @@ func TestTxnLSONotBelowLogStart(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr.msg)
 	}
-	r := h.ask("t", 0, DefaultRequestTimeout, func(p actor.Promise) any { return VerifiedAppendMessage(b, 0, p) },
+	r := h.ask("t", 0, DefaultRequestTimeout, func(p actor.Promise) any { return VerifiedAppendMessage(b, 0, false, p) },
 		func(code int16) any { return &Produced{ErrorCode: code} }).(*Produced)
 	if r.ErrorCode != 0 || r.BaseOffset != 1 {
 		t.Fatalf("transactional append: %+v", r)

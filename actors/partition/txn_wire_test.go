@@ -668,3 +668,49 @@ func TestTxnPipelinedProducesKeepTheirOrder(t *testing.T) {
 		t.Fatalf("%d verifications, want 2", f.asks())
 	}
 }
+
+// KIP-890 part 2 (Produce v12): the producer's next transaction may reach a partition
+// before the marker of its previous one. The coordinator answers its verification
+// once that marker is written; the batch, of the bumped epoch, is then appended: the
+// marker's epoch, not the token, fences what it must. Produce v11 in the same race is
+// refused (the token: without epoch bumps a marker in between may have ended the very
+// transaction the batch was verified for).
+func TestTxnV12NextTransactionRacesThePreviousMarker(t *testing.T) {
+	for _, c := range []struct {
+		version int16
+		want    int16
+	}{{12, 0}, {11, kerr.TransactionAbortable.Code}} {
+		f := &fakeCoordinator{}
+		b := startTxnBroker(t, brokertest.Config(t), f)
+		r := brokertest.Dial(t, b.Addr())
+		createTopic(t, r, "tv2", nil)
+		const pid = 55
+		if p := produceTxn(t, r, c.version, "tv2", txnBatch(pid, 0, 0, true, "t1")); p.ErrorCode != 0 {
+			t.Fatalf("v%d first transaction: %v", c.version, kerr.ErrorForCode(p.ErrorCode))
+		}
+		other := brokertest.Dial(t, b.Addr())
+		f.before = func(_ int, v *conn.TxnVerify) {
+			// The previous transaction's marker, with the bumped epoch, lands while
+			// the next one is verified.
+			if code := writeMarker(t, other, "tv2", 0, pid, 1, true, 1); code != 0 {
+				t.Errorf("marker: %v", kerr.ErrorForCode(code))
+			}
+		}
+		p := produceTxn(t, r, c.version, "tv2", txnBatch(pid, 1, 0, true, "t2"))
+		if p.ErrorCode != c.want {
+			t.Fatalf("v%d next transaction's batch: %v, want %v", c.version, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(c.want))
+		}
+		if c.want != 0 {
+			continue
+		}
+		// The new transaction is open and holds the LSO; the first one is committed.
+		rc := fetchIso(t, r, "tv2", 0, true)
+		if p.BaseOffset != 2 || rc.LastStableOffset != 2 {
+			t.Fatalf("v%d: new transaction at %d, lso %d", c.version, p.BaseOffset, rc.LastStableOffset)
+		}
+		// A late batch of the first transaction's epoch is fenced by the marker's epoch.
+		if p := produceTxn(t, r, c.version, "tv2", txnBatch(pid, 0, 1, true, "late")); p.ErrorCode != kerr.InvalidProducerEpoch.Code {
+			t.Fatalf("v%d late batch: %v", c.version, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+}
