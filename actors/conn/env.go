@@ -43,6 +43,12 @@ type Env struct {
 	// (partition.Catalog.Loaded) before the first connection is accepted.
 	Catalog *partition.Catalog
 
+	// VerifyTxn asks the transaction coordinator whether a transactional batch's
+	// partitions are in its producer's transaction, or adds them (Produce v12;
+	// txnproduce.go). Nil: no coordinator, and transactional batches are refused
+	// (INVALID_TXN_STATE), as in a cluster this round.
+	VerifyTxn TxnVerifier
+
 	// Authorizer decides every request's access (nil: authorization off, everything
 	// allowed); Credentials are the SASL users (nil: no SASL listener).
 	Authorizer  *auth.Authorizer

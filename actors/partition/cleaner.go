@@ -74,7 +74,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 		keys = defaultCleanerKeys
 	}
 	pol := cleanPolicy{minDirtyRatio: cc.MinDirtyRatio, minLagMS: cc.MinLagMS, deleteRetentionMS: cc.DeleteRetentionMS, maxKeys: keys}
-	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli())
+	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli(), p.firstUnstable())
 	if j == nil {
 		return
 	}
