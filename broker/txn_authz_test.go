@@ -3,84 +3,76 @@ package broker_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/auth"
 )
 
-// TestAuthzTransactions: the transaction coordinator's APIs check TransactionalId WRITE
-// (then TOPIC WRITE, GROUP READ) and DESCRIBE, as the table says.
-func TestAuthzTransactions(t *testing.T) {
+// The transactional data path's authorization (docs/security.md): WriteTxnMarkers needs
+// CLUSTER_ACTION on the cluster, DescribeProducers READ on the topic, and a Produce with a
+// transactional id WRITE on it.
+func TestTransactionalDataPathAuthorization(t *testing.T) {
 	b, admin := authzBroker(t)
-	addr := b.ListenerAddr("PLAINTEXT")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(admin)
-	for _, name := range []string{"open", "closed"} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
-			t.Fatal(err)
+	anon := b.ListenerAddr("PLAINTEXT")
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "t", 1, 1
+	create.Topics = append(create.Topics, ct)
+	if r, err := create.RequestWith(context.Background(), admin); err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	markers := func() *kmsg.WriteTxnMarkersRequest {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed = 1, 0, false
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = "t", []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req.Markers = append(req.Markers, m)
+		return req
+	}
+	producers := func() *kmsg.DescribeProducersRequest {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = "t", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	produce := func() *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.TransactionID = kmsg.StringPtr("tx")
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = []byte{} // never read: refused before
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+
+	setACLs(t, admin, allow(auth.Topic, "t", auth.Write))
+	for _, v := range []int16{0, 1} {
+		r := request[*kmsg.WriteTxnMarkersResponse](t, anon, markers(), v)
+		if code := r.Markers[0].Topics[0].Partitions[0].ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
+			t.Fatalf("WriteTxnMarkers v%d without CLUSTER_ACTION: %v", v, kerr.ErrorForCode(code))
 		}
 	}
-	setACLs(t, admin, allow(auth.TransactionalID, "mine", auth.Write), allow(auth.TransactionalID, "mine", auth.Describe),
-		allow(auth.Topic, "open", auth.Write), allow(auth.Topic, "open", auth.Describe))
+	if r := request[*kmsg.DescribeProducersResponse](t, anon, producers(), 0); r.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("DescribeProducers without READ: %+v", r)
+	}
+	if r := request[*kmsg.ProduceResponse](t, anon, produce(), 9); r.Topics[0].Partitions[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional Produce without WRITE on the transactional id: %+v", r)
+	}
 
-	r, _ := roundtrip(t, addr, initPID(4, "theirs", 60000, -1, -1), 4)
-	if code := r.(*kmsg.InitProducerIDResponse).ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Fatalf("init of another id: %d", code)
+	setACLs(t, admin, allow(auth.Cluster, auth.ClusterName, auth.ClusterAction), allow(auth.Topic, "t", auth.Read))
+	r := request[*kmsg.WriteTxnMarkersResponse](t, anon, markers(), 1)
+	if code := r.Markers[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("WriteTxnMarkers with CLUSTER_ACTION (nothing open: answered 0): %v", kerr.ErrorForCode(code))
 	}
-	r, _ = roundtrip(t, addr, initPID(4, "mine", 60000, -1, -1), 4)
-	init := r.(*kmsg.InitProducerIDResponse)
-	if init.ErrorCode != 0 {
-		t.Fatalf("init: %d", init.ErrorCode)
-	}
-	// A denied topic fails its partitions (29) and the others are not attempted (55).
-	req := addParts(3, "mine", init.ProducerID, 0, "open", 0)
-	closed := kmsg.NewAddPartitionsToTxnRequestTopic()
-	closed.Topic, closed.Partitions = "closed", []int32{0}
-	req.Topics = append(req.Topics, closed)
-	r, _ = roundtrip(t, addr, req, 3)
-	codes := map[string]int16{}
-	for _, tp := range r.(*kmsg.AddPartitionsToTxnResponse).Topics {
-		codes[tp.Topic] = tp.Partitions[0].ErrorCode
-	}
-	if codes["closed"] != kerr.TopicAuthorizationFailed.Code || codes["open"] != kerr.OperationNotAttempted.Code {
-		t.Fatalf("add with a denied topic: %v", codes)
-	}
-	r, _ = roundtrip(t, addr, addParts(3, "mine", init.ProducerID, 0, "open", 0), 3)
-	if code := r.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("add: %d", code)
-	}
-	// AddOffsetsToTxn needs GROUP READ.
-	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
-	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = "mine", init.ProducerID, 0, "g"
-	r, _ = roundtrip(t, addr, ao, 3)
-	if code := r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode; code != kerr.GroupAuthorizationFailed.Code {
-		t.Fatalf("add offsets without group READ: %d", code)
-	}
-	// v4 is the brokers': CLUSTER_ACTION.
-	v4 := kmsg.NewPtrAddPartitionsToTxnRequest()
-	r, _ = roundtrip(t, addr, v4, 4)
-	if code := r.(*kmsg.AddPartitionsToTxnResponse).ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
-		t.Fatalf("v4 without CLUSTER_ACTION: %d", code)
-	}
-	// DescribeTransactions: a denied id is 53 in its place.
-	d := kmsg.NewPtrDescribeTransactionsRequest()
-	d.TransactionalIDs = []string{"theirs", "mine"}
-	r, _ = roundtrip(t, addr, d, 0)
-	sts := r.(*kmsg.DescribeTransactionsResponse).TransactionStates
-	if len(sts) != 2 || sts[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || sts[1].ErrorCode != 0 || sts[1].State != "Ongoing" {
-		t.Fatalf("describe: %+v", sts)
-	}
-	r, _ = roundtrip(t, addr, endTxn(3, "theirs", 1, 0, false), 3)
-	if code := r.(*kmsg.EndTxnResponse).ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Fatalf("end of another id: %d", code)
-	}
-	r, _ = roundtrip(t, addr, endTxn(3, "mine", init.ProducerID, 0, false), 3)
-	if code := r.(*kmsg.EndTxnResponse).ErrorCode; code != 0 {
-		t.Fatalf("abort: %d", code)
+	if r := request[*kmsg.DescribeProducersResponse](t, anon, producers(), 0); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("DescribeProducers with READ: %+v", r)
 	}
 }

@@ -35,7 +35,7 @@ type AuthzRule struct {
 func AuthzTable() []AuthzRule { return authzTable }
 
 var authzTable = []AuthzRule{
-	{0, "Produce", "TOPIC: WRITE per topic", "that topic's partitions 29", checkProduce},
+	{0, "Produce", "with a transactional_id TRANSACTIONAL_ID: WRITE; TOPIC: WRITE per topic", "every partition 53; that topic's partitions 29", checkProduce},
 	{1, "Fetch", "TOPIC: READ per topic", "that topic's partitions 29", checkFetch},
 	{2, "ListOffsets", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkListOffsets},
 	{3, "Metadata", "TOPIC: DESCRIBE per topic; auto-creation also CLUSTER or TOPIC: CREATE", "named topics 29; all topics: unauthorized ones left out", checkMetadata},
@@ -56,6 +56,8 @@ var authzTable = []AuthzRule{
 	{24, "AddPartitionsToTxn", "v0–v3: TRANSACTIONAL_ID: WRITE, then TOPIC: WRITE per topic; v4+: CLUSTER: CLUSTER_ACTION", "every partition 53; that topic's partitions 29, the others 55; v4+: top-level 31", checkAddPartitionsToTxn},
 	{25, "AddOffsetsToTxn", "TRANSACTIONAL_ID: WRITE, then GROUP: READ", "53 / 30", checkAddOffsetsToTxn},
 	{26, "EndTxn", "TRANSACTIONAL_ID: WRITE", "53", checkEndTxn},
+	{27, "WriteTxnMarkers", "CLUSTER: CLUSTER_ACTION", "every partition 31", checkWriteTxnMarkers},
+	{28, "TxnOffsetCommit", "TRANSACTIONAL_ID: WRITE, then GROUP: READ, then TOPIC: READ per topic", "every partition 53, then 30; or that topic's partitions 29", checkTxnOffsetCommit},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
@@ -69,6 +71,7 @@ var authzTable = []AuthzRule{
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
+	{61, "DescribeProducers", "TOPIC: READ per topic", "that topic's partitions 29", checkDescribeProducers},
 	{65, "DescribeTransactions", "TRANSACTIONAL_ID: DESCRIBE per id; TOPIC: DESCRIBE per topic shown", "that id 53; unauthorized topics left out", checkDescribeTransactions},
 	{66, "ListTransactions", "TRANSACTIONAL_ID: DESCRIBE per id, in the handler", "unauthorized ids left out; no error", nil},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
@@ -313,6 +316,52 @@ func checkOffsetCommit(c *Call) bool {
 	return true
 }
 
+// checkTxnOffsetCommit is Apache's KafkaApis.handleTxnOffsetCommitRequest: WRITE on the
+// transactional id, READ on the group (each failing every partition), then READ per
+// topic.
+func checkTxnOffsetCommit(c *Call) bool {
+	req := c.Req.(*kmsg.TxnOffsetCommitRequest)
+	partitionsWith := func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	refuse := func(code int16) bool {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, partitionsWith(t, code))
+		}
+		c.Respond(resp)
+		return false
+	}
+	if !c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID) {
+		return refuse(txnDenied)
+	}
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		return refuse(groupDenied)
+	}
+	orig := req.Topics
+	kept, isDenied, some := keep(orig, func(t kmsg.TxnOffsetCommitRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	})
+	if !some {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.TxnOffsetCommitResponseTopic {
+			return partitionsWith(orig[i], topicDenied)
+		})
+	})
+	return true
+}
+
 func checkOffsetFetch(c *Call) bool {
 	req := c.Req.(*kmsg.OffsetFetchRequest)
 	if c.Version < 8 {
@@ -542,6 +591,14 @@ func withholdTopics[T any](c *Call, topics *[]T, allow func(T) bool, denied func
 
 func checkProduce(c *Call) bool {
 	req := c.Req.(*kmsg.ProduceRequest)
+	if req.TransactionID != nil && !c.allowed(auth.Write, auth.TransactionalID, *req.TransactionID) {
+		if req.Acks == 0 {
+			c.NoResponse()
+			return false
+		}
+		c.Respond(produceResponse(req, nil, kerr.TransactionalIDAuthorizationFailed.Code))
+		return false
+	}
 	return withholdTopics(c, &req.Topics, func(t kmsg.ProduceRequestTopic) bool {
 		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
 	}, func(r kmsg.Response, t kmsg.ProduceRequestTopic) {
@@ -1092,4 +1149,46 @@ func (c *Call) clusterAllowed(op auth.Operation) bool {
 		return true
 	}
 	return c.allowed(op, auth.Cluster, auth.ClusterName)
+}
+
+func checkWriteTxnMarkers(c *Call) bool {
+	if c.allowed(auth.ClusterAction, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	req := c.Req.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, clusterDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	c.Respond(resp)
+	return false
+}
+
+func checkDescribeProducers(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeProducersRequest)
+	return withholdTopics(c, &req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	}, func(r kmsg.Response, t kmsg.DescribeProducersRequestTopic) {
+		resp := r.(*kmsg.DescribeProducersResponse)
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, topicDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }
