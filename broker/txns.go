@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"time"
 
+	"kaas/actors/actor"
+	"kaas/actors/conn"
+	"kaas/actors/group"
 	"kaas/actors/journal"
+	"kaas/actors/partition"
 	"kaas/actors/txn"
 	"kaas/storage"
 )
@@ -37,37 +41,46 @@ func (b *Broker) startTxns() error {
 			Expiration:    c.TransactionalIDExpiration,
 			MaxPartitions: int(c.TransactionMaxPartitions), Open: txn.NewBudget(int(c.TransactionMaxOpen)),
 		},
-		// The partitions' markers (partition.WriteTxnMarker) and the groups' pending
-		// offsets (group.TxnOffsetMarker) are wired here once those messages exist;
-		// until then there is nothing to end (the data path refuses transactional
-		// batches), and a Prepare* completes at once. The wiring, then:
-		//
-		//	WriteMarker: func(ctx actor.Context, m txn.Marker, reply actor.Promise) {
-		//		ctx.Send(topics, &partition.WriteTxnMarker{Topic: m.Topic, Partition: m.Partition,
-		//			ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
-		//			CoordinatorEpoch: m.CoordinatorEpoch, Reply: reply})
-		//	},
-		//	EndOffsets: func(ctx actor.Context, g txn.GroupMarker, reply actor.Promise) {
-		//		ctx.Send(groups, &group.TxnOffsetMarker{Group: g.Group, ProducerID: g.ProducerID,
-		//			ProducerEpoch: g.ProducerEpoch, Commit: g.Commit, Reply: reply})
-		//	},
-		//	Code: func(v any) (int16, bool) {
-		//		switch r := v.(type) {
-		//		case *partition.TxnMarkerWritten:
-		//			return r.ErrorCode, true
-		//		case *group.TxnOffsetMarked:
-		//			return r.ErrorCode, true
-		//		}
-		//		return 0, false
-		//	},
-		Sides:   txn.Sides{},
+		// Markers go through the topics manager to each partition's actor, pending
+		// offsets' ends through the groups manager to each group's offsets actor.
+		Sides:   txnSides(b.env.Topics, b.env.Groups),
 		Metrics: txn.NewMetrics(b.met.Registry),
 	}), "transactions")
 	if err != nil {
 		return fmt.Errorf("start transactions manager: %w", err)
 	}
 	b.env.Txns = pid
+	// The partitions' verification of a transactional batch (contract 2) and
+	// TxnOffsetCommit's of its group (contract 3) ask this coordinator.
+	b.env.VerifyTxn = conn.VerifyWithCoordinator
+	b.env.VerifyTxnGroup = conn.VerifyGroupWithCoordinator
 	return nil
+}
+
+// txnSides reaches the partitions (contract 1: partition.WriteTxnMarker, routed by the
+// topics manager) and the groups (contract 3: group.TxnOffsetMarker, routed by the
+// groups manager to the group's offsets actor).
+func txnSides(topics, groups *actor.PID) txn.Sides {
+	return txn.Sides{
+		WriteMarker: func(ctx actor.Context, m txn.Marker, reply actor.Promise) {
+			ctx.Send(topics, &partition.WriteTxnMarker{Topic: m.Topic, Partition: m.Partition,
+				ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
+				CoordinatorEpoch: m.CoordinatorEpoch, Reply: reply})
+		},
+		EndOffsets: func(ctx actor.Context, g txn.GroupMarker, reply actor.Promise) {
+			ctx.Send(groups, &group.TxnOffsetMarker{Group: g.Group, ProducerID: g.ProducerID,
+				ProducerEpoch: g.ProducerEpoch, Commit: g.Commit, Reply: reply})
+		},
+		Code: func(v any) (int16, bool) {
+			switch r := v.(type) {
+			case *partition.TxnMarkerWritten:
+				return r.ErrorCode, true
+			case *group.TxnOffsetMarked:
+				return r.ErrorCode, true
+			}
+			return 0, false
+		},
+	}
 }
 
 // stopTxns stops the transactions manager, then its journal (every answer a transition
