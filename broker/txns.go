@@ -52,7 +52,9 @@ func (b *Broker) startTxns() error {
 	b.env.Txns = pid
 	// The partitions' verification of a transactional batch (contract 2) and
 	// TxnOffsetCommit's of its group (contract 3) ask this coordinator.
-	b.env.VerifyTxn = conn.VerifyWithCoordinator
+	if b.env.VerifyTxn == nil { // tests may stand in for it (WithTxnVerifier)
+		b.env.VerifyTxn = conn.VerifyWithCoordinator
+	}
 	b.env.VerifyTxnGroup = conn.VerifyGroupWithCoordinator
 	return nil
 }
