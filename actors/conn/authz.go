@@ -66,6 +66,8 @@ var authzTable = []AuthzRule{
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
+	{68, "ConsumerGroupHeartbeat", "GROUP: READ, then TOPIC: DESCRIBE per subscribed topic name", "top-level 30; top-level 29", checkConsumerGroupHeartbeat},
+	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group; authorized_operations from the ACLs", "that group 30", checkConsumerGroupDescribe},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
 }
 
@@ -425,6 +427,58 @@ func checkDescribeGroups(c *Call) bool {
 		if some {
 			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.DescribeGroupsResponseGroup {
 				g := kmsg.NewDescribeGroupsResponseGroup()
+				g.Group, g.ErrorCode, g.AuthorizedOperations = orig[i], groupDenied, int32Min
+				return g
+			})
+		}
+	})
+	return true
+}
+
+// checkConsumerGroupHeartbeat is Apache's: READ on the group, then DESCRIBE on every
+// subscribed topic name (TOPIC_AUTHORIZATION_FAILED if one is denied).
+func checkConsumerGroupHeartbeat(c *Call) bool {
+	req := c.Req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+		return false
+	}
+	var denied []string
+	for _, t := range req.SubscribedTopicNames {
+		if !c.allowed(auth.Describe, auth.Topic, t) {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = strPtr("Unauthorized topics: " + strings.Join(denied, ", "))
+		c.Respond(resp)
+		return false
+	}
+	return true
+}
+
+// checkConsumerGroupDescribe is DESCRIBE per group, like DescribeGroups.
+func checkConsumerGroupDescribe(c *Call) bool {
+	req := c.Req.(*kmsg.ConsumerGroupDescribeRequest)
+	orig := req.Groups
+	kept, isDenied, some := keep(orig, func(g string) bool { return c.allowed(auth.Describe, auth.Group, g) })
+	req.Groups = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				g := &resp.Groups[i]
+				if g.AuthorizedOperations != int32Min {
+					g.AuthorizedOperations = c.Env.Authorizer.AuthorizedOperations(c.Principal, c.Host, auth.Group, g.Group, groupOperations)
+				}
+			}
+		}
+		if some {
+			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.ConsumerGroupDescribeResponseGroup {
+				g := kmsg.NewConsumerGroupDescribeResponseGroup()
 				g.Group, g.ErrorCode, g.AuthorizedOperations = orig[i], groupDenied, int32Min
 				return g
 			})

@@ -16,7 +16,13 @@ type Metrics struct {
 	rebalances       *prometheus.CounterVec
 	rebalanceSeconds *prometheus.HistogramVec
 	expiries         prometheus.Counter
+	// consumer-protocol groups (KIP-848)
+	consumerMembersByState *prometheus.GaugeVec   // by state
+	consumerFences         *prometheus.CounterVec // by reason
 }
+
+// Reasons a consumer-protocol member is fenced (kaas_consumer_group_fences_total).
+var fenceReasons = []string{"session_timeout", "rebalance_timeout", "epoch", "removed"}
 
 // Rebalance causes, the reason label of the rebalance metrics.
 const (
@@ -55,6 +61,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_group_session_expiries_total", Help: "Members removed because their session expired.",
 		}),
 	}
+	m.consumerMembersByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kaas_consumer_group_members",
+		Help: "Members of the consumer-protocol groups (KIP-848) this broker coordinates, by reconciliation state (stable, unrevoked_partitions, unreleased_partitions, left: a static member away with epoch -2).",
+	}, []string{"state"})
+	m.consumerFences = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaas_consumer_group_fences_total",
+		Help: "Consumer-protocol members fenced, by reason: session_timeout and rebalance_timeout remove the member, removed is an admin LeaveGroup, epoch is a heartbeat answered FENCED_MEMBER_EPOCH.",
+	}, []string{"reason"})
+	for _, s := range memberStates {
+		m.consumerMembersByState.WithLabelValues(s)
+	}
+	for _, r := range fenceReasons {
+		m.consumerFences.WithLabelValues(r)
+	}
 	for _, s := range stateNames {
 		m.groups.WithLabelValues(s)
 	}
@@ -62,7 +82,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.rebalances.WithLabelValues(c)
 	}
 	if reg != nil {
-		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries)
+		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries,
+			m.consumerMembersByState, m.consumerFences)
 	}
 	return m
 }
@@ -133,4 +154,25 @@ func (m *Metrics) sessionExpired() {
 	if m != nil {
 		m.expiries.Inc()
 	}
+}
+
+func (m *Metrics) consumerFenced(reason string) {
+	if m != nil {
+		m.consumerFences.WithLabelValues(reason).Inc()
+	}
+}
+
+// consumerMembers moves kaas_consumer_group_members from what a group published (was)
+// to now, by state (memberStates order).
+func (m *Metrics) consumerMembers(was *[4]int, now [4]int) {
+	if m == nil {
+		*was = now
+		return
+	}
+	for i, n := range now {
+		if d := n - was[i]; d != 0 {
+			m.consumerMembersByState.WithLabelValues(memberStates[i]).Add(float64(d))
+		}
+	}
+	*was = now
 }

@@ -179,3 +179,22 @@ func (m *manager) publish() {
 	m.cfg.Catalog.p.Store(snap)
 	m.cfg.Catalog.loadedOnce.Do(func() { close(m.cfg.Catalog.loaded) })
 }
+
+// Topic is topic's id and partition count, false when there is no such topic (the
+// consumer-protocol groups assign from it, KIP-848).
+func (c *Catalog) Topic(name string) (TopicID, int32, bool) {
+	t, ok := c.p.Load().topics[name]
+	if !ok {
+		return TopicID{}, 0, false
+	}
+	return t.id, t.partitions, true
+}
+
+// TopicName is the name of the topic with id, false when there is none.
+func (c *Catalog) TopicName(id TopicID) (string, bool) {
+	t, ok := c.p.Load().byID[id]
+	if !ok {
+		return "", false
+	}
+	return t.name, true
+}
