@@ -50,12 +50,6 @@ func assignUniform(members []assignMember, topics map[string]int32) map[string]a
 	}
 	// Fair share of a member: the partitions it could take over the members that could
 	// take them; with one subscription for all, total/members rounded up.
-	total := 0
-	for t, n := range topics {
-		if len(eligible[t]) > 0 {
-			total += int(n)
-		}
-	}
 	quota := func(id string) int {
 		share := 0.0
 		for t := range subs[id] {
@@ -131,7 +125,6 @@ func assignUniform(members []assignMember, topics map[string]int32) map[string]a
 			}
 		}
 	}
-	_ = total
 	return out
 }
 
