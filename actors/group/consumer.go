@@ -218,6 +218,12 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		}
 		g.finishHeartbeat(ctx, r, &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})
 		return
+	case len(cg.members) >= g.cfg.Settings.Consumer.MaxSize && (r.MemberID == "" || cg.members[r.MemberID] == nil):
+		// Apache throwIfConsumerGroupIsFull, before the member is looked up: a full group
+		// refuses any member id it does not have (a static replacement's too).
+		g.answerHeartbeat(r, kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity of "+
+			epochStr(int32(g.cfg.Settings.Consumer.MaxSize))+" members.")
+		return
 	case r.MemberEpoch == 0:
 		var code int16
 		var msg string
@@ -311,13 +317,13 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string
 	cg := g.cg
 	if r.InstanceID != nil {
 		inst := *r.InstanceID
-		if oldID, ok := cg.instances[inst]; ok && oldID != r.MemberID {
+		if oldID, ok := cg.instances[inst]; ok {
 			old := cg.members[oldID]
 			if old.epoch != epochStaticLeave {
-				return nil, kerr.UnreleasedInstanceID.Code, "Static member " + oldID + " with instance id " + inst + " is not released yet."
-			}
-			if cg.members[r.MemberID] != nil {
-				return nil, kerr.UnreleasedInstanceID.Code, "Member id " + r.MemberID + " is already in use."
+				// Apache throwIfInstanceIdIsUnreleased: the new member cannot join, even
+				// under the same member id (the reverse of classic static membership).
+				return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + inst +
+					" cannot join the group because the instance id is owned by " + oldID + " member."
 			}
 			// The replacement inherits the assignment (Apache replaceStaticMember).
 			m := &cMember{
@@ -336,8 +342,9 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string
 			}
 			g.cancelConsumerTimers(old)
 			delete(cg.members, oldID)
-			cg.target[m.id] = cg.target[oldID]
+			tgt := cg.target[oldID]
 			delete(cg.target, oldID)
+			cg.target[m.id] = tgt
 			cg.members[m.id] = m
 			cg.instances[inst] = m.id
 			cg.dirty = true
@@ -352,9 +359,6 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string
 		m.epoch, m.prevEpoch, m.state = 0, 0, memberStable
 		cg.dirty = true
 		return m, 0, ""
-	}
-	if len(cg.members) >= g.cfg.Settings.Consumer.MaxSize {
-		return nil, kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity of " + epochStr(int32(g.cfg.Settings.Consumer.MaxSize)) + " members."
 	}
 	id := r.MemberID
 	if id == "" {

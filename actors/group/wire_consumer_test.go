@@ -141,6 +141,10 @@ func TestConsumerStaticMembership(t *testing.T) {
 	// A second member with the instance id while it is held: UNRELEASED_INSTANCE_ID.
 	wantCode(t, "duplicate instance", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}, instance: strp("i1")}).ErrorCode,
 		kerr.UnreleasedInstanceID.Code)
+	// Even under its own member id, a join at epoch 0 while the instance is held is
+	// refused (Apache throwIfInstanceIdIsUnreleased).
+	wantCode(t, "same member rejoining while held", w.cgh("g", hbOpts{member: b.id, topics: []string{"t"}, instance: strp("i1")}).ErrorCode,
+		kerr.UnreleasedInstanceID.Code)
 	// A heartbeat with the instance id of another member: FENCED_INSTANCE_ID.
 	wantCode(t, "instance of another member", w.cgh("g", hbOpts{member: a.id, epoch: a.epoch, instance: strp("i1")}).ErrorCode,
 		kerr.FencedInstanceID.Code)
