@@ -61,6 +61,11 @@ type groupDoc struct {
 	State        string        `json:"state"`
 	ProtocolType string        `json:"protocol_type"`
 	Protocol     string        `json:"protocol"`
+	// GroupProtocol is classic or consumer (KIP-848); a consumer-protocol group has its
+	// group and target assignment epochs.
+	GroupProtocol   string `json:"group_protocol"`
+	GroupEpoch      *int32 `json:"group_epoch,omitempty"`
+	AssignmentEpoch *int32 `json:"assignment_epoch,omitempty"`
 	Coordinator  string        `json:"coordinator"`
 	Members      []memberDoc   `json:"members"`
 	Partitions   []offsetDoc   `json:"partitions"`
@@ -75,6 +80,10 @@ type memberDoc struct {
 	Host       string     `json:"host"`
 	ClientID   string     `json:"client_id"`
 	Assignment []topicDoc `json:"assignment"`
+	// A consumer-protocol member's epoch, state and target assignment.
+	MemberEpoch *int32     `json:"member_epoch,omitempty"`
+	MemberState string     `json:"member_state,omitempty"`
+	Target      []topicDoc `json:"target_assignment,omitempty"`
 }
 
 type topicDoc struct {
@@ -136,16 +145,28 @@ func describeTable(c *cmd, docs []groupDoc, members, state bool) {
 				for _, t := range m.Assignment {
 					n += len(t.Partitions)
 				}
-				rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n)})
+				epoch, assigned, target := "-", "-", "-"
+				if m.MemberEpoch != nil {
+					epoch, assigned, target = itoa(*m.MemberEpoch), partitionsText(m.Assignment), partitionsText(m.Target)
+				}
+				rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n),
+					epoch, dash(m.MemberState), assigned, target})
 			}
 		}
-		c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"}, rows)
+		c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "MEMBER-EPOCH", "MEMBER-STATE",
+			"ASSIGNMENT", "TARGET-ASSIGNMENT"}, rows)
 	case state:
 		var rows [][]string
 		for _, g := range docs {
-			rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members))})
+			epoch, target := "-", "-"
+			if g.GroupEpoch != nil {
+				epoch, target = itoa(*g.GroupEpoch), itoa(*g.AssignmentEpoch)
+			}
+			rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members)),
+				dash(g.GroupProtocol), epoch, target})
 		}
-		c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"}, rows)
+		c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "GROUP-PROTOCOL",
+			"GROUP-EPOCH", "ASSIGNMENT-EPOCH"}, rows)
 	default:
 		c.offsetTable(docs)
 	}
@@ -205,9 +226,14 @@ func (c *cmd) groupLags(groups []string) ([]groupDoc, error) {
 		return nil, err
 	}
 	docs := []groupDoc{}
+	consumer := c.consumerDocs(ctx, lags)
 	for _, l := range lags.Sorted() {
+		if d, ok := consumer[l.Group]; ok {
+			docs = append(docs, d)
+			continue
+		}
 		d := groupDoc{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
-			Members: []memberDoc{}, Partitions: []offsetDoc{}, lag: l.Lag}
+			GroupProtocol: "classic", Members: []memberDoc{}, Partitions: []offsetDoc{}, lag: l.Lag}
 		if l.Coordinator.Host != "" {
 			d.Coordinator = fmt.Sprintf("%s:%d(%d)", l.Coordinator.Host, l.Coordinator.Port, l.Coordinator.NodeID)
 		}
@@ -522,4 +548,22 @@ func deleteGroups(fs *flag.FlagSet) action {
 			return nil
 		},
 	}
+}
+
+// partitionsText is an assignment as one cell: topic:p,p topic:p.
+func partitionsText(ts []topicDoc) string {
+	out := ""
+	for _, t := range ts {
+		if out != "" {
+			out += " "
+		}
+		out += t.Topic + ":"
+		for i, p := range t.Partitions {
+			if i > 0 {
+				out += ","
+			}
+			out += itoa(p)
+		}
+	}
+	return dash(out)
 }
