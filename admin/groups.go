@@ -57,21 +57,21 @@ func listGroups(fs *flag.FlagSet) action {
 
 // groupDoc is one group as describe and lag print it in JSON.
 type groupDoc struct {
-	Group        string        `json:"group"`
-	State        string        `json:"state"`
-	ProtocolType string        `json:"protocol_type"`
-	Protocol     string        `json:"protocol"`
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Protocol     string `json:"protocol"`
 	// GroupProtocol is classic or consumer (KIP-848); a consumer-protocol group has its
 	// group and target assignment epochs.
-	GroupProtocol   string `json:"group_protocol"`
-	GroupEpoch      *int32 `json:"group_epoch,omitempty"`
-	AssignmentEpoch *int32 `json:"assignment_epoch,omitempty"`
-	Coordinator  string        `json:"coordinator"`
-	Members      []memberDoc   `json:"members"`
-	Partitions   []offsetDoc   `json:"partitions"`
-	TotalLag     int64         `json:"total_lag"`
-	Error        string        `json:"error,omitempty"`
-	lag          kadm.GroupLag // for the text tables
+	GroupProtocol   string        `json:"group_protocol"`
+	GroupEpoch      *int32        `json:"group_epoch,omitempty"`
+	AssignmentEpoch *int32        `json:"assignment_epoch,omitempty"`
+	Coordinator     string        `json:"coordinator"`
+	Members         []memberDoc   `json:"members"`
+	Partitions      []offsetDoc   `json:"partitions"`
+	TotalLag        int64         `json:"total_lag"`
+	Error           string        `json:"error,omitempty"`
+	lag             kadm.GroupLag // for the text tables
 }
 
 type memberDoc struct {
