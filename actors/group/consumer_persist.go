@@ -185,3 +185,19 @@ func orEmptyAssignment(a assignment) assignment {
 	}
 	return a
 }
+
+// savedConsumerMembers is how many members a saved consumer-protocol state holds (0 for
+// none or one that does not decode): ListGroups lists a group whose actor is not running
+// from its file.
+func savedConsumerMembers(blob json.RawMessage) int {
+	if len(blob) == 0 {
+		return 0
+	}
+	var s struct {
+		Members []json.RawMessage `json:"members"`
+	}
+	if json.Unmarshal(blob, &s) != nil {
+		return 0
+	}
+	return len(s.Members)
+}

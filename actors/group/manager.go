@@ -426,7 +426,7 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 			for i := w; i < len(unread); i += metaReaders {
 				if m, exists, err := read(unread[i]); err == nil && exists {
 					types[i], ok[i] = dormant{protocolType: m.ProtocolType, state: stateEmpty, consumer: len(m.Consumer) > 0}, true
-					if len(m.Members) > 0 {
+					if len(m.Members) > 0 || savedConsumerMembers(m.Consumer) > 0 {
 						types[i].state = stateStable
 					}
 				}
