@@ -5,12 +5,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/group"
+	"kaas/auth"
 )
 
 // ConsumerGroupHeartbeat (key 68), v0–v1: the consumer group protocol (KIP-848).
 //
 //	v0: a joining member (epoch 0) with an empty member id gets one from the coordinator.
-//	v1: subscribed_topic_regex; the client makes its member id (an empty one is
+//	v1: subscribed_topic_regex (RE2 syntax, whole topic names; the topics it matches are
+//	    filtered by the principal's DESCRIBE rights; INVALID_REGULAR_EXPRESSION when it
+//	    does not compile); the client makes its member id (an empty one is
 //	    INVALID_REQUEST).
 //
 // Without consumer in group.coordinator.rebalance.protocols every request is answered
@@ -52,8 +55,8 @@ func handleConsumerGroupHeartbeat(c *Call) {
 	msg := &group.ConsumerHeartbeat{
 		Group: req.Group, Version: c.Version, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		InstanceID: req.InstanceID, RackID: req.RackID, RebalanceTimeout: req.RebalanceTimeoutMillis,
-		Subscribed: req.SubscribedTopicNames, ServerAssignor: req.ServerAssignor,
-		ClientID: c.ClientID, ClientHost: c.ClientHost(),
+		Subscribed: req.SubscribedTopicNames, Regex: req.SubscribedTopicRegex, ServerAssignor: req.ServerAssignor,
+		ClientID: c.ClientID, ClientHost: c.ClientHost(), CanDescribe: describeFilter(c),
 	}
 	if req.Topics != nil {
 		msg.Owned = make([]group.OwnedTopic, len(req.Topics))
@@ -92,4 +95,16 @@ func handleConsumerGroupHeartbeat(c *Call) {
 		return resp
 	})
 	askGroups(c, msg)
+}
+
+// describeFilter is the request principal's DESCRIBE right on a topic, which filters the
+// topics a regular expression subscription resolves to (Apache): the authorizer is safe
+// for any goroutine, so the group actor may ask it. Everything is allowed without one.
+func describeFilter(c *Call) func(topic string) bool {
+	a := c.Env.Authorizer
+	if a == nil {
+		return func(string) bool { return true }
+	}
+	p, h := c.Principal, c.Host
+	return func(topic string) bool { return a.Authorize(p, h, auth.Describe, auth.Topic, topic) }
 }

@@ -69,6 +69,9 @@ func handleConsumerGroupDescribe(c *Call) {
 					gm.RackID = strPtr(m.RackID)
 				}
 				gm.SubscribedTopics = m.Subscribed
+				if m.Regex != "" {
+					gm.SubscribedTopicRegex = strPtr(m.Regex)
+				}
 				if gm.SubscribedTopics == nil {
 					gm.SubscribedTopics = []string{}
 				}

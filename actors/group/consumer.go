@@ -1,6 +1,7 @@
 package group
 
 import (
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,6 +49,9 @@ type consumerGroup struct {
 	// computed with (topics that do not exist are absent).
 	topicParts map[string]int32
 	emptySince time.Time
+	// regexGen: every regular expression is resolved at this catalogue number (0: some
+	// may not be).
+	regexGen uint64
 	// dirty: something durable changed since the last save; bump: the heartbeat being
 	// handled moves the group epoch (once, whatever it changed).
 	dirty, bump bool
@@ -59,9 +63,17 @@ type cMember struct {
 	epoch, prevEpoch                             int32
 	state                                        memberState
 	rebalanceTimeout                             time.Duration
-	subscribed                                   []string // sorted, unique
+	subscribed                                   []string // topic names asked for: sorted, unique
 	assignor                                     string   // "" : the group's default
-	assigned, revoking                           assignment
+	// A regular expression subscription (v1): its source, compiled, the topics it
+	// resolved to (sorted) at catalogue number resolvedGen, and the describe filter of
+	// the member's principal (nil until it heartbeats after a load: not resolved then).
+	regex              string
+	re                 *regexp.Regexp
+	resolved           []string
+	resolvedGen        uint64
+	canDescribe        func(string) bool
+	assigned, revoking assignment
 	// since: the member epoch each held partition was given at (KIP-1251 commits).
 	since map[topicPartition]int32
 
@@ -195,6 +207,13 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	}
 	cg := g.cg
 	owned := g.ownedFrom(r.Owned)
+	// A regular expression is compiled before anything changes; it is refused only where
+	// Apache refuses it, after the member checks.
+	var re *regexp.Regexp
+	var reErr error
+	if r.Regex != nil && *r.Regex != "" {
+		re, reErr = compileRegex(*r.Regex)
+	}
 	var m *cMember
 	switch {
 	case r.MemberEpoch == epochLeave || r.MemberEpoch == epochStaticLeave:
@@ -227,7 +246,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	case r.MemberEpoch == 0:
 		var code int16
 		var msg string
-		m, code, msg = g.consumerJoin(r)
+		m, code, msg = g.consumerJoin(r, re, reErr)
 		if code != 0 {
 			g.answerHeartbeat(r, code, msg)
 			return
@@ -247,11 +266,16 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		if code := epochCheck(r.MemberEpoch, m.epoch, m.prevEpoch, owned, m.assigned); code != 0 {
 			g.cfg.Settings.Metrics.consumerFenced("epoch")
 			g.log.Debug().Str("member", logs.ID(m.id)).Int32("got", r.MemberEpoch).Int32("member_epoch", m.epoch).Msg("consumer_member_epoch_fenced")
-			g.answerHeartbeat(r, code, "The consumer group member has a greater member epoch ("+epochStr(m.epoch)+") than the one known by the client ("+epochStr(r.MemberEpoch)+").")
+			g.answerHeartbeat(r, code, "The consumer group member's epoch ("+epochStr(r.MemberEpoch)+") is not the one known by the group coordinator ("+
+				epochStr(m.epoch)+"). The member must abandon all its partitions and rejoin.")
+			return
+		}
+		if r.Regex != nil && *r.Regex != m.regex && reErr != nil {
+			g.answerHeartbeat(r, kerr.InvalidRegularExpression.Code, reErr.Error())
 			return
 		}
 	}
-	g.updateConsumerMember(m, r)
+	g.updateConsumerMember(m, r, re)
 	g.refreshTopics()
 	if cg.bump {
 		// One bump for whatever this heartbeat changed (Apache bumpGroupEpoch).
@@ -313,8 +337,17 @@ func (cg *consumerGroup) checkInstance(instance, memberID string) int16 {
 // consumerJoin is a heartbeat with epoch 0: a new member, a known member rejoining
 // (KAFKA-19233, Apache 4.2), or a static member taking over the assignment its instance
 // id left with epoch -2.
-func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string) {
+func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr error) (*cMember, int16, string) {
 	cg := g.cg
+	if r.InstanceID != nil {
+		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave {
+			return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + *r.InstanceID +
+				" cannot join the group because the instance id is owned by " + oldID + " member."
+		}
+	}
+	if reErr != nil {
+		return nil, kerr.InvalidRegularExpression.Code, reErr.Error()
+	}
 	if r.InstanceID != nil {
 		inst := *r.InstanceID
 		if oldID, ok := cg.instances[inst]; ok {
@@ -328,6 +361,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string
 			// The replacement inherits the assignment (Apache replaceStaticMember).
 			m := &cMember{
 				id: r.MemberID, instanceID: inst, rackID: old.rackID, subscribed: old.subscribed,
+				regex: old.regex, re: old.re, resolved: old.resolved, resolvedGen: old.resolvedGen,
 				assignor: old.assignor, rebalanceTimeout: old.rebalanceTimeout,
 				assigned: old.assigned, revoking: assignment{}, since: old.since, state: memberStable,
 			}
@@ -379,7 +413,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat) (*cMember, int16, string
 
 // updateConsumerMember takes what the heartbeat sets; a subscription or assignor change bumps
 // the group epoch.
-func (g *groupActor) updateConsumerMember(m *cMember, r *ConsumerHeartbeat) {
+func (g *groupActor) updateConsumerMember(m *cMember, r *ConsumerHeartbeat, re *regexp.Regexp) {
 	cg := g.cg
 	m.clientID, m.clientHost = r.ClientID, r.ClientHost
 	if r.RackID != nil && *r.RackID != m.rackID {
@@ -392,23 +426,28 @@ func (g *groupActor) updateConsumerMember(m *cMember, r *ConsumerHeartbeat) {
 			cg.dirty = true
 		}
 	}
+	if r.CanDescribe != nil {
+		m.canDescribe = r.CanDescribe
+	}
 	if r.Subscribed != nil {
 		subs := slices.Clone(r.Subscribed)
 		sort.Strings(subs)
 		subs = slices.Compact(subs)
 		if !slices.Equal(subs, m.subscribed) {
-			for _, t := range m.subscribed {
-				if cg.subscribed[t]--; cg.subscribed[t] <= 0 {
-					delete(cg.subscribed, t)
-				}
-			}
-			for _, t := range subs {
-				cg.subscribed[t]++
-			}
-			m.subscribed = subs
+			cg.resubscribe(m, subs, m.resolved)
 			cg.bump = true
 			cg.dirty = true
 		}
+	}
+	if r.Regex != nil && *r.Regex != m.regex {
+		// A new expression is resolved by refreshTopics in this same heartbeat; an empty
+		// one drops the topics it matched.
+		m.regex, m.re, m.resolvedGen = *r.Regex, re, 0
+		cg.regexGen = 0
+		if m.re == nil && cg.resubscribe(m, m.subscribed, nil) {
+			cg.bump = true
+		}
+		cg.dirty = true
 	}
 	if r.ServerAssignor != nil && *r.ServerAssignor != m.assignor {
 		m.assignor = *r.ServerAssignor
@@ -423,6 +462,7 @@ func (g *groupActor) updateConsumerMember(m *cMember, r *ConsumerHeartbeat) {
 func (g *groupActor) refreshTopics() {
 	cg := g.cg
 	lookup := g.cfg.Settings.Consumer.Topics
+	g.resolveRegexes()
 	now := make(map[string]int32, len(cg.subscribed))
 	for t := range cg.subscribed {
 		if lookup == nil {
@@ -474,7 +514,7 @@ func (g *groupActor) computeTarget() {
 	name := g.preferredAssignor()
 	ms := make([]assignMember, 0, len(cg.members))
 	for _, m := range cg.members {
-		ms = append(ms, assignMember{id: m.id, instanceID: m.instanceID, subscribed: m.subscribed, prev: cg.target[m.id]})
+		ms = append(ms, assignMember{id: m.id, instanceID: m.instanceID, subscribed: m.topics(), prev: cg.target[m.id]})
 	}
 	cg.target = assignors[name](ms, cg.topicParts)
 	cg.targetEpoch = cg.epoch
@@ -572,11 +612,7 @@ func (g *groupActor) removeConsumerMember(m *cMember, reason string) {
 	if m.instanceID != "" && cg.instances[m.instanceID] == m.id {
 		delete(cg.instances, m.instanceID)
 	}
-	for _, t := range m.subscribed {
-		if cg.subscribed[t]--; cg.subscribed[t] <= 0 {
-			delete(cg.subscribed, t)
-		}
-	}
+	cg.resubscribe(m, nil, nil)
 	cg.epoch++
 	cg.dirty = true
 	if len(cg.members) == 0 {
@@ -768,7 +804,7 @@ func (g *groupActor) handleConsumerDescribe(r *ConsumerDescribe) {
 		}
 		d.Members = append(d.Members, ConsumerDescribedMember{
 			MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID, MemberEpoch: m.epoch,
-			ClientID: m.clientID, ClientHost: m.clientHost, Subscribed: slices.Clone(m.subscribed),
+			ClientID: m.clientID, ClientHost: m.clientHost, Subscribed: slices.Clone(m.subscribed), Regex: m.regex,
 			Assignment: g.assignedTopics(m.assigned), Target: g.assignedTopics(tgt), State: m.stateName(),
 		})
 	}
@@ -925,3 +961,75 @@ func (g *groupActor) publishConsumer() {
 }
 
 func epochStr(n int32) string { return strconv.Itoa(int(n)) }
+
+// topics is what m subscribes to: the names it asked for and those its regular
+// expression resolved to, sorted.
+func (m *cMember) topics() []string {
+	if len(m.resolved) == 0 {
+		return m.subscribed
+	}
+	out := append(slices.Clone(m.subscribed), m.resolved...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// resubscribe gives m the names and resolved topics, keeping the group's count of
+// members per topic; it reports whether what m subscribes to changed.
+func (cg *consumerGroup) resubscribe(m *cMember, names, resolved []string) bool {
+	before := m.topics()
+	m.subscribed, m.resolved = names, resolved
+	after := m.topics()
+	if slices.Equal(before, after) {
+		return false
+	}
+	for _, t := range before {
+		if cg.subscribed[t]--; cg.subscribed[t] <= 0 {
+			delete(cg.subscribed, t)
+		}
+	}
+	for _, t := range after {
+		cg.subscribed[t]++
+	}
+	return true
+}
+
+// resolveRegexes matches the members' regular expressions against the catalogue when it
+// changed since they were last resolved (a topic created, deleted), each filtered by
+// its member's describe rights; a changed resolution bumps the group epoch. Apache
+// resolves them off its thread at most every 10 s; here a resolution is a pass over the
+// topic names, made at most once per catalogue change, in the heartbeat that sees it, so
+// a topic created later that matches is assigned at the next heartbeat.
+func (g *groupActor) resolveRegexes() {
+	cg := g.cg
+	lookup := g.cfg.Settings.Consumer.Topics
+	if lookup == nil {
+		return
+	}
+	gen := lookup.TopicsGen()
+	if cg.regexGen == gen {
+		return
+	}
+	var names []string
+	for _, m := range cg.members {
+		if m.re == nil || m.resolvedGen == gen || m.canDescribe == nil {
+			continue
+		}
+		if names == nil {
+			names, gen = lookup.TopicNames()
+		}
+		var res []string
+		for _, t := range names {
+			if m.re.MatchString(t) && m.canDescribe(t) {
+				res = append(res, t)
+			}
+		}
+		sort.Strings(res)
+		m.resolvedGen = gen
+		if cg.resubscribe(m, m.subscribed, res) {
+			g.log.Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
+			cg.bump = true
+			cg.dirty = true
+		}
+	}
+	cg.regexGen = gen
+}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"regexp"
 	"slices"
 	"sort"
 
@@ -36,8 +37,8 @@ type HeartbeatShape struct {
 // ValidateConsumerHeartbeat checks a ConsumerGroupHeartbeat before any group sees it, as
 // Apache's GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid does, in
 // its order: INVALID_REQUEST (42) for a missing or malformed field, UNSUPPORTED_ASSIGNOR
-// (112) for an assignor not in group.consumer.assignors. Regular expression
-// subscriptions are planned: one is refused with INVALID_REQUEST and says so.
+// (112) for an assignor not in group.consumer.assignors. A regular expression that does
+// not compile is the group's to refuse (INVALID_REGULAR_EXPRESSION), as in Apache.
 func ValidateConsumerHeartbeat(r HeartbeatShape, assignors []string) (int16, string) {
 	invalid := kerr.InvalidRequest.Code
 	if r.MemberID == "" && (r.Version >= 1 || r.MemberEpoch != 0) {
@@ -69,9 +70,6 @@ func ValidateConsumerHeartbeat(r HeartbeatShape, assignors []string) (int16, str
 		}
 	case r.MemberEpoch < epochStaticLeave:
 		return invalid, "MemberEpoch is invalid."
-	}
-	if r.Regex != nil {
-		return invalid, "SubscribedTopicRegex is not supported by this broker yet (planned); subscribe by topic names."
 	}
 	if r.ServerAssignor != nil && !slices.Contains(assignors, *r.ServerAssignor) {
 		return kerr.UnsupportedAssignor.Code, "ServerAssignor " + *r.ServerAssignor + " is not supported. Supported assignors: " + joinNames(assignors) + "."
@@ -317,4 +315,11 @@ func commitEpochCheck(got, epoch int32, holds bool, since int32) int16 {
 		return 0
 	}
 	return kerr.StaleMemberEpoch.Code
+}
+
+// compileRegex compiles a SubscribedTopicRegex to match whole topic names, as Apache's
+// RE2/J matcher(topic).matches() does. Go's regexp implements the same RE2 syntax; its
+// Unicode tables are Go's, and RE2/J's Java-only classes (\p{javaLowerCase}) are refused.
+func compileRegex(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile(`^(?:` + expr + `)$`)
 }

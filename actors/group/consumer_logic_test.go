@@ -35,7 +35,8 @@ func TestValidateConsumerHeartbeat(t *testing.T) {
 		{"keepalive", HeartbeatShape{Version: 1, Group: "g", MemberID: "m", MemberEpoch: 4, RebalanceTimeout: -1, OwnedNull: true, OwnedEmpty: true}, 0},
 		{"range", with(func(s *HeartbeatShape) { s.ServerAssignor = sp("range") }), 0},
 		{"unknown assignor", with(func(s *HeartbeatShape) { s.ServerAssignor = sp("cooperative-sticky") }), kerr.UnsupportedAssignor.Code},
-		{"regex", with(func(s *HeartbeatShape) { s.Regex = sp("t.*") }), kerr.InvalidRequest.Code},
+		{"regex only", with(func(s *HeartbeatShape) { s.Subscribed, s.Regex = nil, sp("t.*") }), 0},
+		{"bad regex (the group refuses it)", with(func(s *HeartbeatShape) { s.Regex = sp("(") }), 0},
 	} {
 		if got, msg := ValidateConsumerHeartbeat(c.r, assignors); got != c.want {
 			t.Errorf("%s: %d (%s), want %d", c.name, got, msg, c.want)

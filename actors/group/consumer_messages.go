@@ -20,6 +20,10 @@ type TopicID = [16]byte
 type TopicLookup interface {
 	Topic(name string) (TopicID, int32, bool)
 	TopicName(id TopicID) (string, bool)
+	// TopicNames lists every topic with the catalogue's number; TopicsGen is the number
+	// in force (a regular expression is resolved again only when it moves).
+	TopicNames() ([]string, uint64)
+	TopicsGen() uint64
 }
 
 // ConsumerSettings are the group.consumer.* settings (Apache's names).
@@ -54,7 +58,14 @@ type ConsumerHeartbeat struct {
 	// RebalanceTimeout in ms; -1 unchanged.
 	RebalanceTimeout int32
 	Subscribed       []string
-	ServerAssignor   *string
+	// Regex is SubscribedTopicRegex (v1; "" unsubscribes it), matched against whole
+	// topic names.
+	Regex          *string
+	ServerAssignor *string
+	// CanDescribe says whether the request's principal may describe a topic: the topics
+	// a regular expression resolves to are filtered by it (Apache). The connection sets
+	// it always (allowing everything without an authorizer).
+	CanDescribe func(topic string) bool
 	// Owned: the partitions the member owns; nil when the request does not say.
 	Owned      []OwnedTopic
 	ClientID   string
@@ -100,6 +111,7 @@ type ConsumerDescribedMember struct {
 	ClientID    string
 	ClientHost  string
 	Subscribed  []string
+	Regex       string
 	Assignment  []AssignedTopic
 	Target      []AssignedTopic
 	State       string

@@ -41,6 +41,8 @@ type savedMember struct {
 	RebalanceTimeoutMs int64              `json:"rebalance_timeout_ms"`
 	Subscribed         []string           `json:"subscribed_topics"`
 	Assignor           string             `json:"server_assignor,omitempty"`
+	Regex              string             `json:"subscribed_topic_regex,omitempty"`
+	Resolved           []string           `json:"regex_topics,omitempty"`
 	Assigned           assignment         `json:"assigned"`
 	Revoking           assignment         `json:"revoking,omitempty"`
 	Target             assignment         `json:"target"`
@@ -64,6 +66,7 @@ func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(),
 			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Subscribed: m.subscribed, Assignor: m.assignor,
+			Regex: m.regex, Resolved: m.resolved,
 			Assigned: m.assigned, Revoking: m.revoking, Target: cg.target[id],
 		}
 		if sm.Subscribed == nil {
@@ -118,7 +121,8 @@ func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(c
 // it was revoking.
 func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) error {
 	var s savedConsumer
-	if err := json.Unmarshal(meta.Consumer, &s); err != nil {
+	var err error
+	if err = json.Unmarshal(meta.Consumer, &s); err != nil {
 		return fmt.Errorf("decode consumer state: %w", err)
 	}
 	if s.Version != savedConsumerVersion {
@@ -136,6 +140,7 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 			id: sm.ID, instanceID: sm.InstanceID, rackID: sm.RackID, clientID: sm.ClientID, clientHost: sm.ClientHost,
 			epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, rebalanceTimeout: time.Duration(sm.RebalanceTimeoutMs) * time.Millisecond,
 			subscribed: sm.Subscribed, assignor: sm.Assignor, assigned: orEmptyAssignment(sm.Assigned),
+			regex: sm.Regex, resolved: sm.Resolved,
 			revoking: orEmptyAssignment(sm.Revoking), since: map[topicPartition]int32{},
 			deadline: now.Add(g.cfg.Settings.Consumer.SessionTimeout),
 		}
@@ -155,7 +160,13 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 		if m.instanceID != "" {
 			cg.instances[m.instanceID] = m.id
 		}
-		for _, t := range m.subscribed {
+		if m.regex != "" {
+			// Resolved again once the member heartbeats with its describe rights.
+			if m.re, err = compileRegex(m.regex); err != nil {
+				return fmt.Errorf("member %q: %w", m.id, err)
+			}
+		}
+		for _, t := range m.topics() {
 			cg.subscribed[t]++
 		}
 		for _, a := range []assignment{m.assigned, m.revoking} {

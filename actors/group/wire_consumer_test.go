@@ -37,7 +37,6 @@ func TestConsumerHeartbeatValidation(t *testing.T) {
 		{"epoch -2 without instance id", "g", hbOpts{member: "m", epoch: -2}, kerr.InvalidRequest.Code},
 		{"epoch -3", "g", hbOpts{member: "m", epoch: -3}, kerr.InvalidRequest.Code},
 		{"unknown assignor", "g", hbOpts{member: "m", topics: []string{"t"}, assignor: strp("sticky")}, kerr.UnsupportedAssignor.Code},
-		{"regex (planned)", "g", hbOpts{member: "m", regex: strp("t.*")}, kerr.InvalidRequest.Code},
 	}
 	for _, c := range bad {
 		r := w.cgh(c.g, c.o)
@@ -430,4 +429,47 @@ func TestConsumerStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart a %d→%d b %d→%d, a owns %v (was %v)", ea, a.epoch, eb, b.epoch, a.own, ownA)
 	}
 	wantCode(t, "commit after restart", w.do(commitReq("g", 9, a.id, a.epoch, map[string][]int32{"t": a.own["t"][:1]})).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode, 0)
+}
+
+// Regular-expression subscriptions (v1): whole-name RE2 matching, a topic created later
+// that matches is assigned, a bad expression is INVALID_REGULAR_EXPRESSION.
+func TestConsumerRegexSubscription(t *testing.T) {
+	w := startWire(t, consumerProfile)
+	w.createTopics(2, "orders", "orders-eu", "audit")
+	r := w.cgh("g", hbOpts{member: newMemberID(), regex: strp("(")})
+	wantCode(t, "bad regex", r.ErrorCode, kerr.InvalidRegularExpression.Code)
+	if d := w.cgDescribe(1, "g").Groups[0]; len(d.Members) != 0 {
+		t.Fatalf("a refused join left a member: %+v", d.Members)
+	}
+	a := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}}
+	// "orders" matches only whole names: not orders-eu; "aud" matches nothing.
+	a.apply(w.cgh("g", hbOpts{member: a.id, regex: strp("orders|aud")}))
+	w.settle("g", a)
+	if len(a.own) != 1 || len(a.own["orders"]) != 2 {
+		t.Fatalf("orders|aud resolved to %v", a.own)
+	}
+	d := w.cgDescribe(1, "g").Groups[0]
+	if m := d.Members[0]; m.SubscribedTopicRegex == nil || *m.SubscribedTopicRegex != "orders|aud" {
+		t.Fatalf("describe: regex %v", m.SubscribedTopicRegex)
+	}
+	// A new regex, then a topic created later that matches it.
+	a.apply(w.cgh("g", hbOpts{member: a.id, epoch: a.epoch, regex: strp("orders.*"), owned: w.owned(a.own)}))
+	w.settle("g", a)
+	if len(a.own) != 2 {
+		t.Fatalf("orders.* resolved to %v", a.own)
+	}
+	w.createTopics(1, "orders-us")
+	w.settle("g", a)
+	if len(a.own["orders-us"]) != 1 {
+		t.Fatalf("the topic created later was not assigned: %v", a.own)
+	}
+	// A bad regex from a member: refused, nothing changed.
+	wantCode(t, "bad regex from a member", w.cgh("g", hbOpts{member: a.id, epoch: a.epoch, regex: strp("[")}).ErrorCode,
+		kerr.InvalidRegularExpression.Code)
+	// Names and a regex together; an empty regex drops what it matched.
+	a.apply(w.cgh("g", hbOpts{member: a.id, epoch: a.epoch, regex: strp(""), topics: []string{"audit"}, owned: w.owned(a.own)}))
+	w.settle("g", a)
+	if len(a.own) != 1 || len(a.own["audit"]) != 2 {
+		t.Fatalf("after dropping the regex: %v", a.own)
+	}
 }
