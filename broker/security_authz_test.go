@@ -287,7 +287,9 @@ var groupCases = map[int16]groupCase{
 			r.Groups = []string{g}
 			return r
 		},
-		code:   func(_ int16, r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode },
+		code: func(_ int16, r kmsg.Response) int16 {
+			return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode
+		},
 		needs:  []grant{allow(auth.Group, "grp-*", auth.Describe)},
 		denied: 30,
 	},
