@@ -55,6 +55,9 @@ type consumerGroup struct {
 	// dirty: something durable changed since the last save; bump: the heartbeat being
 	// handled moves the group epoch (once, whatever it changed).
 	dirty, bump bool
+	// saving: a save is in flight for inflight; waiting wait for the next one.
+	saving            bool
+	inflight, waiting []saveWaiter
 }
 
 // cMember is one consumer-protocol member.
@@ -177,6 +180,7 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 
 // dropConsumer turns an empty consumer-protocol group back into a (empty) classic one.
 func (g *groupActor) dropConsumer() {
+	g.shutdownConsumer(notAvailable)
 	g.cg = nil
 	g.publishConsumer()
 }
@@ -938,14 +942,21 @@ func (g *groupActor) consumerExpiryRule() offsets.ExpiryRule {
 	return offsets.ExpiryRule{StableConsumer: true, Subscribed: subs, Retention: retention}
 }
 
-// shutdownConsumer cancels every consumer-protocol timer (a stop, restart or release).
-func (g *groupActor) shutdownConsumer() {
+// shutdownConsumer cancels every consumer-protocol timer and answers the requests that
+// wait for a save with code (a stop, restart or release).
+func (g *groupActor) shutdownConsumer(code int16) {
 	if g.cg == nil {
 		return
 	}
 	for _, m := range g.cg.members {
 		g.cancelConsumerTimers(m)
 	}
+	for _, w := range append(g.cg.inflight, g.cg.waiting...) {
+		if w.client != nil {
+			w.client.fail(code)
+		}
+	}
+	g.cg.inflight, g.cg.waiting = nil, nil
 }
 
 // publishConsumer brings kaas_consumer_group_members{state} to the group's members

@@ -93,17 +93,38 @@ func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 	return json.Marshal(s)
 }
 
-// saveConsumer writes the group's state to its file through the offsets actor; then
-// runs with 0 once it is durable, or the write's code. client, if set, is answered with
-// an error should the group stop first.
+// saveWaiter is what waits for the save of the group's state: the request to answer
+// with an error should the group stop first, and what to run with the write's code.
+type saveWaiter struct {
+	client Request
+	then   func(code int16)
+}
+
+// saveConsumer has the group's state written to its file through the offsets actor;
+// then runs with 0 once it is durable, or the write's code. One save is in flight at a
+// time: what changes meanwhile is written by the next one, with every waiter that came
+// in between, so a burst of heartbeats in a big group costs one encoding and one
+// journal write per round, not one per heartbeat. client, if set, is answered with an
+// error should the group stop first.
 func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(code int16)) {
-	cg := g.cg
 	g.publishConsumer()
+	cg := g.cg
 	if cg == nil {
 		then(0)
 		return
 	}
-	cg.dirty = false
+	cg.waiting = append(cg.waiting, saveWaiter{client: client, then: then})
+	if !cg.saving {
+		g.flushConsumer(ctx)
+	}
+}
+
+// flushConsumer writes the state as it is now for the waiters so far.
+func (g *groupActor) flushConsumer(ctx actor.Context) {
+	cg := g.cg
+	batch := cg.waiting
+	cg.waiting, cg.inflight = nil, batch
+	cg.dirty, cg.saving = false, true
 	blob, err := g.consumerBlob()
 	if err != nil {
 		panic(fmt.Errorf("group %q: encode consumer state: %w", g.cfg.Group, err)) // a broken invariant
@@ -113,7 +134,21 @@ func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(c
 	if len(cg.members) == 0 {
 		meta.EmptySince = cg.emptySince.UnixMilli()
 	}
-	g.saveMeta(ctx, client, meta, then)
+	g.saveMeta(ctx, nil, meta, func(code int16) {
+		if g.cg != cg {
+			return // the group was reset meanwhile; shutdownConsumer answered the waiters
+		}
+		cg.saving, cg.inflight = false, nil
+		for _, w := range batch {
+			if w.client != nil {
+				actor.Handling(ctx, w.client)
+			}
+			w.then(code)
+		}
+		if len(cg.waiting) > 0 {
+			g.flushConsumer(ctx)
+		}
+	})
 }
 
 // loadConsumer brings a consumer-protocol group back from its file: every member at its

@@ -291,7 +291,7 @@ func (g *groupActor) reset() {
 	g.topics, g.topicsKnown = nil, false
 	g.initialDelay, g.newMemberAdded = false, false
 	if g.cg != nil {
-		g.shutdownConsumer()
+		g.shutdownConsumer(notAvailable)
 		g.cg = nil
 		g.publishConsumer()
 	}
@@ -469,7 +469,7 @@ func (g *groupActor) shutdown(code int16) {
 	for _, c := range g.pendingTimer {
 		c()
 	}
-	g.shutdownConsumer()
+	g.shutdownConsumer(code)
 	g.cfg.Settings.Pending.release(len(g.pending))
 	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
 	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.releaseCancel} {

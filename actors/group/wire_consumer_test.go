@@ -1,6 +1,8 @@
 package group_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"kaas/actors/offsets"
+	"kaas/broker/brokertest"
 	"kaas/config"
 	"kaas/internal/testwait"
 )
@@ -471,5 +475,38 @@ func TestConsumerRegexSubscription(t *testing.T) {
 	w.settle("g", a)
 	if len(a.own) != 1 || len(a.own["audit"]) != 2 {
 		t.Fatalf("after dropping the regex: %v", a.own)
+	}
+}
+
+// The same after a crash: the broker's data copied while it runs (as a kill -9 leaves
+// it), with the group file not yet checkpointed, so the state comes back from the
+// offsets journal's replay.
+func TestConsumerStateSurvivesCrash(t *testing.T) {
+	w := startWire(t, func(c *config.Config) {
+		consumerProfile(c)
+		c.OffsetsCheckpointInterval = time.Hour
+	})
+	w.createTopics(4, "t")
+	a := w.join("g", "t")
+	b := w.join("g", "t")
+	before := w.settle("g", a, b)
+	img := t.TempDir()
+	brokertest.CopyTree(t, w.cfg.DataDir, img)
+	if _, err := os.Stat(filepath.Join(offsets.Dir(img), offsets.FileName("g"))); !os.IsNotExist(err) {
+		t.Fatalf("the group file was written before its checkpoint (%v): the journal is not what is tested", err)
+	}
+	w.cfg.DataDir = img
+	w.b = brokertest.StartWith(t, w.cfg)
+	after := w.cgDescribe(1, "g").Groups[0]
+	wantCode(t, "describe after the crash", after.ErrorCode, 0)
+	if after.Epoch != before.Epoch || after.AssignmentEpoch != before.AssignmentEpoch || len(after.Members) != 2 {
+		t.Fatalf("after the crash: epoch %d/%d members %d, before %d/%d", after.Epoch, after.AssignmentEpoch, len(after.Members),
+			before.Epoch, before.AssignmentEpoch)
+	}
+	ea, eb, ownA, ownB := a.epoch, b.epoch, a.own, b.own
+	a.beat()
+	b.beat()
+	if a.epoch != ea || b.epoch != eb || !samePartitions(a.own, ownA) || !samePartitions(b.own, ownB) {
+		t.Fatalf("after the crash a %d→%d %v→%v, b %d→%d %v→%v", ea, a.epoch, ownA, a.own, eb, b.epoch, ownB, b.own)
 	}
 }
