@@ -49,11 +49,13 @@ func TestConsumerGroupMetrics(t *testing.T) {
 		t.Fatalf("join: %v %v", err, resp)
 	}
 	waitMetric(t, http, "one stable member", func(f map[string]*dto.MetricFamily) bool {
-		return sample(f, "kaas_consumer_group_members", "state", "stable") == 1
+		return sample(f, "kaas_consumer_group_members", "state", "stable") == 1 &&
+			sample(f, "kaas_groups", "state", "Stable") == 1 && sample(f, "kaas_group_members", "group", "g") == 1
 	})
 	// It never heartbeats again: fenced at its session timeout.
 	waitMetric(t, http, "the silent member fenced", func(f map[string]*dto.MetricFamily) bool {
 		return sample(f, "kaas_consumer_group_fences_total", "reason", "session_timeout") == 1 &&
-			sample(f, "kaas_consumer_group_members", "state", "stable") == 0
+			sample(f, "kaas_consumer_group_members", "state", "stable") == 0 &&
+			sample(f, "kaas_groups", "state", "Empty") == 1 && sample(f, "kaas_group_session_expiries_total") == 1
 	})
 }

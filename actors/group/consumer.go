@@ -55,6 +55,9 @@ type consumerGroup struct {
 	// dirty: something durable changed since the last save; bump: the heartbeat being
 	// handled moves the group epoch (once, whatever it changed).
 	dirty, bump bool
+	// stateName is state() as of the last change (the gauges read it after every
+	// message; every change of epochs or members is saved, which refreshes it).
+	stateName string
 	// saving: a save is in flight for inflight; waiting wait for the next one.
 	saving            bool
 	inflight, waiting []saveWaiter
@@ -93,9 +96,12 @@ func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{
 		members: map[string]*cMember{}, instances: map[string]string{}, target: map[string]assignment{},
 		owner: map[topicPartition]string{}, subscribed: map[string]int{}, topicParts: map[string]int32{},
-		emptySince: time.Now(),
+		emptySince: time.Now(), stateName: "Empty",
 	}
 }
+
+// consumerStates are a consumer-protocol group's states (Apache ConsumerGroupState).
+var consumerStates = []string{"Empty", "Assigning", "Reconciling", "Stable"}
 
 // state is the group's state, derived as Apache's ConsumerGroup does.
 func (cg *consumerGroup) state() string {
@@ -202,9 +208,9 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.cfg.Group+" is not a consumer group.")
 			return
 		}
+		// An empty classic group (offsets only) is replaced by a new consumer-protocol
+		// group, which starts at epoch 0 (Apache deletes the classic one); its offsets stay.
 		g.cg = newConsumerGroup()
-		g.cg.epoch = g.generation // an empty classic group's epoch carries on
-		g.cg.targetEpoch = g.generation
 		g.exists = true
 		g.protocolType = consumerProtocol
 		g.cg.dirty = true
@@ -963,6 +969,9 @@ func (g *groupActor) shutdownConsumer(code int16) {
 // (none once the actor stops). It runs with every save, which every state change makes.
 func (g *groupActor) publishConsumer() {
 	var now [4]int
+	if g.cg != nil {
+		g.cg.stateName = g.cg.state()
+	}
 	if g.cg != nil && !g.stopped {
 		for _, m := range g.cg.members {
 			now[slices.Index(memberStates, m.stateName())]++

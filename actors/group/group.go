@@ -263,7 +263,11 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 // nothing changed).
 func (g *groupActor) publish() {
 	if !g.stopped {
-		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, g.state, len(g.members))
+		st, n := g.state.String(), len(g.members)
+		if g.cg != nil {
+			st, n = g.cg.stateName, len(g.cg.members)
+		}
+		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, st, n)
 	}
 }
 

@@ -44,7 +44,7 @@ var causes = []string{causeMemberJoined, causeMemberRejoined, causeProtocolsChan
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		groups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kaas_groups", Help: "Consumer groups this broker coordinates (loaded), by state.",
+			Name: "kaas_groups", Help: "Consumer groups this broker coordinates (loaded), by state (a consumer-protocol group's: Empty, Assigning, Reconciling, Stable).",
 		}, []string{"state"}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kaas_group_members", Help: "Members of each group this broker coordinates (loaded).",
@@ -75,6 +75,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range fenceReasons {
 		m.consumerFences.WithLabelValues(r)
 	}
+	for _, s := range consumerStates {
+		m.groups.WithLabelValues(s)
+	}
 	for _, s := range stateNames {
 		m.groups.WithLabelValues(s)
 	}
@@ -91,23 +94,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // published is what one group actor has added to the gauges, so it can take it back.
 type published struct {
 	counted bool // the group adds 1 to kaas_groups{state}
-	state   state
+	state   string
 	members prometheus.Gauge // nil: no kaas_group_members series
 	n       int
 }
 
 // publish brings the gauges to the group's current state and membership; a group that
 // does not exist (a lookup of an unknown id) counts nowhere.
-func (m *Metrics) publish(p *published, group string, exists bool, s state, members int) {
+func (m *Metrics) publish(p *published, group string, exists bool, s string, members int) {
 	if m == nil {
 		return
 	}
 	if p.counted && (!exists || p.state != s) {
-		m.groups.WithLabelValues(p.state.String()).Dec()
+		m.groups.WithLabelValues(p.state).Dec()
 		p.counted = false
 	}
 	if exists && !p.counted {
-		m.groups.WithLabelValues(s.String()).Inc()
+		m.groups.WithLabelValues(s).Inc()
 		p.counted, p.state = true, s
 	}
 	switch {
@@ -129,7 +132,7 @@ func (m *Metrics) unpublish(p *published, group string) {
 		return
 	}
 	if p.counted {
-		m.groups.WithLabelValues(p.state.String()).Dec()
+		m.groups.WithLabelValues(p.state).Dec()
 		p.counted = false
 	}
 	if p.members != nil {
