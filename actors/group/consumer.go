@@ -211,9 +211,17 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		// An empty classic group (offsets only) is replaced by a new consumer-protocol
 		// group, which starts at epoch 0 (Apache deletes the classic one); its offsets stay.
 		g.cg = newConsumerGroup()
-		g.exists = true
-		g.protocolType = consumerProtocol
 		g.cg.dirty = true
+		// A join refused below leaves no group behind (Apache writes nothing then).
+		prevExists, prevType := g.exists, g.protocolType
+		g.exists, g.protocolType = true, consumerProtocol
+		answer := r.Reply
+		r = r.withReply(actor.PromiseFunc(func(v any) {
+			if res, ok := v.(*ConsumerHeartbeatResult); ok && res.ErrorCode != 0 && g.cg != nil && len(g.cg.members) == 0 {
+				g.cg, g.exists, g.protocolType = nil, prevExists, prevType
+			}
+			answer.Resolve(v)
+		})).(*ConsumerHeartbeat)
 	}
 	cg := g.cg
 	owned := g.ownedFrom(r.Owned)
