@@ -358,6 +358,9 @@ func (cg *consumerGroup) checkInstance(instance, memberID string) int16 {
 func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr error) (*cMember, int16, string) {
 	cg := g.cg
 	if r.InstanceID != nil {
+		// Apache throwIfInstanceIdIsUnreleased: while the instance id is held by a member
+		// not at -2 the joiner cannot join, even under the same member id (the reverse of
+		// classic static membership, where the old member is fenced).
 		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave {
 			return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + *r.InstanceID +
 				" cannot join the group because the instance id is owned by " + oldID + " member."
@@ -370,12 +373,6 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 		inst := *r.InstanceID
 		if oldID, ok := cg.instances[inst]; ok {
 			old := cg.members[oldID]
-			if old.epoch != epochStaticLeave {
-				// Apache throwIfInstanceIdIsUnreleased: the new member cannot join, even
-				// under the same member id (the reverse of classic static membership).
-				return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + inst +
-					" cannot join the group because the instance id is owned by " + oldID + " member."
-			}
 			// The replacement inherits the assignment (Apache replaceStaticMember).
 			m := &cMember{
 				id: r.MemberID, instanceID: inst, rackID: old.rackID, subscribed: old.subscribed,
