@@ -62,7 +62,7 @@ func ValidateConsumerHeartbeat(r HeartbeatShape, assignors []string) (int16, str
 			return invalid, "TopicPartitions must be empty when (re-)joining."
 		}
 		if r.Subscribed == nil && r.Regex == nil {
-			return invalid, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+			return invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
 		}
 	case r.MemberEpoch == epochStaticLeave:
 		if r.InstanceID == nil {
