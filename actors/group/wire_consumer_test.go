@@ -509,3 +509,32 @@ func TestConsumerStateSurvivesCrash(t *testing.T) {
 		t.Fatalf("after the crash a %d→%d %v→%v, b %d→%d %v→%v", ea, a.epoch, ownA, a.own, eb, b.epoch, ownB, b.own)
 	}
 }
+
+// A static member away with epoch -2 keeps its partitions only for its session: when it
+// expires without a replacement, the others get them.
+func TestConsumerStaticLeaveExpires(t *testing.T) {
+	w := startWire(t, func(c *config.Config) {
+		consumerProfile(c)
+		c.GroupConsumerSessionTimeout = 300 * time.Millisecond
+	})
+	w.createTopics(4, "t")
+	a := w.join("g", "t")
+	b := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}, inst: strp("i1")}
+	b.apply(w.cgh("g", hbOpts{member: b.id, topics: []string{"t"}, instance: b.inst}))
+	w.settle("g", a, b)
+	wantCode(t, "static leave", w.cgh("g", hbOpts{member: b.id, epoch: -2, instance: b.inst}).ErrorCode, 0)
+	testwait.For(t, 5*time.Second, 20*time.Millisecond, func() error {
+		a.beat()
+		if count(a.own) != 4 {
+			return errorOf("a owns %v", a.own)
+		}
+		return nil
+	})
+	if d := w.cgDescribe(1, "g").Groups[0]; len(d.Members) != 1 {
+		t.Fatalf("%d members after the static member's session", len(d.Members))
+	}
+	// The instance id is free again: a new member with it joins as new.
+	c := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}, inst: strp("i1")}
+	r := w.cgh("g", hbOpts{member: c.id, topics: []string{"t"}, instance: c.inst})
+	wantCode(t, "join with the freed instance id", r.ErrorCode, 0)
+}
