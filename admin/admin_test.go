@@ -434,6 +434,10 @@ func TestGroups(t *testing.T) {
 					len(m.Assignment) != 1 || len(m.Assignment[0].Partitions) != partitions || len(m.Target) != 1 {
 					t.Fatalf("member: %s", r.stdout)
 				}
+				r = on(a, "groups", "list").must(t, 0)
+				if find(rows(t, r.stdout), "GROUP", "next", "TYPE", "consumer", "STATE", "Stable") == nil {
+					t.Fatalf("list:\n%s", r.stdout)
+				}
 				r = on(a, "groups", "describe", "--group", "next", "--state").must(t, 0)
 				if find(rows(t, r.stdout), "GROUP", "next", "GROUP-PROTOCOL", "consumer", "STATE", "Stable") == nil {
 					t.Fatalf("describe --state:\n%s", r.stdout)

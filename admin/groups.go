@@ -25,11 +25,13 @@ type listedGroupDoc struct {
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Coordinator  int32  `json:"coordinator"`
+	// Type is classic or consumer (KIP-848; ListGroups v5), "" from an older broker.
+	Type string `json:"type"`
 }
 
 func listGroups(fs *flag.FlagSet) action {
 	var states stringList
-	fs.Var(&states, "state", "only groups in this `state` (Empty, Stable, PreparingRebalance, CompletingRebalance, Dead); repeatable")
+	fs.Var(&states, "state", "only groups in this `state` (Empty, Stable, PreparingRebalance, CompletingRebalance, Dead; a consumer-protocol group's Assigning, Reconciling); repeatable")
 	return action{run: func(c *cmd) error {
 		ctx, cancel := c.context()
 		defer cancel()
@@ -41,16 +43,16 @@ func listGroups(fs *flag.FlagSet) action {
 			Groups []listedGroupDoc `json:"groups"`
 		}{Groups: []listedGroupDoc{}}
 		for _, g := range listed.Sorted() {
-			doc.Groups = append(doc.Groups, listedGroupDoc{g.Group, g.State, g.ProtocolType, g.Coordinator})
+			doc.Groups = append(doc.Groups, listedGroupDoc{g.Group, g.State, g.ProtocolType, g.Coordinator, g.GroupType})
 		}
 		if c.json {
 			return c.document(doc)
 		}
 		var rows [][]string
 		for _, g := range doc.Groups {
-			rows = append(rows, []string{g.Group, dash(g.State), dash(g.ProtocolType)})
+			rows = append(rows, []string{g.Group, dash(g.State), dash(g.ProtocolType), dash(g.Type)})
 		}
-		c.table([]string{"GROUP", "STATE", "PROTOCOL-TYPE"}, rows)
+		c.table([]string{"GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"}, rows)
 		return nil
 	}}
 }
