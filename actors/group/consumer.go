@@ -478,6 +478,24 @@ func (g *groupActor) refreshTopics() {
 	cg := g.cg
 	lookup := g.cfg.Settings.Consumer.Topics
 	g.resolveRegexes()
+	// Compared in place first: a heartbeat that finds nothing changed allocates nothing.
+	changed, present := false, 0
+	for t := range cg.subscribed {
+		n, ok := int32(0), false
+		if lookup != nil {
+			_, n, ok = lookup.Topic(t)
+		}
+		if ok {
+			present++
+		}
+		if was, had := cg.topicParts[t]; had != ok || was != n {
+			changed = true
+			break
+		}
+	}
+	if !changed && present == len(cg.topicParts) {
+		return
+	}
 	now := make(map[string]int32, len(cg.subscribed))
 	for t := range cg.subscribed {
 		if lookup == nil {
@@ -485,18 +503,6 @@ func (g *groupActor) refreshTopics() {
 		}
 		if _, n, ok := lookup.Topic(t); ok {
 			now[t] = n
-		}
-	}
-	if len(now) == len(cg.topicParts) {
-		same := true
-		for t, n := range now {
-			if cg.topicParts[t] != n {
-				same = false
-				break
-			}
-		}
-		if same {
-			return
 		}
 	}
 	cg.topicParts = now

@@ -538,3 +538,33 @@ func TestConsumerStaticLeaveExpires(t *testing.T) {
 	r := w.cgh("g", hbOpts{member: c.id, topics: []string{"t"}, instance: c.inst})
 	wantCode(t, "join with the freed instance id", r.ErrorCode, 0)
 }
+
+// ServerAssignor per member: the group uses the assignor most members ask for, and range
+// gives contiguous co-partitioned ranges.
+func TestConsumerRangeAssignor(t *testing.T) {
+	w := startWire(t, consumerProfile)
+	w.createTopics(4, "x", "y")
+	join := func(assignor string) *member {
+		m := &member{w: w, group: "g", id: "m-" + assignor + "-" + newMemberID(), own: map[string][]int32{}}
+		m.apply(w.cgh("g", hbOpts{member: m.id, topics: []string{"x", "y"}, assignor: strp(assignor)}))
+		return m
+	}
+	a, b := join("range"), join("range")
+	c := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}}
+	c.apply(w.cgh("g", hbOpts{member: c.id, topics: []string{"x", "y"}}))
+	d := w.settle("g", a, b, c)
+	if d.AssignorName != "range" {
+		t.Fatalf("assignor %q, want range (two members of three ask for it)", d.AssignorName)
+	}
+	for _, m := range []*member{a, b, c} {
+		if !slices.Equal(m.own["x"], m.own["y"]) {
+			t.Fatalf("range is not co-partitioned: %s owns %v", m.id, m.own)
+		}
+		for i := 1; i < len(m.own["x"]); i++ {
+			if m.own["x"][i] != m.own["x"][i-1]+1 {
+				t.Fatalf("range not contiguous: %s owns %v", m.id, m.own)
+			}
+		}
+	}
+	noDoubleOwner(t, a, b, c)
+}
