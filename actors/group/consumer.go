@@ -112,7 +112,9 @@ func (cg *consumerGroup) state() string {
 		return "Assigning"
 	}
 	for _, m := range cg.members {
-		if m.epoch != cg.targetEpoch {
+		// Apache ConsumerGroupMember.isReconciledTo: at the target epoch and stable (a
+		// member waiting for unreleased partitions is at the epoch but not there yet).
+		if m.epoch != cg.targetEpoch || m.state != memberStable {
 			return "Reconciling"
 		}
 	}

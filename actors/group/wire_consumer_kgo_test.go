@@ -326,3 +326,67 @@ func (o *ownership) isDead(who string) bool {
 	defer o.mu.Unlock()
 	return o.dead[who]
 }
+
+// kgo static members on the consumer protocol. franz-go v1.22.3 leaves a static member
+// with epoch -2 but without its instance id, which Apache refuses (INVALID_REQUEST,
+// "InstanceId can't be null.") and so does kaas: the member stays, holding its
+// partitions, until its session expires; then the other member gets them.
+func TestConsumerProtocolFranzGoStatic(t *testing.T) {
+	w := startWire(t, func(c *config.Config) {
+		consumerProfile(c)
+		c.GroupConsumerSessionTimeout = time.Second
+	})
+	w.createTopics(4, "t")
+	start := func(name, instance string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(w.b.Addr()), kgo.ClientID(name),
+			kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.ServerSideBalancer(), kgo.InstanceID(instance),
+			kgo.Balancers(kgo.CooperativeStickyBalancer()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				if cl.PollFetches(context.Background()).IsClientClosed() {
+					return
+				}
+			}
+		}()
+		return cl
+	}
+	stable := func(want int) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		testwait.For(t, 20*time.Second, 50*time.Millisecond, func() error {
+			d := w.cgDescribe(1, "g").Groups[0]
+			if d.State != "Stable" || len(d.Members) != want {
+				return fmt.Errorf("state %s, %d members", d.State, len(d.Members))
+			}
+			for _, m := range d.Members {
+				n := 0
+				for _, tp := range m.Assignment.TopicPartitions {
+					n += len(tp.Partitions)
+				}
+				out[*m.InstanceID] = n
+			}
+			return nil
+		})
+		return out
+	}
+	a := start("a", "ia")
+	defer a.Close()
+	b := start("b", "ib")
+	if got := stable(2); got["ia"] != 2 || got["ib"] != 2 {
+		t.Fatalf("two static members: %v", got)
+	}
+	closed := time.Now()
+	b.Close()
+	if got := stable(2); got["ib"] != 2 {
+		t.Fatalf("b's partitions moved at once: %v", got)
+	}
+	if got := stable(1); got["ia"] != 4 {
+		t.Fatalf("after b's session: %v", got)
+	}
+	if took := time.Since(closed); took < 800*time.Millisecond {
+		t.Fatalf("b's partitions moved after %v, before its session timeout", took)
+	}
+}
