@@ -50,7 +50,8 @@ func TestConsumerGroupMetrics(t *testing.T) {
 	}
 	waitMetric(t, http, "one stable member", func(f map[string]*dto.MetricFamily) bool {
 		return sample(f, "kaas_consumer_group_members", "state", "stable") == 1 &&
-			sample(f, "kaas_groups", "state", "Stable") == 1 && sample(f, "kaas_group_members", "group", "g") == 1
+			sample(f, "kaas_groups", "state", "Stable") == 1 && sample(f, "kaas_group_members", "group", "g") == 1 &&
+			sample(f, "kaas_consumer_group_reconciliation_seconds") == 1
 	})
 	// It never heartbeats again: fenced at its session timeout.
 	waitMetric(t, http, "the silent member fenced", func(f map[string]*dto.MetricFamily) bool {

@@ -58,6 +58,9 @@ type consumerGroup struct {
 	// stateName is state() as of the last change (the gauges read it after every
 	// message; every change of epochs or members is saved, which refreshes it).
 	stateName string
+	// reconcileSince: when the target the members are moving to was first computed
+	// (zero while the group is Stable or Empty): kaas_consumer_group_reconciliation_seconds.
+	reconcileSince time.Time
 	// saving: a save is in flight for inflight; waiting wait for the next one.
 	saving            bool
 	inflight, waiting []saveWaiter
@@ -541,6 +544,9 @@ func (g *groupActor) computeTarget() {
 	}
 	cg.target = assignors[name](ms, cg.topicParts)
 	cg.targetEpoch = cg.epoch
+	if cg.reconcileSince.IsZero() {
+		cg.reconcileSince = time.Now()
+	}
 	cg.dirty = true
 	g.log.Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
 }
@@ -982,8 +988,12 @@ func (g *groupActor) shutdownConsumer(code int16) {
 // (none once the actor stops). It runs with every save, which every state change makes.
 func (g *groupActor) publishConsumer() {
 	var now [4]int
-	if g.cg != nil {
-		g.cg.stateName = g.cg.state()
+	if cg := g.cg; cg != nil {
+		cg.stateName = cg.state()
+		if (cg.stateName == "Stable" || cg.stateName == "Empty") && !cg.reconcileSince.IsZero() {
+			g.cfg.Settings.Metrics.consumerReconciled(time.Since(cg.reconcileSince))
+			cg.reconcileSince = time.Time{}
+		}
 	}
 	if g.cg != nil && !g.stopped {
 		for _, m := range g.cg.members {

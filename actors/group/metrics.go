@@ -19,6 +19,7 @@ type Metrics struct {
 	// consumer-protocol groups (KIP-848)
 	consumerMembersByState *prometheus.GaugeVec   // by state
 	consumerFences         *prometheus.CounterVec // by reason
+	consumerReconcile      prometheus.Histogram
 }
 
 // Reasons a consumer-protocol member is fenced (kaas_consumer_group_fences_total).
@@ -69,6 +70,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "kaas_consumer_group_fences_total",
 		Help: "Consumer-protocol members fenced, by reason: session_timeout and rebalance_timeout remove the member, removed is an admin LeaveGroup, epoch is a heartbeat answered FENCED_MEMBER_EPOCH.",
 	}, []string{"reason"})
+	m.consumerReconcile = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kaas_consumer_group_reconciliation_seconds",
+		Help:    "Time from a consumer-protocol group's new target assignment to every member stable at it (or the group empty).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	})
 	for _, s := range memberStates {
 		m.consumerMembersByState.WithLabelValues(s)
 	}
@@ -86,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries,
-			m.consumerMembersByState, m.consumerFences)
+			m.consumerMembersByState, m.consumerFences, m.consumerReconcile)
 	}
 	return m
 }
@@ -178,4 +184,10 @@ func (m *Metrics) consumerMembers(was *[4]int, now [4]int) {
 		}
 	}
 	*was = now
+}
+
+func (m *Metrics) consumerReconciled(d time.Duration) {
+	if m != nil {
+		m.consumerReconcile.Observe(d.Seconds())
+	}
 }

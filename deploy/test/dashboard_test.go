@@ -209,7 +209,7 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 		"kaas_group_session_expiries_total", "kaas_group_committed_offset", "kaas_log_end_offset", "kaas_group_lag",
 		"kaas_log_fsync_duration_seconds_bucket", "kaas_log_write_errors_total", "kaas_offsets_journal_segments_quarantined_total",
 		"kaas_registry_brokers_alive", "kaas_lease_held", "kaas_ownership_moves_total", "kaas_connections_open",
-		"kaas_consumer_group_members", "kaas_consumer_group_fences_total"} {
+		"kaas_consumer_group_members", "kaas_consumer_group_fences_total", "kaas_consumer_group_reconciliation_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}
