@@ -75,8 +75,10 @@ chaos:
 	$(GO) test -race -timeout 30m ./chaos -run 'TestChaos$$' -chaos.long -count=1 -v
 	$(MAKE) chaos-cluster
 
+# bench runs every benchmark once and ends with one table of every figure kaas reports
+# beside kfake's in the same run, as ratios (hack/benchtable).
 bench:
-	$(GO) test -run=NONE -bench=. -benchtime=1x ./...
+	@bash -o pipefail -c '$(GO) test -run=NONE -bench=. -benchtime=1x -timeout 60m ./... | $(GO) run ./hack/benchtable'
 
 # cluster runs three brokers on 127.0.0.1:9092-9094 on one data dir (static registry).
 cluster: build

@@ -29,7 +29,7 @@ const (
 // Commands names the subcommands for the broker's own --help.
 const Commands = `Subcommands (run one with --help for its flags):
   kaas groups list | describe | lag | reset-offsets | delete-offsets | delete | probe
-  kaas topics list | describe | create | delete`
+  kaas topics list | describe | create | delete | alter-config | delete-records`
 
 // verb is one subcommand: its flags, and what it does once they are parsed.
 type verb struct {

@@ -551,6 +551,77 @@ func TestTopics(t *testing.T) {
 	}
 }
 
+// TestTopicsDeleteRecordsAndSizes: describe shows each partition's size from its
+// leader's DescribeLogDirs; delete-records moves log start offsets to an offset or the
+// high watermark and reports the low watermarks; an offset past the end fails.
+func TestTopicsDeleteRecordsAndSizes(t *testing.T) {
+	for _, c := range clusters {
+		t.Run(c.name, func(t *testing.T) {
+			a := c.start(t)
+			f := setup(t, a)
+			r := on(a, "topics", "describe", "--topic", topic, "--json").must(t, 0)
+			var doc struct {
+				Topics []struct {
+					Partitions []struct {
+						Partition int32
+						SizeBytes int64 `json:"size_bytes"`
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Topics) != 1 || len(doc.Topics[0].Partitions) != partitions {
+				t.Fatalf("describe --json: %v %s", err, r.stdout)
+			}
+			for _, p := range doc.Topics[0].Partitions {
+				if p.SizeBytes <= 0 {
+					t.Fatalf("partition %d: size %d after %d records:\n%s", p.Partition, p.SizeBytes, perPart, r.stdout)
+				}
+			}
+			r = on(a, "topics", "describe", "--topic", topic).must(t, 0)
+			if find(rows(t, r.stdout), "TOPIC", topic, "PARTITION", "0", "SIZE", fmt.Sprint(doc.Topics[0].Partitions[0].SizeBytes)) == nil {
+				t.Fatalf("describe lacks the size:\n%s", r.stdout)
+			}
+
+			starts := func() map[int32]int64 {
+				t.Helper()
+				l, err := f.adm.ListStartOffsets(testCtx(t), topic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[int32]int64{}
+				l.Each(func(o kadm.ListedOffset) { got[o.Partition] = o.Offset })
+				return got
+			}
+			r = on(a, "topics", "delete-records", "--topic", topic, "--partition", "0", "--offset", "4").must(t, 0)
+			if find(rows(t, r.stdout), "TOPIC", topic, "PARTITION", "0", "LOW-WATERMARK", "4", "STATUS", "ok") == nil {
+				t.Fatalf("delete-records --offset 4:\n%s", r.stdout)
+			}
+			if got := starts(); !same(got, map[int32]int64{0: 4, 1: 0, 2: 0}) {
+				t.Fatalf("start offsets after delete-records --partition 0 --offset 4: %v", got)
+			}
+			r = on(a, "topics", "delete-records", "--topic", topic, "--offset", "-1", "--json").must(t, 0)
+			var del struct {
+				Partitions []struct {
+					Partition    int32
+					LowWatermark int64 `json:"low_watermark"`
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &del); err != nil || len(del.Partitions) != partitions {
+				t.Fatalf("delete-records --json: %v %s", err, r.stdout)
+			}
+			for _, p := range del.Partitions {
+				if p.LowWatermark != perPart {
+					t.Fatalf("delete-records --offset -1: %s", r.stdout)
+				}
+			}
+			if got := starts(); !same(got, map[int32]int64{0: perPart, 1: perPart, 2: perPart}) {
+				t.Fatalf("start offsets after delete-records --offset -1: %v", got)
+			}
+			on(a, "topics", "delete-records", "--topic", topic, "--partition", "1", "--offset", "99").must(t, 1)
+			on(a, "topics", "delete-records", "--topic", "nope", "--offset", "1").must(t, 1)
+		})
+	}
+}
+
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"groups"},
@@ -574,6 +645,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topics", "alter-config", "--topic", "t"},
 		{"topics", "alter-config", "--set", "a=b"},
 		{"topics", "alter-config", "--topic", "t", "--set", "novalue"},
+		{"topics", "delete-records", "--offset", "1"},
+		{"topics", "delete-records", "--topic", "t"},
+		{"topics", "delete-records", "--topic", "t", "--offset", "1", "--partition", "x"},
 		{"groups", "list", "--timeout", "0s"},
 	} {
 		r := run(args...)

@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,6 +19,7 @@ var topicVerbs = []verb{
 	{"create", "create topics", createTopics},
 	{"delete", "delete topics and their records", deleteTopics},
 	{"alter-config", "set topic configs, or delete them back to their defaults", alterTopicConfigs},
+	{"delete-records", "delete a topic's records below an offset (moves the log start offset, as kafka-delete-records)", deleteRecords},
 }
 
 type topicListDoc struct {
@@ -76,7 +79,10 @@ type partitionDoc struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
-	Error       string  `json:"error,omitempty"`
+	// SizeBytes is the bytes of the partition's segments on its leader's volume
+	// (DescribeLogDirs), -1 when the leader did not say.
+	SizeBytes int64  `json:"size_bytes"`
+	Error     string `json:"error,omitempty"`
 }
 
 func describeTopics(fs *flag.FlagSet) action {
@@ -100,7 +106,7 @@ func describeTopics(fs *flag.FlagSet) action {
 				names = append(names, d.Topic)
 			}
 			for _, p := range d.Partitions.Sorted() {
-				pd := partitionDoc{p.Partition, p.Leader, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.ISR), errText(p.Err)}
+				pd := partitionDoc{p.Partition, p.Leader, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.ISR), -1, errText(p.Err)}
 				// A partition that is moving (or was created a moment ago) has no leader
 				// for a moment: kafka-topics shows it as "Leader: none" and does not fail.
 				if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
@@ -117,6 +123,7 @@ func describeTopics(fs *flag.FlagSet) action {
 			}
 		}
 		if len(names) > 0 {
+			c.sizes(ctx, docs)
 			configs, err := c.adm.DescribeTopicConfigs(ctx, names...)
 			if err != nil {
 				var se *kadm.ShardErrors
@@ -153,19 +160,46 @@ func describeTopics(fs *flag.FlagSet) action {
 		var rows, confRows [][]string
 		for _, d := range docs {
 			for _, p := range d.Partitions {
-				rows = append(rows, []string{d.Topic, itoa(p.Partition), itoa(p.Leader), ints(p.Replicas), ints(p.ISR)})
+				size := "-"
+				if p.SizeBytes >= 0 {
+					size = strconv.FormatInt(p.SizeBytes, 10)
+				}
+				rows = append(rows, []string{d.Topic, itoa(p.Partition), itoa(p.Leader), ints(p.Replicas), ints(p.ISR), size})
 			}
 			for _, k := range sortedKeys(d.Configs) {
 				confRows = append(confRows, []string{d.Topic, k, d.Configs[k]})
 			}
 		}
-		c.table([]string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"}, rows)
+		c.table([]string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "SIZE"}, rows)
 		if len(confRows) > 0 {
 			fmt.Fprintln(c.stdout)
 			c.table([]string{"TOPIC", "CONFIG", "VALUE"}, confRows)
 		}
 		return nil
 	}}
+}
+
+// sizes fills in each partition's size from its leader's DescribeLogDirs answer. A size
+// is extra: a broker that does not answer (down, or the principal may not describe the
+// cluster) leaves its partitions' sizes unknown and fails nothing.
+func (c *cmd) sizes(ctx context.Context, docs []topicDescDoc) {
+	set := kadm.TopicsSet{}
+	for i := range docs {
+		for _, p := range docs[i].Partitions {
+			set.Add(docs[i].Topic, p.Partition)
+		}
+	}
+	dirs, _ := c.adm.DescribeAllLogDirs(ctx, set)
+	for i := range docs {
+		for j := range docs[i].Partitions {
+			p := &docs[i].Partitions[j]
+			if ds, ok := dirs[p.Leader]; ok && ds.Error() == nil {
+				if d, ok := ds.LookupPartition(docs[i].Topic, p.Partition); ok {
+					p.SizeBytes = d.Size
+				}
+			}
+		}
+	}
 }
 
 func nonNil(s []int32) []int32 {
@@ -406,4 +440,101 @@ func (c *cmd) topicStatuses(topics []string, answer func(topic string) (error, b
 	}
 	c.table([]string{"TOPIC", "STATUS"}, rows)
 	return nil
+}
+
+type recordsDeletedDoc struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// LowWatermark is the partition's log start offset after the deletion (-1: failed).
+	LowWatermark int64  `json:"low_watermark"`
+	Error        string `json:"error,omitempty"`
+}
+
+// deleteRecords moves the log start offset of a topic's partitions to --offset (-1: the
+// high watermark, as in kafka-delete-records' offset file), deleting every record below.
+func deleteRecords(fs *flag.FlagSet) action {
+	var (
+		topic      string
+		partitions stringList
+		offset     int64
+		parts      []int32
+	)
+	fs.StringVar(&topic, "topic", "", "the `topic` whose records to delete")
+	fs.Var(&partitions, "partition", "a `partition` of the topic; repeatable (default every partition)")
+	fs.Int64Var(&offset, "offset", -2, "delete every record below this `offset`; -1: every record below the high watermark")
+	return action{
+		check: func() error {
+			switch {
+			case topic == "":
+				return errors.New("want --topic")
+			case offset < -1:
+				return errors.New("want --offset (an offset, or -1 for the high watermark)")
+			}
+			for _, p := range partitions {
+				n, err := strconv.ParseInt(p, 10, 32)
+				if err != nil || n < 0 {
+					return fmt.Errorf("--partition %q: want a partition number", bounded(p))
+				}
+				parts = append(parts, int32(n))
+			}
+			return nil
+		},
+		run: func(c *cmd) error {
+			ctx, cancel := c.context()
+			defer cancel()
+			if len(parts) == 0 {
+				details, err := c.adm.ListTopics(ctx, topic)
+				if err != nil {
+					return err
+				}
+				d, ok := details[topic]
+				if !ok {
+					return fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
+				}
+				if d.Err != nil {
+					return fmt.Errorf("topic %s: %w", topic, d.Err)
+				}
+				for _, p := range d.Partitions.Sorted() {
+					parts = append(parts, p.Partition)
+				}
+			}
+			os := kadm.Offsets{}
+			for _, p := range parts {
+				os.Add(kadm.Offset{Topic: topic, Partition: p, At: offset, LeaderEpoch: -1})
+			}
+			deleted, err := c.adm.DeleteRecords(ctx, os)
+			if err != nil {
+				var se *kadm.ShardErrors
+				if !errors.As(err, &se) {
+					return err
+				}
+			}
+			docs := []recordsDeletedDoc{}
+			var rows [][]string
+			for _, p := range parts {
+				r, ok := deleted.Lookup(topic, p)
+				perr := r.Err
+				if !ok {
+					perr = errors.New("no answer for the partition")
+				}
+				doc := recordsDeletedDoc{Topic: topic, Partition: p, LowWatermark: -1, Error: errText(perr)}
+				low := "-"
+				if perr != nil {
+					c.fail(fmt.Sprintf("%s/%d", topic, p), perr)
+				} else {
+					doc.LowWatermark = r.LowWatermark
+					low = strconv.FormatInt(r.LowWatermark, 10)
+				}
+				docs = append(docs, doc)
+				rows = append(rows, []string{topic, itoa(p), low, status(perr)})
+			}
+			if c.json {
+				return c.document(struct {
+					Partitions []recordsDeletedDoc `json:"partitions"`
+				}{docs})
+			}
+			c.table([]string{"TOPIC", "PARTITION", "LOW-WATERMARK", "STATUS"}, rows)
+			return nil
+		},
+	}
 }

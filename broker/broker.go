@@ -94,6 +94,13 @@ type Option func(*options)
 
 type options struct {
 	wrapListener func(name string, ln net.Listener) net.Listener
+	verifyTxn    conn.TxnVerifier
+}
+
+// WithTxnVerifier makes the connections verify transactional batches with v
+// (conn.Env.VerifyTxn): tests stand in for the transaction coordinator this way.
+func WithTxnVerifier(v conn.TxnVerifier) Option {
+	return func(o *options) { o.verifyTxn = v }
 }
 
 // WithListenerWrap makes Start accept each Kafka listener's connections from what wrap
@@ -193,6 +200,7 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 		Registry:  nil,
 		Metrics:   b.met,
 		Log:       log,
+		VerifyTxn: o.verifyTxn,
 	}
 	if b.cluster != nil {
 		if b.env.Registry, err = b.clusterRegistry(self); err != nil {

@@ -83,8 +83,8 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		Offsets: func(g string) *actor.Props {
 			return offsets.Props(offsets.Config{
 				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
-				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes,
-				Journal:          jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
+				Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
 				WriteSlots: slots, Gate: b.gate(),
 			})
 		},

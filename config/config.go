@@ -66,7 +66,10 @@ type Config struct {
 	// bound).
 	GroupMaxPendingMembers      int32
 	GroupMaxPendingMembersTotal int32
-	GroupIdlePassivation        time.Duration
+	// Transactional offsets (TxnOffsetCommit) waiting for their transaction's end, per
+	// group (a kaas setting; Apache has no bound).
+	GroupMaxPendingTxnOffsets int32
+	GroupIdlePassivation      time.Duration
 	// The consumer group protocol (KIP-848), under Apache's names: the session and
 	// heartbeat interval the broker gives members with their bounds, the members a
 	// consumer-protocol group may have, its server-side assignors (the first is the
@@ -209,6 +212,7 @@ func Default() Config {
 		GroupMaxSize:                      math.MaxInt32,
 		GroupMaxPendingMembers:            1000,
 		GroupMaxPendingMembersTotal:       20000,
+		GroupMaxPendingTxnOffsets:         100000,
 		GroupIdlePassivation:              300000 * time.Millisecond,
 		GroupConsumerSessionTimeout:       45000 * time.Millisecond,
 		GroupConsumerMinSessionTimeout:    45000 * time.Millisecond,
@@ -343,6 +347,7 @@ func settings(c *Config) []setting {
 		msSetting("group.min.session.timeout.ms", "smallest session timeout a member may ask for", &c.GroupMinSessionTimeout),
 		msSetting("group.max.session.timeout.ms", "largest session timeout a member may ask for", &c.GroupMaxSessionTimeout),
 		intSetting("group.max.size", "most members one group may have", &c.GroupMaxSize),
+		intSetting("group.max.pending.txn.offsets", "most transactional offsets (TxnOffsetCommit) one group holds for transactions not yet committed or aborted; past it TxnOffsetCommit gets TRANSACTION_ABORTABLE (INVALID_TXN_STATE before v4)", &c.GroupMaxPendingTxnOffsets),
 		intSetting("group.max.pending.members", "most member ids one group hands out (KIP-394) that were not joined with yet; past it a JoinGroup without a member id gets GROUP_MAX_SIZE_REACHED", &c.GroupMaxPendingMembers),
 		intSetting("group.max.pending.members.total", "most such pending member ids of all groups of the broker; past it COORDINATOR_LOAD_IN_PROGRESS (retriable)", &c.GroupMaxPendingMembersTotal),
 		msSetting("group.idle.passivation.ms", "stop the actor of an empty group idle this long (its offsets stay on disk)", &c.GroupIdlePassivation),
@@ -516,6 +521,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("group.consumer.max.size must be at least 1")
 	case c.GroupMaxPendingMembers < 1 || c.GroupMaxPendingMembersTotal < 1:
 		return fmt.Errorf("group.max.pending.members and group.max.pending.members.total must be at least 1")
+	case c.GroupMaxPendingTxnOffsets < 1:
+		return fmt.Errorf("group.max.pending.txn.offsets must be at least 1")
 	case c.OffsetsRetention < time.Minute:
 		return fmt.Errorf("offsets.retention.minutes must be at least 1")
 	case c.OffsetsCheckpointInterval <= 0:

@@ -13,7 +13,12 @@ import (
 //	v3: transactional_id, record batches. v5: log_start_offset in the response.
 //	v7: ZStandard. v8: per-record errors and error_message (KIP-467). v9: flexible.
 //	v10/v11: KIP-951 leader hints (no leader moves here, so none are sent).
-//	v12: KIP-890 (transactions only). v13: topics by id (KIP-516).
+//	v12: KIP-890 part 2 (a transactional batch's partition is added to its transaction
+//	implicitly). v13: topics by id (KIP-516).
+//
+// A transactional batch is appended once the transaction coordinator verified its
+// partition (txnproduce.go); without a coordinator (Env.VerifyTxn nil) it is refused
+// with INVALID_TXN_STATE.
 //
 // acks=0 gets no response at all; acks=1 and -1 are answered once the batch is durable
 // (log.flush.interval.messages=1, the default) — with one copy of the log on the shared
@@ -66,10 +71,29 @@ func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 		n += len(t.Partitions)
 	}
 	a := c.conn
+	var txn *txnProduce // set once a transactional batch is sent (txnproduce.go)
+	tp := &txnParts{batches: make([]*partition.Batch, n), topics: make([]string, n), parts: make([]int32, n), pids: make([]*actor.PID, n)}
 	g := a.newGather(c, n, func(int) any {
 		return &partition.Produced{ErrorCode: kerr.RequestTimedOut.Code, BaseOffset: -1, LogStartOffset: -1}
 	}, func(results []any) kmsg.Response {
-		return produceResponse(req, results, 0)
+		if txn == nil {
+			return produceResponse(req, results, 0)
+		}
+		var need []int
+		for i, r := range results {
+			if p := r.(*partition.Produced); p.NeedsVerify {
+				need = append(need, i)
+			} else if p.ErrorCode != 0 && tp.batches[i] != nil && tp.batches[i].Transactional() {
+				results[i] = &partition.Produced{ErrorCode: produceTxnCode(p.ErrorCode, req.Version), ErrorMessage: p.ErrorMessage,
+					BaseOffset: -1, LogStartOffset: -1}
+			}
+		}
+		if len(need) == 0 {
+			a.txnReady(txn, nil)
+			return produceResponse(req, results, 0)
+		}
+		a.verifyProduce(c, req, txn, tp, results, need)
+		return nil
 	})
 	i := 0
 	for _, t := range req.Topics {
@@ -92,6 +116,19 @@ func producePartitions(c *Call, req *kmsg.ProduceRequest) {
 				if refused != nil {
 					g.results[i] = refused
 					break
+				}
+				if batch.Transactional() {
+					if c.Env.VerifyTxn == nil || req.TransactionID == nil {
+						// No coordinator to verify it with (a cluster, this round).
+						g.results[i] = &partition.Produced{ErrorCode: kerr.InvalidTxnState.Code,
+							ErrorMessage: "transactions are not supported", BaseOffset: -1, LogStartOffset: -1}
+						break
+					}
+					if txn == nil {
+						txn = &txnProduce{}
+						a.txnOrder = append(a.txnOrder, txn)
+					}
+					tp.batches[i], tp.topics[i], tp.parts[i], tp.pids[i] = batch, r.Topic, p.Partition, r.PID
 				}
 				a.ask(g, i, r.PID, func(reply actor.Promise) any { return partition.AppendMessage(batch, reply) })
 			}

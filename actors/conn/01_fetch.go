@@ -20,8 +20,9 @@ import (
 // Fetch sessions are not kept: every response carries session id 0, which tells the
 // client to send full fetches (KIP-227 allows a broker to decline sessions). An
 // incremental fetch (epoch > 0) therefore gets FETCH_SESSION_ID_NOT_FOUND and the client
-// starts over with a full one. read_committed reads the same as read_uncommitted until
-// transactions exist (the last stable offset is the high watermark).
+// starts over with a full one. read_committed (isolation_level 1) reads each partition
+// up to its last stable offset and returns the aborted transactions of the range, sorted
+// by first offset; every answer carries the last stable offset.
 func init() { register(1, 4, 18, handleFetch) }
 
 func handleFetch(c *Call) {
@@ -45,7 +46,8 @@ func handleFetch(c *Call) {
 	// A connection that is not reading its responses, or a broker holding many unwritten
 	// ones, gets smaller answers; the first batch still comes whole.
 	maxBytes = c.ResponseBudget(maxBytes)
-	msg := &partition.Fetch{MaxWait: msDuration(req.MaxWaitMillis), MinBytes: req.MinBytes, MaxBytes: maxBytes}
+	msg := &partition.Fetch{MaxWait: msDuration(req.MaxWaitMillis), MinBytes: req.MinBytes, MaxBytes: maxBytes,
+		ReadCommitted: req.IsolationLevel == 1}
 	for _, t := range req.Topics {
 		ft := partition.FetchTopic{Name: t.Topic, ID: t.TopicID}
 		if req.Version >= 13 {
@@ -72,7 +74,15 @@ func handleFetch(c *Call) {
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.Partition = req.Topics[i].Partitions[j].Partition
 				rp.ErrorCode = p.ErrorCode
-				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.HighWatermark, p.HighWatermark, p.LogStartOffset
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+				if p.HighWatermark < 0 {
+					rp.LastStableOffset = -1
+				}
+				for _, a := range p.Aborted {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+					rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+				}
 				rp.PreferredReadReplica = -1
 				rp.RecordBatches = p.Records
 				if rp.RecordBatches == nil {

@@ -9,7 +9,8 @@ import (
 
 // ListOffsets (key 2), v1–v10.
 //
-//	v1: one offset per partition, by timestamp (-1 latest, -2 earliest). v2: isolation.
+//	v1: one offset per partition, by timestamp (-1 latest, -2 earliest). v2: isolation
+//	(read_committed: latest is the last stable offset, nothing found past it).
 //	v4: current_leader_epoch, leader_epoch in the response (KIP-320). v6: flexible.
 //	v7: -3 max timestamp (KIP-734). v8: -4 earliest local (KIP-405).
 //	v9: -5 latest tiered (KIP-1005; nothing is tiered, so -1). v10: timeout_ms (KIP-1075).
@@ -34,7 +35,7 @@ func offsetTopics(req *kmsg.ListOffsetsRequest) []partition.OffsetTopic {
 	for _, t := range req.Topics {
 		ot := partition.OffsetTopic{Name: t.Topic}
 		for _, p := range t.Partitions {
-			ot.Partitions = append(ot.Partitions, partition.OffsetQuery{Partition: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, Timestamp: p.Timestamp})
+			ot.Partitions = append(ot.Partitions, partition.OffsetQuery{Partition: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, Timestamp: p.Timestamp, ReadCommitted: req.IsolationLevel == 1 && req.Version >= 2})
 		}
 		out = append(out, ot)
 	}

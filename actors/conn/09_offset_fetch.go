@@ -3,6 +3,7 @@ package conn
 import (
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/group"
@@ -13,7 +14,9 @@ import (
 //
 //	v2: null topics means every committed partition; top-level error_code.
 //	v3: throttle. v4: same shape. v5: committed_leader_epoch. v6: flexible.
-//	v7: require_stable (only pending transactional offsets would make it matter).
+//	v7: require_stable: a partition with a pending transactional offset (KIP-447) is
+//	    answered UNSTABLE_OFFSET_COMMIT with offset -1, each such partition on its own
+//	    (Apache OffsetMetadataManager.fetchOffsets); the client retries it.
 //	v8: batched groups, each with its own error and topics (KIP-709).
 //	v9: member_id / member_epoch, checked for consumer-protocol groups (KIP-848): no
 //	    member id with a negative epoch is an admin fetch; otherwise UNKNOWN_MEMBER_ID or
@@ -48,8 +51,8 @@ func handleOffsetFetch(c *Call) {
 				rp := kmsg.NewOffsetFetchResponseTopicPartition()
 				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode =
 					p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
-				if version >= 2 {
-					rp.ErrorCode = 0
+				if version >= 2 && rp.ErrorCode != kerr.UnstableOffsetCommit.Code {
+					rp.ErrorCode = 0 // the group's error is top-level
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
@@ -132,6 +135,10 @@ func fetchedTopics(asked []kmsg.OffsetFetchRequestGroupTopic, all bool, r *offse
 		p.Partition = tp.Partition
 		p.Offset, p.LeaderEpoch, p.Metadata = -1, -1, strPtr("")
 		p.ErrorCode = r.ErrorCode
+		if r.Unstable[tp] {
+			p.ErrorCode = kerr.UnstableOffsetCommit.Code
+			return p
+		}
 		if cm, ok := r.Offsets[tp]; ok && r.ErrorCode == 0 {
 			p.Offset, p.LeaderEpoch, p.Metadata = cm.Offset, cm.LeaderEpoch, strPtr(cm.Metadata)
 		}

@@ -35,7 +35,7 @@ type AuthzRule struct {
 func AuthzTable() []AuthzRule { return authzTable }
 
 var authzTable = []AuthzRule{
-	{0, "Produce", "TOPIC: WRITE per topic", "that topic's partitions 29", checkProduce},
+	{0, "Produce", "with a transactional_id TRANSACTIONAL_ID: WRITE; TOPIC: WRITE per topic", "every partition 53; that topic's partitions 29", checkProduce},
 	{1, "Fetch", "TOPIC: READ per topic", "that topic's partitions 29", checkFetch},
 	{2, "ListOffsets", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkListOffsets},
 	{3, "Metadata", "TOPIC: DESCRIBE per topic; auto-creation also CLUSTER or TOPIC: CREATE", "named topics 29; all topics: unauthorized ones left out", checkMetadata},
@@ -53,6 +53,8 @@ var authzTable = []AuthzRule{
 	{21, "DeleteRecords", "TOPIC: DELETE per topic", "that topic's partitions 29, low watermark -1", checkDeleteRecords},
 	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
 	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
+	{27, "WriteTxnMarkers", "CLUSTER: CLUSTER_ACTION", "every partition 31", checkWriteTxnMarkers},
+	{28, "TxnOffsetCommit", "TRANSACTIONAL_ID: WRITE, then GROUP: READ, then TOPIC: READ per topic", "every partition 53, then 30; or that topic's partitions 29", checkTxnOffsetCommit},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
@@ -66,6 +68,7 @@ var authzTable = []AuthzRule{
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
+	{61, "DescribeProducers", "TOPIC: READ per topic", "that topic's partitions 29", checkDescribeProducers},
 	{68, "ConsumerGroupHeartbeat", "GROUP: READ, then TOPIC: DESCRIBE per subscribed topic name", "top-level 30; top-level 29", checkConsumerGroupHeartbeat},
 	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group; authorized_operations from the ACLs", "that group 30", checkConsumerGroupDescribe},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
@@ -304,6 +307,52 @@ func checkOffsetCommit(c *Call) bool {
 	c.patch(func(r kmsg.Response) {
 		resp := r.(*kmsg.OffsetCommitResponse)
 		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.OffsetCommitResponseTopic {
+			return partitionsWith(orig[i], topicDenied)
+		})
+	})
+	return true
+}
+
+// checkTxnOffsetCommit is Apache's KafkaApis.handleTxnOffsetCommitRequest: WRITE on the
+// transactional id, READ on the group (each failing every partition), then READ per
+// topic.
+func checkTxnOffsetCommit(c *Call) bool {
+	req := c.Req.(*kmsg.TxnOffsetCommitRequest)
+	partitionsWith := func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	}
+	refuse := func(code int16) bool {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			resp.Topics = append(resp.Topics, partitionsWith(t, code))
+		}
+		c.Respond(resp)
+		return false
+	}
+	if !c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID) {
+		return refuse(txnDenied)
+	}
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		return refuse(groupDenied)
+	}
+	orig := req.Topics
+	kept, isDenied, some := keep(orig, func(t kmsg.TxnOffsetCommitRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	})
+	if !some {
+		return true
+	}
+	req.Topics = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = mergeBack(resp.Topics, isDenied, func(i int) kmsg.TxnOffsetCommitResponseTopic {
 			return partitionsWith(orig[i], topicDenied)
 		})
 	})
@@ -591,6 +640,14 @@ func withholdTopics[T any](c *Call, topics *[]T, allow func(T) bool, denied func
 
 func checkProduce(c *Call) bool {
 	req := c.Req.(*kmsg.ProduceRequest)
+	if req.TransactionID != nil && !c.allowed(auth.Write, auth.TransactionalID, *req.TransactionID) {
+		if req.Acks == 0 {
+			c.NoResponse()
+			return false
+		}
+		c.Respond(produceResponse(req, nil, kerr.TransactionalIDAuthorizationFailed.Code))
+		return false
+	}
 	return withholdTopics(c, &req.Topics, func(t kmsg.ProduceRequestTopic) bool {
 		return c.topicAllowed(auth.Write, t.Topic, t.TopicID)
 	}, func(r kmsg.Response, t kmsg.ProduceRequestTopic) {
@@ -1033,4 +1090,46 @@ func (c *Call) clusterAllowed(op auth.Operation) bool {
 		return true
 	}
 	return c.allowed(op, auth.Cluster, auth.ClusterName)
+}
+
+func checkWriteTxnMarkers(c *Call) bool {
+	if c.allowed(auth.ClusterAction, auth.Cluster, auth.ClusterName) {
+		return true
+	}
+	req := c.Req.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, clusterDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	c.Respond(resp)
+	return false
+}
+
+func checkDescribeProducers(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeProducersRequest)
+	return withholdTopics(c, &req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool {
+		return c.allowed(auth.Read, auth.Topic, t.Topic)
+	}, func(r kmsg.Response, t kmsg.DescribeProducersRequestTopic) {
+		resp := r.(*kmsg.DescribeProducersResponse)
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, topicDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	})
 }

@@ -115,6 +115,10 @@ type connActor struct {
 	gathers map[*partGather]struct{}
 	fetches map[*partition.FetchRun]struct{}
 	watched map[string]*actor.PID
+	// txnOrder are the Produces holding transactional batches, in request order: a
+	// verified batch is sent again only after those of the Produces before it
+	// (txnproduce.go), so a producer's batches reach each partition in sequence order.
+	txnOrder []*txnProduce
 	// requests and seconds are the metric children this connection counted into, by
 	// labels: found once, not per response.
 	requests map[requestLabels]prometheus.Counter

@@ -32,11 +32,22 @@ type Env struct {
 	// Topics is the topics manager (actors/partition): the topic catalogue, and the
 	// partitions the published catalogue does not name yet (a cluster's new topics).
 	Topics *actor.PID
+	// VerifyTxnGroup asks the transaction coordinator whether a group is in a producer's
+	// transaction before a TxnOffsetCommit is stored (28_txn_offset_commit.go). Nil: the
+	// broker has no transaction coordinator, and TxnOffsetCommit answers
+	// COORDINATOR_NOT_AVAILABLE.
+	VerifyTxnGroup TxnGroupVerifier
 	// Catalog is the topics manager's published catalogue, read without asking it: the
 	// data route (route.go) sends Produce, Fetch, ListOffsets and OffsetForLeaderEpoch
 	// by it straight to the partition actors. Set with Topics, and loaded
 	// (partition.Catalog.Loaded) before the first connection is accepted.
 	Catalog *partition.Catalog
+
+	// VerifyTxn asks the transaction coordinator whether a transactional batch's
+	// partitions are in its producer's transaction, or adds them (Produce v12;
+	// txnproduce.go). Nil: no coordinator, and transactional batches are refused
+	// (INVALID_TXN_STATE), as in a cluster this round.
+	VerifyTxn TxnVerifier
 
 	// Authorizer decides every request's access (nil: authorization off, everything
 	// allowed); Credentials are the SASL users (nil: no SASL listener).

@@ -38,10 +38,53 @@ func (g *groupActor) handleCommit(ctx actor.Context, r *CommitOffsets) {
 		})
 }
 
+// TxnOffsetCommit: the transactional commit's checks (txnCommitCheck); what passes goes
+// to the producer's pending layer. An unknown group with no generation becomes a simple
+// group, as for OffsetCommit.
+func (g *groupActor) handleTxnCommit(ctx actor.Context, r *TxnCommitOffsets) {
+	code := txnCommitCheck(g.exists, g.state, g.generation, r.Generation, r.MemberID, r.InstanceID,
+		g.checkMember(r.MemberID, r.InstanceID), r.UnknownGroupIsNotFound)
+	if code != 0 {
+		r.fail(code)
+		return
+	}
+	g.exists = true
+	g.ask(ctx, r, func(p actor.Promise) any {
+		return &offsets.TxnCommit{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Entries: r.Entries, Reply: p}
+	}, func(v any) {
+		if res, ok := v.(*offsets.CommitResult); ok {
+			r.Reply.Resolve(res)
+			return
+		}
+		r.fail(notAvailable)
+	})
+}
+
+// The transaction coordinator's marker: whatever the group's state (Apache replays
+// the end-transaction marker into the offsets alone), the producer's pending offsets
+// are applied or dropped. A group that is only a name has nothing pending.
+func (g *groupActor) handleTxnMarker(ctx actor.Context, r *TxnOffsetMarker) {
+	if !g.exists {
+		r.Reply.Resolve(&TxnOffsetMarked{})
+		return
+	}
+	g.ask(ctx, r, func(p actor.Promise) any {
+		return &offsets.TxnEnd{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Commit: r.Commit, Reply: p}
+	}, func(v any) {
+		res, ok := v.(*offsets.Result)
+		if !ok {
+			res = &offsets.Result{ErrorCode: notAvailable}
+		}
+		r.Reply.Resolve(&TxnOffsetMarked{ErrorCode: res.ErrorCode})
+	})
+}
+
 // OffsetFetch answers from the file whatever the group's state; an unknown group has no
 // offsets (-1 with no error, as Apache does for classic groups).
 func (g *groupActor) handleFetch(ctx actor.Context, r *FetchOffsets) {
-	g.ask(ctx, r, func(p actor.Promise) any { return &offsets.Fetch{Partitions: r.Partitions, Reply: p} },
+	g.ask(ctx, r, func(p actor.Promise) any {
+		return &offsets.Fetch{Partitions: r.Partitions, RequireStable: r.RequireStable, Reply: p}
+	},
 		func(v any) {
 			if res, ok := v.(*offsets.FetchResult); ok {
 				r.Reply.Resolve(res)
@@ -114,8 +157,11 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			if !ok || st.ErrorCode != 0 {
 				return
 			}
-			// Anything else in flight (a commit) would be lost to a DeleteAll sent after it.
-			if st.Count > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 ||
+			// Anything else in flight (a commit) would be lost to a DeleteAll sent after it;
+			// pending transactional offsets keep the group (Apache: "we don't want to
+			// remove the group if there are ongoing transactions"), and so do a
+			// consumer-protocol group's members.
+			if st.Count > 0 || st.Pending > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 ||
 				(g.cg != nil && len(g.cg.members) > 0) {
 				if woken && g.idle() {
 					ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})

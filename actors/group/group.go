@@ -412,6 +412,10 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 		g.handleFetch(ctx, m)
 	case *DeleteOffsets:
 		g.handleDeleteOffsets(ctx, m)
+	case *TxnCommitOffsets:
+		g.handleTxnCommit(ctx, m)
+	case *TxnOffsetMarker:
+		g.handleTxnMarker(ctx, m)
 	case *listEntry:
 		g.handleListEntry(m)
 	case *expireNow:

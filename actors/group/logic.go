@@ -216,6 +216,39 @@ func commitCheck(exists bool, s state, groupGen, gen int32, memberID, instanceID
 	return 0
 }
 
+// txnCommitCheck is commitCheck for a TxnOffsetCommit (Apache 4.0
+// ClassicGroup.validateOffsetCommit with isTransactional): the same generation, member
+// and instance checks when the request carries any (v3+, KIP-447: they fence a zombie
+// consumer's producer), but a commit without them (v0-2) is accepted in every state,
+// and CompletingRebalance is no reason to refuse one.
+func txnCommitCheck(exists bool, s state, groupGen, gen int32, memberID, instanceID string,
+	member int16, unknownIsNotFound bool) int16 {
+	if !exists {
+		if gen < 0 {
+			return 0
+		}
+		if unknownIsNotFound {
+			return kerr.GroupIDNotFound.Code
+		}
+		return kerr.IllegalGeneration.Code
+	}
+	if s == stateDead {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if gen < 0 && s == stateEmpty {
+		return 0
+	}
+	if gen >= 0 || memberID != "" || instanceID != "" {
+		if member != 0 {
+			return member
+		}
+		if gen != groupGen {
+			return kerr.IllegalGeneration.Code
+		}
+	}
+	return 0
+}
+
 // subscriptions parses the members' ConsumerProtocol subscriptions for the selected
 // protocol. known is false when the group is not a consumer group or any metadata does not
 // parse: then every topic counts as subscribed (Apache computeSubscribedTopics).

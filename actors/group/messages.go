@@ -176,8 +176,49 @@ type CommitOffsets struct {
 	Reply   actor.Promise
 }
 
+// TxnCommitOffsets is a TxnOffsetCommit for one group (KIP-447), sent once the
+// transaction coordinator said the group is in the producer's transaction. The group
+// validates it as Apache's ClassicGroup.validateOffsetCommit does for a transactional
+// commit (generation, member and instance as OffsetCommit's, v3+; neither
+// REBALANCE_IN_PROGRESS nor the member-less check of the non-transactional commit), then
+// its offsets actor stores the entries in the producer's pending layer.
+// Reply: *offsets.CommitResult.
+type TxnCommitOffsets struct {
+	Group           string
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	MemberID        string // v3+; "" below
+	InstanceID      string // v3+; "" when none
+	Generation      int32  // v3+; -1 below
+	// UnknownGroupIsNotFound: TxnOffsetCommit v6+ to an unknown group with a generation
+	// gets GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION (KIP-1319, not offered yet).
+	UnknownGroupIsNotFound bool
+	Entries                []offsets.Entry
+	Reply                  actor.Promise
+}
+
+// TxnOffsetMarker ends a producer's pending transactional offsets in a group: applied
+// (Commit) or dropped. Durable (journaled, fdatasync) before Reply. Sent by the
+// transaction coordinator (actors/txn) to the groups manager, which routes it to the
+// group. Idempotent: nothing pending for the producer → 0. NOT_COORDINATOR when the group
+// is not served here. Reply: *TxnOffsetMarked.
+type TxnOffsetMarker struct {
+	Group         string
+	ProducerID    int64
+	ProducerEpoch int16
+	Commit        bool
+	Reply         actor.Promise // *TxnOffsetMarked
+}
+
+// TxnOffsetMarked answers a TxnOffsetMarker: 0, or the error the coordinator retries on
+// (NOT_COORDINATOR after a failed write or a move, COORDINATOR_NOT_AVAILABLE,
+// COORDINATOR_LOAD_IN_PROGRESS).
+type TxnOffsetMarked struct{ ErrorCode int16 }
+
 // FetchOffsets reads a group's committed offsets; Partitions nil means all.
-// Reply: *offsets.FetchResult.
+// RequireStable (OffsetFetch v7+) marks the partitions with a pending transactional
+// offset (offsets.FetchResult.Unstable). Reply: *offsets.FetchResult.
 type FetchOffsets struct {
 	Group         string
 	Partitions    []offsets.TopicPartition
@@ -245,25 +286,29 @@ type Listing struct {
 	Groups    []ListedGroup
 }
 
-func (m *JoinGroup) GroupID() string     { return m.Group }
-func (m *SyncGroup) GroupID() string     { return m.Group }
-func (m *Heartbeat) GroupID() string     { return m.Group }
-func (m *LeaveGroup) GroupID() string    { return m.Group }
-func (m *DescribeGroup) GroupID() string { return m.Group }
-func (m *DeleteGroup) GroupID() string   { return m.Group }
-func (m *CommitOffsets) GroupID() string { return m.Group }
-func (m *FetchOffsets) GroupID() string  { return m.Group }
-func (m *DeleteOffsets) GroupID() string { return m.Group }
+func (m *JoinGroup) GroupID() string        { return m.Group }
+func (m *SyncGroup) GroupID() string        { return m.Group }
+func (m *Heartbeat) GroupID() string        { return m.Group }
+func (m *LeaveGroup) GroupID() string       { return m.Group }
+func (m *DescribeGroup) GroupID() string    { return m.Group }
+func (m *DeleteGroup) GroupID() string      { return m.Group }
+func (m *CommitOffsets) GroupID() string    { return m.Group }
+func (m *FetchOffsets) GroupID() string     { return m.Group }
+func (m *DeleteOffsets) GroupID() string    { return m.Group }
+func (m *TxnCommitOffsets) GroupID() string { return m.Group }
+func (m *TxnOffsetMarker) GroupID() string  { return m.Group }
 
-func (m *JoinGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *SyncGroup) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *Heartbeat) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
-func (m *LeaveGroup) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
-func (m *DescribeGroup) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
-func (m *DeleteGroup) withReply(p actor.Promise) Request   { c := *m; c.Reply = p; return &c }
-func (m *CommitOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
-func (m *FetchOffsets) withReply(p actor.Promise) Request  { c := *m; c.Reply = p; return &c }
-func (m *DeleteOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *JoinGroup) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *SyncGroup) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *Heartbeat) withReply(p actor.Promise) Request        { c := *m; c.Reply = p; return &c }
+func (m *LeaveGroup) withReply(p actor.Promise) Request       { c := *m; c.Reply = p; return &c }
+func (m *DescribeGroup) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *DeleteGroup) withReply(p actor.Promise) Request      { c := *m; c.Reply = p; return &c }
+func (m *CommitOffsets) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *FetchOffsets) withReply(p actor.Promise) Request     { c := *m; c.Reply = p; return &c }
+func (m *DeleteOffsets) withReply(p actor.Promise) Request    { c := *m; c.Reply = p; return &c }
+func (m *TxnCommitOffsets) withReply(p actor.Promise) Request { c := *m; c.Reply = p; return &c }
+func (m *TxnOffsetMarker) withReply(p actor.Promise) Request  { c := *m; c.Reply = p; return &c }
 
 func (m *JoinGroup) fail(code int16) {
 	m.Reply.Resolve(joinError(code, m.MemberID))
@@ -290,16 +335,26 @@ func (m *FetchOffsets) fail(code int16) {
 func (m *DeleteOffsets) fail(code int16) {
 	m.Reply.Resolve(&OffsetDeleteResult{ErrorCode: code})
 }
+func (m *TxnCommitOffsets) fail(code int16) {
+	codes := make([]int16, len(m.Entries))
+	for i := range codes {
+		codes[i] = code
+	}
+	m.Reply.Resolve(&offsets.CommitResult{Codes: codes})
+}
+func (m *TxnOffsetMarker) fail(code int16) { m.Reply.Resolve(&TxnOffsetMarked{ErrorCode: code}) }
 
-func (m *JoinGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *SyncGroup) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *Heartbeat) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
-func (m *LeaveGroup) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
-func (m *DescribeGroup) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
-func (m *DeleteGroup) AnswerCrash(*actor.Crashed)   { m.fail(notAvailable) }
-func (m *CommitOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
-func (m *FetchOffsets) AnswerCrash(*actor.Crashed)  { m.fail(notAvailable) }
-func (m *DeleteOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *JoinGroup) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *SyncGroup) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *Heartbeat) AnswerCrash(*actor.Crashed)        { m.fail(notAvailable) }
+func (m *LeaveGroup) AnswerCrash(*actor.Crashed)       { m.fail(notAvailable) }
+func (m *DescribeGroup) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *DeleteGroup) AnswerCrash(*actor.Crashed)      { m.fail(notAvailable) }
+func (m *CommitOffsets) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *FetchOffsets) AnswerCrash(*actor.Crashed)     { m.fail(notAvailable) }
+func (m *DeleteOffsets) AnswerCrash(*actor.Crashed)    { m.fail(notAvailable) }
+func (m *TxnCommitOffsets) AnswerCrash(*actor.Crashed) { m.fail(notAvailable) }
+func (m *TxnOffsetMarker) AnswerCrash(*actor.Crashed)  { m.fail(notAvailable) }
 
 // joinError is the JoinGroup error shape: generation -1, no leader, no members
 // (JoinGroupRequest.getErrorResponse).

@@ -24,6 +24,9 @@ type batch struct {
 	dirty   bool
 	expired int
 	rec     *recorder
+	// refused counts the TxnCommits refused for the pending cap; dropped the pending
+	// transactional offsets a DeleteAll removed with the group.
+	refused, dropped int
 
 	reply actor.Promise     // the journal's answer comes through it (waitable: waitInflight)
 	res   *journal.Appended // the answer, once in
@@ -41,6 +44,7 @@ const maxInflight = 2
 type queued struct {
 	msg   any
 	codes []int16 // a Commit's per-entry codes found before the write (OFFSET_METADATA_TOO_LARGE)
+	limit int     // a TxnCommit's cap on the group's pending offsets (Config.MaxPendingOffsets)
 }
 
 // flushNow tells the actor to write what has queued.
@@ -51,9 +55,47 @@ func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
 		fail(queued{msg: m}, codeBroken)
 		return
 	}
-	codes := make([]int16, len(m.Entries))
+	codes, valid := a.metadataCodes(m.Entries)
+	if valid == 0 {
+		// Nothing to store: Apache writes nothing when every partition is oversized.
+		m.Reply.Resolve(&CommitResult{Codes: codes})
+		return
+	}
+	a.enqueue(ctx, queued{msg: m, codes: codes})
+}
+
+// handleTxnCommit queues a TxnOffsetCommit's entries for the producer's pending layer;
+// the cap on the group's pending offsets is checked as the batch is built (apply), on
+// the state the batches before it make.
+func (a *offsetsActor) handleTxnCommit(ctx actor.Context, m *TxnCommit) {
+	if !a.serving() {
+		fail(queued{msg: m}, codeBroken)
+		return
+	}
+	codes, valid := a.metadataCodes(m.Entries)
+	if valid == 0 {
+		m.Reply.Resolve(&CommitResult{Codes: codes})
+		return
+	}
+	a.enqueue(ctx, queued{msg: m, codes: codes, limit: a.cfg.MaxPendingOffsets})
+}
+
+// handleTxnEnd queues the end of a producer's transaction in the group; one with
+// nothing pending is answered once the batches in flight are durable (flush).
+func (a *offsetsActor) handleTxnEnd(ctx actor.Context, m *TxnEnd) {
+	if !a.serving() {
+		fail(queued{msg: m}, codeBroken)
+		return
+	}
+	a.enqueue(ctx, queued{msg: m})
+}
+
+// metadataCodes is the per-entry codes found before the write, and how many entries
+// passed.
+func (a *offsetsActor) metadataCodes(entries []Entry) ([]int16, int) {
+	codes := make([]int16, len(entries))
 	valid := 0
-	for i, e := range m.Entries {
+	for i, e := range entries {
 		// Apache compares String.length(), UTF-16 units, not bytes
 		// (GroupMetadataManager.validateOffsetMetadataLength).
 		if utf16Len(e.Metadata) > a.cfg.MaxMetadataBytes {
@@ -65,12 +107,7 @@ func (a *offsetsActor) handleCommit(ctx actor.Context, m *Commit) {
 		// resetOffsets commits -2, its "earliest", for its consumers to resolve).
 		valid++
 	}
-	if valid == 0 {
-		// Nothing to store: Apache writes nothing when every partition is oversized.
-		m.Reply.Resolve(&CommitResult{Codes: codes})
-		return
-	}
-	a.enqueue(ctx, queued{msg: m, codes: codes})
+	return codes, valid
 }
 
 func (a *offsetsActor) handleFetch(m *Fetch) {
@@ -79,12 +116,21 @@ func (a *offsetsActor) handleFetch(m *Fetch) {
 		return
 	}
 	// Only what is on disk is visible: queued commits are not acknowledged yet, and the
-	// pending (transactional) layer never is.
+	// pending (transactional) layer never is; require_stable reports it per partition.
 	res := &FetchResult{}
+	unstable := func(tp TopicPartition) {
+		if m.RequireStable && len(a.st.pending) > 0 && a.st.hasPending(tp) {
+			if res.Unstable == nil {
+				res.Unstable = map[TopicPartition]bool{}
+			}
+			res.Unstable[tp] = true
+		}
+	}
 	if m.Partitions == nil {
 		res.Offsets = make(map[TopicPartition]Committed, len(a.st.offsets))
 		for tp, o := range a.st.offsets {
 			res.Offsets[tp] = o
+			unstable(tp)
 		}
 	} else {
 		res.Offsets = make(map[TopicPartition]Committed, len(m.Partitions))
@@ -92,6 +138,7 @@ func (a *offsetsActor) handleFetch(m *Fetch) {
 			if o, ok := a.st.offsets[tp]; ok {
 				res.Offsets[tp] = o
 			}
+			unstable(tp)
 		}
 	}
 	m.Reply.Resolve(res)
@@ -106,7 +153,7 @@ func (a *offsetsActor) handleStat(m *Stat) {
 }
 
 func (a *offsetsActor) status() *Status {
-	return &Status{Exists: a.exists, Meta: a.st.meta, Count: len(a.st.offsets)}
+	return &Status{Exists: a.exists, Meta: a.st.meta, Count: len(a.st.offsets), Pending: a.st.pendingCount()}
 }
 
 func (a *offsetsActor) handleChange(ctx actor.Context, m any) {
@@ -178,7 +225,9 @@ func (a *offsetsActor) applyQueue() *batch {
 		}
 	}
 	var next state
-	if commitsOnly(a.queue) {
+	// A commit drops the pending offsets of its partitions (apply), so with any pending
+	// the batch is applied to a copy: an overlay shares base's pending layer.
+	if commitsOnly(a.queue) && len(base.pending) == 0 {
 		next = base.overlay()
 	} else {
 		next = base.clone()
@@ -193,7 +242,13 @@ func (a *offsetsActor) applyQueue() *batch {
 	for i, q := range b.reqs {
 		var changed bool
 		var n int
+		if _, ok := q.msg.(*DeleteAll); ok {
+			b.dropped += b.next.pendingCount()
+		}
 		b.results[i], changed, n = apply(&b.next, &b.exists, q, now, b.rec)
+		if _, ok := q.msg.(*TxnCommit); ok && !changed && limitRefused(b.results[i]) {
+			b.refused++
+		}
 		b.dirty = b.dirty || changed
 		b.expired += n
 	}
@@ -211,6 +266,19 @@ func (a *offsetsActor) commitBatch(b *batch) {
 // answerBatch answers a durable batch's waiters.
 func (a *offsetsActor) answerBatch(b *batch) {
 	a.cfg.Metrics.expiredOffsets(b.expired)
+	for range b.refused {
+		a.cfg.Metrics.pendingRefusedOnce()
+	}
+	if b.refused > 0 {
+		limited(&a.failLog).Event(a.log.Warn()).Int("refused", b.refused).Int("limit", a.cfg.MaxPendingOffsets).
+			Int("pending", a.st.pendingCount()).Msg("offsets_pending_txn_limit_reached")
+	}
+	if b.dropped > 0 {
+		// Apache deletes a deleted group's pending transactional offsets too
+		// (OffsetMetadataManager.deleteAllOffsets); a commit marker that comes later
+		// finds nothing to apply.
+		a.log.Warn().Int("pending_offsets", b.dropped).Msg("offsets_pending_txn_dropped_with_group")
+	}
 	if b.expired > 0 {
 		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
 	}
@@ -322,3 +390,17 @@ const flushWait = 5 * time.Second
 // journal answers and its file writes do not hang: the group, which waits for the Flush
 // answer as it is released, waits a little longer, so the inner waits end first.
 const StopWait = flushWait + checkpointWait
+
+// limitRefused says whether a TxnCommit's result is the pending cap's refusal.
+func limitRefused(v any) bool {
+	r, ok := v.(*CommitResult)
+	if !ok {
+		return false
+	}
+	for _, c := range r.Codes {
+		if c == CodePendingLimit {
+			return true
+		}
+	}
+	return false
+}

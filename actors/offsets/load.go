@@ -451,6 +451,7 @@ func (a *offsetsActor) fence(reason string) {
 		// Another broker serves the group now: its lag is that broker's to report.
 		a.pub.Remove()
 		a.pub = nil
+		a.unpublishPending()
 		a.log.Warn().Str("reason", reason).Uint64("epoch", a.st.epoch).Msg("offsets_group_fenced")
 	}
 }

@@ -97,18 +97,47 @@ type CommitResult struct {
 }
 
 // Fetch reads committed offsets. Partitions nil means every committed partition.
-// Reply: *FetchResult.
+// RequireStable (OffsetFetch v7+) also reports which of those partitions have a pending
+// transactional offset (KIP-447). Reply: *FetchResult.
 type Fetch struct {
-	Partitions []TopicPartition
-	Reply      actor.Promise
+	Partitions    []TopicPartition
+	RequireStable bool
+	Reply         actor.Promise
 }
 
 // FetchResult holds what was asked for that exists; absent partitions are -1 to the
 // caller. ErrorCode is non-zero for the whole group (COORDINATOR_NOT_AVAILABLE when the
-// file is corrupt or unreadable).
+// file is corrupt or unreadable). Unstable, for a Fetch with RequireStable, names the
+// partitions (among those asked, or among the committed ones when all were asked) that
+// some producer's open transaction has a pending offset for: the caller answers them
+// UNSTABLE_OFFSET_COMMIT (Apache OffsetMetadataManager.fetchOffsets).
 type FetchResult struct {
 	ErrorCode int16
 	Offsets   map[TopicPartition]Committed
+	Unstable  map[TopicPartition]bool
+}
+
+// TxnCommit stores entries in the producer's pending layer (TxnOffsetCommit, KIP-447):
+// journaled like a Commit, invisible to Fetch until a TxnEnd with Commit applies them.
+// Entries with oversized metadata get OFFSET_METADATA_TOO_LARGE; a commit that would take
+// the group past Config.MaxPendingOffsets pending offsets gets CodePendingLimit for
+// every entry and stores nothing. Reply: *CommitResult.
+type TxnCommit struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Entries       []Entry
+	Reply         actor.Promise
+}
+
+// TxnEnd ends the producer's pending offsets: Commit makes them committed offsets (one
+// journaled batch: set, then the layer dropped), else they are dropped. Nothing pending
+// for the producer (a marker retried after a restart) answers 0 without a write.
+// Reply: *Result.
+type TxnEnd struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Commit        bool
+	Reply         actor.Promise
 }
 
 // Delete removes the listed partitions' offsets (OffsetDelete). Reply: *Result.
@@ -158,6 +187,9 @@ type Status struct {
 	Exists    bool
 	Meta      GroupMeta
 	Count     int
+	// Pending is how many transactional offsets wait for their transaction's end; a
+	// group with any is not removed by expiry (Apache: not while transactions are open).
+	Pending int
 }
 
 // Expire removes offsets whose retention has passed, by Apache's rules (§5.3 of the
@@ -187,6 +219,8 @@ type Result struct {
 // (actor.Request) with codeCrashed, in its result type.
 func (m *Commit) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }
 func (m *Fetch) AnswerCrash(*actor.Crashed)      { fail(queued{msg: m}, codeCrashed) }
+func (m *TxnCommit) AnswerCrash(*actor.Crashed)  { fail(queued{msg: m}, codeCrashed) }
+func (m *TxnEnd) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }
 func (m *Delete) AnswerCrash(*actor.Crashed)     { fail(queued{msg: m}, codeCrashed) }
 func (m *DeleteAll) AnswerCrash(*actor.Crashed)  { fail(queued{msg: m}, codeCrashed) }
 func (m *DropTopics) AnswerCrash(*actor.Crashed) { fail(queued{msg: m}, codeCrashed) }

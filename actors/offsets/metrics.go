@@ -22,6 +22,11 @@ type Metrics struct {
 	// replay: acknowledged records lost, their groups held (docs/offsets.md).
 	corruptFrames prometheus.Counter
 	quarantined   prometheus.Counter
+	// pending is the transactional offsets waiting for their transaction's end in the
+	// groups this broker serves; pendingRefused counts the TxnOffsetCommits refused for
+	// the per-group cap (Config.MaxPendingOffsets).
+	pending        prometheus.Gauge
+	pendingRefused prometheus.Counter
 
 	// Offsets, when set, receives each group's committed offsets (consumer lag); set it
 	// before the first group starts.
@@ -72,6 +77,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Damaged offsets journal segments moved to the quarantine directory (kept for the operator, never replayed again).",
 		}),
 	}
+	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kaas_offsets_pending_txn_offsets",
+		Help: "Transactional offsets (TxnOffsetCommit) waiting for their transaction's commit or abort, in the groups served (loaded) here.",
+	})
+	m.pendingRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kaas_offsets_pending_txn_refused_total",
+		Help: "TxnOffsetCommits refused because their group held group.max.pending.txn.offsets pending transactional offsets.",
+	})
 	for _, r := range []string{"corrupt", "unreadable", "tombstone"} {
 		m.loadFailures.WithLabelValues(r)
 	}
@@ -81,7 +94,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.writes, m.writeSeconds, m.loadFailures, m.expired,
-			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames, m.quarantined)
+			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames, m.quarantined,
+			m.pending, m.pendingRefused)
 	}
 	return m
 }
@@ -144,4 +158,17 @@ func (m *Metrics) offsets() *metrics.Offsets {
 		return nil
 	}
 	return m.Offsets
+}
+
+// pendingMoved adds d to the pending transactional offsets gauge.
+func (m *Metrics) pendingMoved(d int) {
+	if m != nil && d != 0 {
+		m.pending.Add(float64(d))
+	}
+}
+
+func (m *Metrics) pendingRefusedOnce() {
+	if m != nil {
+		m.pendingRefused.Inc()
+	}
 }

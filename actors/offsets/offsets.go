@@ -37,6 +37,18 @@ var (
 	codeFenced = kerr.NotCoordinator.Code
 )
 
+// CodePendingLimit answers a TxnCommit that would take its group past
+// Config.MaxPendingOffsets pending transactional offsets. Apache has no such bound, so
+// no code of its own: TRANSACTION_ABORTABLE says what the producer must do (abort,
+// which drops its pending offsets); the TxnOffsetCommit handler gives versions that do
+// not know it (v0-3) INVALID_TXN_STATE, as it does the coordinator's.
+var CodePendingLimit = kerr.TransactionAbortable.Code
+
+// DefaultMaxPendingOffsets bounds one group's pending transactional offsets (all its
+// producers together; group.max.pending.txn.offsets): an exactly-once pipeline holds
+// about one per input partition per producer between a TxnOffsetCommit and its EndTxn.
+const DefaultMaxPendingOffsets = 100_000
+
 // DefaultMaxMetadataBytes is Apache's offset.metadata.max.bytes.
 const DefaultMaxMetadataBytes = 4096
 
@@ -58,6 +70,9 @@ type Config struct {
 	// MaxMetadataBytes is offset.metadata.max.bytes, in UTF-16 units as Apache counts;
 	// 0 is DefaultMaxMetadataBytes.
 	MaxMetadataBytes int
+	// MaxPendingOffsets bounds the group's pending transactional offsets (TxnCommit);
+	// 0 is DefaultMaxPendingOffsets, negative is no bound.
+	MaxPendingOffsets int
 	// Metrics is shared by every group's actor; nil records nothing.
 	Metrics *Metrics
 	// Now stamps commits; nil is time.Now.
@@ -111,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMetadataBytes == 0 {
 		c.MaxMetadataBytes = DefaultMaxMetadataBytes
+	}
+	if c.MaxPendingOffsets == 0 {
+		c.MaxPendingOffsets = DefaultMaxPendingOffsets
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -201,6 +219,8 @@ type offsetsActor struct {
 	fenced bool
 	// pub publishes the committed offsets served (kaas_group_committed_offset, lag).
 	pub *metrics.GroupOffsets
+	// pendingShown is what this actor added to the pending offsets gauge.
+	pendingShown int
 	// failLog and ckptFailLog keep a failure that repeats with every batch or
 	// checkpoint (a full disk) to one line per interval; made when first needed.
 	failLog, ckptFailLog *logs.Limiter
@@ -293,6 +313,10 @@ func (a *offsetsActor) serve(ctx actor.Context, msg any) {
 		a.handleCommit(ctx, m)
 	case *Fetch:
 		a.handleFetch(m)
+	case *TxnCommit:
+		a.handleTxnCommit(ctx, m)
+	case *TxnEnd:
+		a.handleTxnEnd(ctx, m)
 	case *Stat:
 		a.handleStat(m)
 	case *Delete, *DeleteAll, *DropTopics, *SaveMeta, *Expire:
@@ -307,6 +331,7 @@ func (a *offsetsActor) serve(ctx actor.Context, msg any) {
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
 	a.pub.Remove()
+	defer a.unpublishPending()
 	if a.stashCancel != nil {
 		a.stashCancel()
 	}
@@ -329,6 +354,7 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 // answered and the file is brought up to it, since the next incarnation reloads the file.
 func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	a.pub.Remove()
+	defer a.unpublishPending()
 	a.waitInflight(ctx)
 	for _, q := range a.queue {
 		fail(q, codeCrashed)
@@ -364,6 +390,7 @@ func utf16Len(s string) int {
 // one (-1 "none", -2 kafkajs's "earliest": any value a client commits is kept) is not a
 // position and has no series: the leader's log end minus it is no lag.
 func (a *offsetsActor) publishAll() {
+	a.publishPending()
 	if a.pub == nil {
 		return
 	}
@@ -378,6 +405,7 @@ func (a *offsetsActor) publishAll() {
 
 // publishOps publishes what a journaled batch changed.
 func (a *offsetsActor) publishOps(ops []op) {
+	a.publishPending()
 	if a.pub == nil {
 		return
 	}
@@ -385,8 +413,8 @@ func (a *offsetsActor) publishOps(ops []op) {
 		switch {
 		case o.Clear:
 			a.pub.Replace(map[metrics.TopicPartition]int64{})
-		case o.Set != nil:
-			for _, f := range o.Set {
+		case o.Set != nil, o.TxnApply != nil:
+			for _, f := range append(o.Set, o.TxnApply...) {
 				if f.Offset < 0 {
 					a.pub.Delete(string(f.Topic), f.Partition) // not a position (publishAll)
 					continue
@@ -399,4 +427,17 @@ func (a *offsetsActor) publishOps(ops []op) {
 			}
 		}
 	}
+}
+
+// publishPending brings the pending offsets gauge to what the actor serves.
+func (a *offsetsActor) publishPending() {
+	n := a.st.pendingCount()
+	a.cfg.Metrics.pendingMoved(n - a.pendingShown)
+	a.pendingShown = n
+}
+
+// unpublishPending takes the actor's pending offsets off the gauge (it stops).
+func (a *offsetsActor) unpublishPending() {
+	a.cfg.Metrics.pendingMoved(-a.pendingShown)
+	a.pendingShown = 0
 }

@@ -19,7 +19,15 @@ import (
 //
 //	{"group":"my-group","ops":[{"set":[{"topic":"t","partition":0,"offset":42,...}]},
 //	                           {"del":[{"topic":"t","partition":1}]},
-//	                           {"meta":{...},"no_create":true},{"clear":true}]}
+//	                           {"meta":{...},"no_create":true},{"clear":true},
+//	                           {"txn_set":{"producer_id":7,"offsets":[...]}},{"txn_drop":7}]}
+//
+// The transactional ops keep that property: txn_set sets a producer's pending offsets,
+// txn_drop forgets all of one producer's, and a commit marker is journaled as a
+// txn_apply of the very offsets it applies followed by a txn_drop — never as "apply what
+// is pending", which replayed over a later state would apply a later transaction's
+// offsets. A set (a plain commit) and a del also forget every producer's pending offset
+// of their partitions; a txn_apply sets committed offsets only.
 type record struct {
 	Group *jsonString `json:"group"`
 	// Epoch is the group's ownership epoch its writer held (0 outside a cluster).
@@ -40,6 +48,20 @@ type op struct {
 	// Clear forgets the group: no offsets, no meta, no file (DeleteGroups, or expiry
 	// emptying an Empty group).
 	Clear bool `json:"clear,omitempty"`
+	// TxnSet stores pending transactional offsets of one producer (TxnOffsetCommit);
+	// the group then has a file.
+	TxnSet *txnSet `json:"txn_set,omitempty"`
+	// TxnApply sets committed offsets as a commit marker applies them (a set that leaves
+	// other producers' pending offsets alone).
+	TxnApply []fileOffset `json:"txn_apply,omitempty"`
+	// TxnDrop forgets every pending offset of this producer id (the end of its
+	// transaction: after the set that applies them on commit, alone on abort).
+	TxnDrop *int64 `json:"txn_drop,omitempty"`
+}
+
+type txnSet struct {
+	ProducerID int64        `json:"producer_id"`
+	Offsets    []fileOffset `json:"offsets"`
 }
 
 type fileTP struct {
@@ -93,6 +115,28 @@ func (r *recorder) clear() {
 	r.ops = append(r.ops, op{Clear: true})
 }
 
+func (r *recorder) txnSet(pid int64, tp TopicPartition, c Committed) {
+	o := toFileOffset(tp, c)
+	if n := len(r.ops); n > 0 && r.ops[n-1].TxnSet != nil && r.ops[n-1].TxnSet.ProducerID == pid {
+		r.ops[n-1].TxnSet.Offsets = append(r.ops[n-1].TxnSet.Offsets, o)
+		return
+	}
+	r.ops = append(r.ops, op{TxnSet: &txnSet{ProducerID: pid, Offsets: []fileOffset{o}}})
+}
+
+func (r *recorder) txnApply(tp TopicPartition, c Committed) {
+	o := toFileOffset(tp, c)
+	if n := len(r.ops); n > 0 && r.ops[n-1].TxnApply != nil {
+		r.ops[n-1].TxnApply = append(r.ops[n-1].TxnApply, o)
+		return
+	}
+	r.ops = append(r.ops, op{TxnApply: []fileOffset{o}})
+}
+
+func (r *recorder) txnDrop(pid int64) {
+	r.ops = append(r.ops, op{TxnDrop: &pid})
+}
+
 // encodeRecord is the journal payload of group's ops.
 func encodeRecord(group string, epoch uint64, ops []op) ([]byte, error) {
 	g := jsonString(group)
@@ -126,7 +170,7 @@ func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
 	}
 	for i, o := range r.Ops {
 		n := 0
-		for _, set := range []bool{o.Set != nil, o.Del != nil, o.Meta != nil, o.Clear} {
+		for _, set := range []bool{o.Set != nil, o.Del != nil, o.Meta != nil, o.Clear, o.TxnSet != nil, o.TxnApply != nil, o.TxnDrop != nil} {
 			if set {
 				n++
 			}
@@ -136,7 +180,8 @@ func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
 		}
 		// The journal never writes an empty set or del (the encoder leaves it out):
 		// taken, it would make a record that encodes to one that does not decode.
-		if (o.Set != nil && len(o.Set) == 0) || (o.Del != nil && len(o.Del) == 0) {
+		if (o.Set != nil && len(o.Set) == 0) || (o.Del != nil && len(o.Del) == 0) ||
+			(o.TxnSet != nil && len(o.TxnSet.Offsets) == 0) || (o.TxnApply != nil && len(o.TxnApply) == 0) {
 			return "", 0, nil, fmt.Errorf("decode journal record of group %q: op %d is empty", logs.ID(string(*r.Group)), i)
 		}
 	}
@@ -168,16 +213,37 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 				if err := f.check(); err != nil {
 					return err
 				}
-				s.offsets[TopicPartition{Topic: string(f.Topic), Partition: f.Partition}] = Committed{
-					Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: string(f.Metadata),
-					CommitTime: f.CommitTime, ExpireTime: f.ExpireTime,
+				tp := TopicPartition{Topic: string(f.Topic), Partition: f.Partition}
+				s.offsets[tp] = f.committed()
+				if len(s.pending) > 0 {
+					s.dropPendingTP(tp)
 				}
+			}
+			*exists = true
+		case o.TxnApply != nil:
+			for _, f := range o.TxnApply {
+				if err := f.check(); err != nil {
+					return err
+				}
+				s.offsets[TopicPartition{Topic: string(f.Topic), Partition: f.Partition}] = f.committed()
 			}
 			*exists = true
 		case o.Del != nil:
 			for _, d := range o.Del {
-				delete(s.offsets, TopicPartition{Topic: string(d.Topic), Partition: d.Partition})
+				tp := TopicPartition{Topic: string(d.Topic), Partition: d.Partition}
+				delete(s.offsets, tp)
+				s.dropPendingTP(tp)
 			}
+		case o.TxnSet != nil:
+			for _, f := range o.TxnSet.Offsets {
+				if err := f.check(); err != nil {
+					return err
+				}
+				s.setPending(o.TxnSet.ProducerID, TopicPartition{Topic: string(f.Topic), Partition: f.Partition}, f.committed())
+			}
+			*exists = true
+		case o.TxnDrop != nil:
+			delete(s.pending, *o.TxnDrop)
 		case o.Meta != nil:
 			var m GroupMeta
 			if metas != nil {

@@ -58,9 +58,9 @@ const (
 type state struct {
 	meta    GroupMeta
 	offsets map[TopicPartition]Committed
-	// pending is where TxnOffsetCommit offsets will wait for their transaction's end,
-	// invisible to Fetch (KIP-98; Apache keeps them in pendingTransactionalOffsetCommits).
-	// Nothing fills it yet.
+	// pending is where TxnOffsetCommit offsets wait for their transaction's end, per
+	// producer id, invisible to Fetch (KIP-447; Apache keeps them in
+	// pendingTransactionalOffsets). A producer's map is never empty.
 	pending map[int64]map[TopicPartition]Committed
 	// partial: offsets holds only what one batch of commits set over the state it was
 	// built on (overlay), not the group's whole offsets.
@@ -78,11 +78,64 @@ func newState() state {
 
 // clone copies s so that a batch can be applied without touching the committed state.
 func (s state) clone() state {
-	c := state{meta: s.meta, offsets: make(map[TopicPartition]Committed, len(s.offsets)), pending: s.pending, epoch: s.epoch}
+	c := state{meta: s.meta, offsets: make(map[TopicPartition]Committed, len(s.offsets)), epoch: s.epoch}
 	for tp, o := range s.offsets {
 		c.offsets[tp] = o
 	}
+	if len(s.pending) > 0 {
+		c.pending = make(map[int64]map[TopicPartition]Committed, len(s.pending))
+		for pid, p := range s.pending {
+			cp := make(map[TopicPartition]Committed, len(p))
+			for tp, o := range p {
+				cp[tp] = o
+			}
+			c.pending[pid] = cp
+		}
+	}
 	return c
+}
+
+// pendingCount is how many transactional offsets wait in s.
+func (s *state) pendingCount() int {
+	n := 0
+	for _, p := range s.pending {
+		n += len(p)
+	}
+	return n
+}
+
+// hasPending says whether some producer has a pending offset for tp.
+func (s *state) hasPending(tp TopicPartition) bool {
+	for _, p := range s.pending {
+		if _, ok := p[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// setPending stores a producer's pending offset.
+func (s *state) setPending(pid int64, tp TopicPartition, c Committed) {
+	if s.pending == nil {
+		s.pending = map[int64]map[TopicPartition]Committed{}
+	}
+	p := s.pending[pid]
+	if p == nil {
+		p = map[TopicPartition]Committed{}
+		s.pending[pid] = p
+	}
+	p[tp] = c
+}
+
+// dropPendingTP removes every producer's pending offset for tp (a tombstone of the
+// partition does in Apache: OffsetMetadataManager.replay).
+func (s *state) dropPendingTP(tp TopicPartition) {
+	for pid, p := range s.pending {
+		delete(p, tp)
+		if len(p) == 0 {
+			delete(s.pending, pid)
+		}
+	}
 }
 
 // overlay is an empty partial state over s, for a batch of commits: they only set
@@ -95,6 +148,9 @@ func (s state) overlay() state {
 func (s *state) setAll(o state) {
 	for tp, c := range o.offsets {
 		s.offsets[tp] = c
+		if len(s.pending) > 0 {
+			s.dropPendingTP(tp) // as the commits' set ops do
+		}
 	}
 }
 
@@ -114,6 +170,15 @@ type fileV1 struct {
 	Group   *jsonString  `json:"group"`
 	Meta    fileMeta     `json:"meta"`
 	Offsets []fileOffset `json:"offsets"`
+	// Pending is the transactional offsets waiting for their transaction's end, per
+	// producer (left out when there are none, so such a file is as before).
+	Pending []filePending `json:"pending,omitempty"`
+}
+
+// filePending is one producer's pending transactional offsets.
+type filePending struct {
+	ProducerID int64        `json:"producer_id"`
+	Offsets    []fileOffset `json:"offsets"`
 }
 
 // fileOut is what the writer marshals: fileV1 with the meta already encoded.
@@ -269,6 +334,12 @@ func encodeFileWith(group string, s state, meta json.RawMessage) ([]byte, error)
 	if err != nil {
 		return nil, fmt.Errorf("encode offsets of group %q: %w", logs.ID(group), err)
 	}
+	var pending []byte
+	if len(s.pending) > 0 {
+		if pending, err = json.Marshal(encodePending(s.pending)); err != nil {
+			return nil, fmt.Errorf("encode pending offsets of group %q: %w", logs.ID(group), err)
+		}
+	}
 	b := make([]byte, 0, len(meta)+len(offsets)+len(gid)+48)
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(f.Version), 10)
@@ -282,7 +353,53 @@ func encodeFileWith(group string, s state, meta json.RawMessage) ([]byte, error)
 	b = append(b, meta...)
 	b = append(b, `,"offsets":`...)
 	b = append(b, offsets...)
+	if pending != nil {
+		b = append(b, `,"pending":`...)
+		b = append(b, pending...)
+	}
 	return append(b, "}\n"...), nil
+}
+
+// encodePending lays the pending layer out as the file holds it: producers by id, each
+// one's offsets by topic and partition, so equal states make equal files.
+func encodePending(pending map[int64]map[TopicPartition]Committed) []filePending {
+	out := make([]filePending, 0, len(pending))
+	for pid, p := range pending {
+		out = append(out, filePending{ProducerID: pid, Offsets: fileOffsets(p)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// fileOffsets is m as sorted file offsets.
+func fileOffsets(m map[TopicPartition]Committed) []fileOffset {
+	out := make([]fileOffset, 0, len(m))
+	for tp, o := range m {
+		out = append(out, toFileOffset(tp, o))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}
+
+func toFileOffset(tp TopicPartition, o Committed) fileOffset {
+	return fileOffset{
+		Topic: jsonString(tp.Topic), Partition: tp.Partition,
+		Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: jsonString(o.Metadata),
+		CommitTime: o.CommitTime, ExpireTime: o.ExpireTime,
+	}
+}
+
+func (o fileOffset) committed() Committed {
+	return Committed{
+		Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: string(o.Metadata),
+		CommitTime: o.CommitTime, ExpireTime: o.ExpireTime,
+	}
 }
 
 // metaCache keeps the encoding of the last meta written. A GroupMeta is never changed
@@ -351,9 +468,24 @@ func decodeFile(b []byte) (string, state, error) {
 		if _, dup := s.offsets[tp]; dup {
 			return "", state{}, fmt.Errorf("decode: topic %q partition %d twice", tp.Topic, tp.Partition)
 		}
-		s.offsets[tp] = Committed{
-			Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: string(o.Metadata),
-			CommitTime: o.CommitTime, ExpireTime: o.ExpireTime,
+		s.offsets[tp] = o.committed()
+	}
+	for _, p := range f.Pending {
+		if len(p.Offsets) == 0 {
+			return "", state{}, fmt.Errorf("decode: producer %d with no pending offsets", p.ProducerID)
+		}
+		if _, dup := s.pending[p.ProducerID]; dup {
+			return "", state{}, fmt.Errorf("decode: pending offsets of producer %d twice", p.ProducerID)
+		}
+		for _, o := range p.Offsets {
+			if err := o.check(); err != nil {
+				return "", state{}, fmt.Errorf("decode: pending: %w", err)
+			}
+			tp := TopicPartition{Topic: string(o.Topic), Partition: o.Partition}
+			if _, dup := s.pending[p.ProducerID][tp]; dup {
+				return "", state{}, fmt.Errorf("decode: pending topic %q partition %d twice", tp.Topic, tp.Partition)
+			}
+			s.setPending(p.ProducerID, tp, o.committed())
 		}
 	}
 	return string(*f.Group), s, nil

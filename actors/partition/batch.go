@@ -138,12 +138,11 @@ func validateProduced(records []byte, maxBytes int32) (header, *produceError) {
 	if perr := validateRecords(&h, records, maxBytes); perr != nil {
 		return h, perr
 	}
-	switch {
-	case h.Attributes&attrTransactional != 0:
-		// Transactions are not implemented yet; Apache answers a transactional batch
-		// outside a transaction with INVALID_TXN_STATE.
-		return h, &produceError{kerr.InvalidTxnState.Code, "transactions are not supported"}
+	if h.Attributes&attrTransactional != 0 && h.ProducerID < 0 {
+		return h, &produceError{kerr.InvalidRecord.Code, "transactional record batch has no producer id"}
 	}
+	// A transactional batch is checked against the producer's transaction by the
+	// partition (txn.go), after its sender verified it with the coordinator.
 	return h, nil
 }
 

@@ -64,6 +64,7 @@ type cleanAborted struct{ c *cleaning }
 
 // maybeClean starts a pass when one is due (retention tick).
 func (p *partitionActor) maybeClean(ctx actor.Context) {
+	p.publishCleaner()
 	cc := p.cfg.Cleaner
 	if cc == nil || p.disk == nil || p.cleaning != nil || p.roll != nil || p.fenced() {
 		return
@@ -73,7 +74,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 		keys = defaultCleanerKeys
 	}
 	pol := cleanPolicy{minDirtyRatio: cc.MinDirtyRatio, minLagMS: cc.MinLagMS, deleteRetentionMS: cc.DeleteRetentionMS, maxKeys: keys}
-	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli())
+	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli(), p.firstUnstable())
 	if j == nil {
 		return
 	}
@@ -81,6 +82,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 	// planned meanwhile never opens by name a file the swap replaced.
 	for _, s := range p.disk.segs[:len(j.segs)] {
 		if _, err := s.file(); err != nil {
+			p.cfg.Metrics.cleanerMetrics().Failed("clean")
 			p.log.Error().Err(err).Msg("partition_clean_failed")
 			return
 		}
@@ -93,7 +95,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 	}
 	c := &cleaning{job: j}
 	p.cleaning = c
-	p.log.Debug().Int64("dirty_from", j.dirtyFrom).Int("segments", len(j.segs)).Msg("partition_clean_started")
+	p.log.Info().Int64("dirty_from", j.dirtyFrom).Int("segments", len(j.segs)).Msg("partition_clean_started")
 	actor.Background(ctx, func() any {
 		err := j.run()
 		if err == nil && c.gone.Load() {
@@ -110,6 +112,7 @@ func (p *partitionActor) onCleaned(ctx actor.Context, m *cleaned) {
 	}
 	if m.err != nil {
 		p.cleaning = nil
+		p.cfg.Metrics.cleanerMetrics().Failed("clean")
 		p.log.Error().Err(m.err).Msg("partition_clean_failed")
 		return
 	}
@@ -144,6 +147,7 @@ func (p *partitionActor) onCleanSwapped(ctx actor.Context, m *cleanSwapped) {
 	}
 	if m.err != nil {
 		p.cfg.Metrics.writeFailed("clean")
+		p.cfg.Metrics.cleanerMetrics().Failed("swap")
 		p.log.Error().Err(m.err).Msg("partition_clean_swap_failed")
 		p.reopenLog(ctx, m.err)
 		return
@@ -158,6 +162,7 @@ func (p *partitionActor) onCleanSwapped(ctx actor.Context, m *cleanSwapped) {
 	p.disk.installCleaned(j)
 	p.cleanedTo = j.upTo
 	p.dropBelowStart() // what DeleteRecords left to delete while the pass ran
+	p.noteCleaned(before, after)
 	p.log.Info().Int("groups", len(j.groups)).Int64("bytes_before", before).Int64("bytes_after", after).
 		Int64("cleaned_to", j.upTo).Msg("partition_log_cleaned")
 }
@@ -175,6 +180,7 @@ func (p *partitionActor) abandonCleaning() {
 		p.cleaning.gone.Store(true)
 		p.cleaning = nil
 	}
+	p.unpublishCleaner()
 }
 
 // cleanerConfig is a topic's CleanerConfig, nil unless its cleanup.policy holds compact.

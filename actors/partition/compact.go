@@ -178,7 +178,11 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 			if h.LastOffset() < j.dirtyFrom {
 				return nil
 			}
-			if h.Attributes&attrControl == 0 {
+			if h.Attributes&(attrControl|attrTransactional) == 0 {
+				// A transactional record maps no key: an aborted one must never
+				// shadow an older value, and committed ones are kept whole with their
+				// batches (Apache's finer rules, which drop aborted records and
+				// markers, are not implemented).
 				recs, err := batchRecords(h, b)
 				if err != nil {
 					return err
@@ -312,8 +316,8 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 // cleanBatch is the batch with only the records kept (nil: dropped whole).
 func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64) ([]byte, error) {
 	if h.Attributes&(attrControl|attrTransactional) != 0 {
-		// Produce refuses both (batch.go) until transactions exist; one found on disk
-		// is kept whole, never guessed at.
+		// Markers and transactional batches are kept whole: nothing a read_committed
+		// reader needs (a marker, the records of a committed transaction) is lost.
 		return b, nil
 	}
 	recs, err := batchRecords(h, b)
@@ -508,7 +512,11 @@ type cleanPolicy struct {
 // are every one but the active one up to the first holding a record younger than
 // min.compaction.lag.ms; a pass is due once the bytes past dirtyFrom are at least
 // min.cleanable.dirty.ratio of them. A log with a quarantined range is not cleaned.
-func (l *segmentLog) planClean(pol cleanPolicy, dirtyFrom, nowMS int64) *cleanJob {
+//
+// Nothing at or past firstUnstable (-1: none), the first offset of a transaction not
+// decided, is cleaned (Apache's cleanable range ends at the first unstable offset): a
+// segment is cleanable only when it ends at or before it.
+func (l *segmentLog) planClean(pol cleanPolicy, dirtyFrom, nowMS, firstUnstable int64) *cleanJob {
 	if len(l.corrupt) > 0 {
 		return nil
 	}
@@ -516,7 +524,7 @@ func (l *segmentLog) planClean(pol cleanPolicy, dirtyFrom, nowMS int64) *cleanJo
 		nowMS: nowMS, deleteRetentionMS: pol.deleteRetentionMS, segmentBytes: l.cfg.segmentBytes}
 	var dirty, total int64
 	for _, s := range l.segs[:len(l.segs)-1] {
-		if pol.minLagMS > 0 && s.maxTS > nowMS-pol.minLagMS {
+		if pol.minLagMS > 0 && s.maxTS > nowMS-pol.minLagMS || firstUnstable >= 0 && s.next > firstUnstable {
 			break
 		}
 		j.segs = append(j.segs, cleanSeg{base: s.base, next: s.next, size: s.size, path: s.path})
@@ -543,9 +551,17 @@ func (l *segmentLog) installCleaned(j *cleanJob) {
 			i++
 		}
 		n := 0
+		g.seg.aborted = nil
 		for i+n < len(l.segs)-1 && n < len(g.olds) && l.segs[i+n].base == g.olds[n].base {
 			l.segs[i+n].close()
+			// Control batches are kept whole, so the abort markers stay in the group.
+			g.seg.aborted = append(g.seg.aborted, l.segs[i+n].aborted...)
+			l.removeTxnIndex(l.segs[i+n])
 			n++
+		}
+		if err := l.rewriteTxnIndex(g.seg, false); err != nil {
+			// Written again from the log at the next open.
+			l.cfg.log.Warn().Err(err).Msg("partition_txn_index_write_failed")
 		}
 		segs := append([]*segment{}, l.segs[:i]...)
 		segs = append(segs, g.seg)

@@ -91,7 +91,7 @@ func readRecords(t *testing.T, l *segmentLog) []logRecord {
 // swapped in, installed.
 func cleanNow(t *testing.T, l *segmentLog, pol cleanPolicy, dirtyFrom, nowMS int64) *cleanJob {
 	t.Helper()
-	j := l.planClean(pol, dirtyFrom, nowMS)
+	j := l.planClean(pol, dirtyFrom, nowMS, -1)
 	if j == nil {
 		t.Fatal("no pass planned")
 	}
@@ -203,7 +203,7 @@ func TestCompactRecoversLeftovers(t *testing.T) {
 			if _, err := l.roll(l.EndOffset()); err != nil {
 				t.Fatal(err)
 			}
-			j := l.planClean(pol, 0, 5000)
+			j := l.planClean(pol, 0, 5000, -1)
 			if j == nil || j.run() != nil {
 				t.Fatal("no pass")
 			}
@@ -317,7 +317,7 @@ func TestCompactKeepsProducersLastBatch(t *testing.T) {
 	if _, err := l.roll(l.EndOffset()); err != nil {
 		t.Fatal(err)
 	}
-	j := l.planClean(cleanPolicy{minDirtyRatio: 0, deleteRetentionMS: 100, maxKeys: 1000}, 0, 5000)
+	j := l.planClean(cleanPolicy{minDirtyRatio: 0, deleteRetentionMS: 100, maxKeys: 1000}, 0, 5000, -1)
 	j.lastOfProducer = map[int64]int64{7: 0, 8: 2}
 	if err := j.run(); err != nil {
 		t.Fatal(err)

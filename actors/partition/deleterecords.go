@@ -209,9 +209,10 @@ func (p *partitionActor) moveStart(start int64) {
 	}
 	for id, e := range p.producers {
 		if len(e.batches) > 0 && e.batches[len(e.batches)-1].lastOffset < start {
-			delete(p.producers, id)
+			delete(p.producers, id) // with a transaction open, all of it went
 		}
 	}
+	p.countOpen()
 }
 
 // dropBelowStart deletes the segments wholly below the log start offset (the active
@@ -228,6 +229,7 @@ func (p *partitionActor) dropBelowStart() {
 			p.log.Error().Err(err).Str("segment", s.path).Msg("partition_segment_delete_failed")
 			break
 		}
+		l.removeTxnIndex(s)
 		l.segs = l.segs[1:]
 		keep := l.corrupt[:0]
 		for _, c := range l.corrupt {

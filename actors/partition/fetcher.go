@@ -104,7 +104,7 @@ func (f *fetcher) readAll(ctx actor.Context) {
 		}
 		p := actor.NewPromise(ctx, ctx.Self())
 		f.ids[p.ID()] = i
-		ctx.Send(s.to, &readLog{offset: s.offset, maxBytes: s.maxBytes, minOne: true, currentEpoch: s.epoch, reply: p})
+		ctx.Send(s.to, &readLog{committed: f.req.ReadCommitted, offset: s.offset, maxBytes: s.maxBytes, minOne: true, currentEpoch: s.epoch, reply: p})
 	}
 	if len(f.ids) == 0 {
 		f.finish(ctx)
@@ -162,8 +162,12 @@ func (f *fetcher) watch(ctx actor.Context) {
 		if s.to == nil {
 			continue
 		}
-		after := max(s.offset, s.res.HighWatermark)
-		ctx.Send(s.to, &watch{id: f.watchID + uint64(i), offset: after, to: ctx.Self()})
+		seen := s.res.HighWatermark
+		if f.req.ReadCommitted {
+			seen = s.res.LastStableOffset
+		}
+		after := max(s.offset, seen)
+		ctx.Send(s.to, &watch{committed: f.req.ReadCommitted, id: f.watchID + uint64(i), offset: after, to: ctx.Self()})
 	}
 }
 

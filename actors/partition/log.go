@@ -43,6 +43,14 @@ type segment struct {
 	f           storage.RWFile // nil while closed (idle); reopened on the next read
 	// readers are the fetches reading f outside the actor (readplan.go); nil: none yet.
 	readers *fileReaders
+	// aborted is the segment's aborted-transaction index (Apache's .txnindex): one
+	// entry per abort marker in the segment, in offset order (txn.go). Rebuilt from the
+	// log at open, and gone with the segment.
+	aborted []abortedTxn
+	// txnFile is the open .txnindex file entries are appended to (txnindex.go), nil
+	// while closed; txnDirty says it was written since its last fsync.
+	txnFile  storage.RWFile
+	txnDirty bool
 	// staleAt (cluster) is the position of a batch recovery found written by a replaced
 	// leader (an older epoch than the one in force at its offset; -1: none). Nothing
 	// from there on is served, and new batches go to a segment of their own.
@@ -143,7 +151,7 @@ type segmentLog struct {
 // follows is a torn tail and is cut off; any other bad batch is quarantined
 // (recovery.go). visit sees every surviving batch in offset order (producer state is
 // rebuilt from it).
-func openLog(dir string, cfg logConfig, visit func(*header)) (*segmentLog, error) {
+func openLog(dir string, cfg logConfig, visit visitFunc) (*segmentLog, error) {
 	if cfg.fs == nil {
 		cfg.fs = storage.OSFS{}
 	}
@@ -221,7 +229,16 @@ func openLog(dir string, cfg logConfig, visit func(*header)) (*segmentLog, error
 			}
 			continue
 		}
+		if err := l.checkTxnIndex(s); err != nil {
+			s.close()
+			l.closeFiles()
+			return nil, err
+		}
 		l.segs = append(l.segs, s)
+	}
+	if err := l.removeStrayTxnIndexes(); err != nil {
+		l.closeFiles()
+		return nil, err
 	}
 	// Offsets lost without a bad byte: a segment that ends before the next begins (its
 	// file cut at a batch boundary, or a whole file gone), or a log that ends below the
@@ -308,7 +325,11 @@ func (l *segmentLog) rollOwn() error {
 // the walk goes on from the next valid batch, and offsets lost at the end of the
 // segment (up to upTo: the next segment's base, or the recovery point) are never
 // handed out again.
-func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit func(*header)) error {
+// visitFunc sees a batch recovery walked (b: the whole batch, for a control batch only)
+// and returns the aborted-index entry of an abort marker.
+type visitFunc func(h *header, b []byte) (abortedTxn, bool)
+
+func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit visitFunc) error {
 	f, err := s.file()
 	if err != nil {
 		return err
@@ -379,7 +400,15 @@ func (l *segmentLog) recover(s *segment, check bool, upTo int64, visit func(*hea
 			s.track(&h, pos)
 			l.noteEpoch(h.LeaderEpoch, h.BaseOffset)
 			if visit != nil {
-				visit(&h)
+				var b []byte
+				if h.Attributes&attrControl != 0 {
+					if b, err = w.bytes(pos, h.Size()); err != nil {
+						return fmt.Errorf("read segment %s: %w", s.path, err)
+					}
+				}
+				if a, ok := visit(&h, b); ok {
+					s.aborted = append(s.aborted, a)
+				}
 			}
 			expect = h.LastOffset() + 1
 			pos += h.Size()
@@ -683,6 +712,7 @@ func (l *segmentLog) retain(nowMS, retentionMS, retentionBytes int64) (int, erro
 		if err := l.cfg.fs.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return n, fmt.Errorf("delete segment %s: %w", s.path, err)
 		}
+		l.removeTxnIndex(s)
 		total -= s.size
 		l.segs = l.segs[1:]
 		n++
@@ -736,6 +766,7 @@ func (l *segmentLog) Close() error {
 func (l *segmentLog) closeFiles() {
 	for _, s := range l.segs {
 		s.close()
+		s.closeTxnIndex()
 	}
 	l.closeRecoveryPoint()
 }

@@ -193,6 +193,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.handleResolve(ctx, msg)
 	case *InitProducerID:
 		m.handleInitProducerID(ctx, msg)
+	case *WriteTxnMarker:
+		m.handleTxnMarker(ctx, msg)
 	case *filesRemoved:
 	case *Rebalance:
 		m.onRebalance(ctx, msg)

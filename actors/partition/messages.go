@@ -179,11 +179,14 @@ type Existence struct {
 // partitions tell the host when data arrives). MaxBytes bounds the whole response; each
 // partition has its own bound. Reply: *FetchResult.
 type Fetch struct {
-	MaxWait  time.Duration
-	MinBytes int32
-	MaxBytes int32
-	Topics   []FetchTopic
-	Reply    actor.Promise
+	// ReadCommitted (isolation_level 1, v4+): each partition is read up to its last
+	// stable offset, with the aborted transactions of the range.
+	ReadCommitted bool
+	MaxWait       time.Duration
+	MinBytes      int32
+	MaxBytes      int32
+	Topics        []FetchTopic
+	Reply         actor.Promise
 }
 
 // FetchTopic is one topic of a Fetch, by name (v4-12) or by id (v13+).
@@ -219,6 +222,7 @@ type OffsetQuery struct {
 	Partition          int32
 	CurrentLeaderEpoch int32
 	Timestamp          int64 // ListOffsets
+	ReadCommitted      bool  // ListOffsets v2+ isolation_level 1: latest is the LSO
 	LeaderEpoch        int32 // OffsetForLeaderEpoch
 	Offset             int64 // DeleteRecords: the new log start offset (-1: the high watermark)
 }
@@ -268,4 +272,42 @@ type AlterTopicConfigs struct {
 	Topics       []TopicConfigChange
 	ValidateOnly bool
 	Reply        actor.Promise
+}
+
+// WriteTxnMarker asks a partition's leader to end a producer's transaction on it:
+// sent to the topics manager (Env.Topics), which routes it to the partition actor.
+// The control batch is appended and fsynced before Reply gets 0. Idempotent: a producer
+// with no open transaction on the partition (a retry after a restart) is answered 0
+// without a write. Codes: NOT_LEADER_OR_FOLLOWER (not led here, fenced),
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an epoch below the producer's),
+// TRANSACTION_COORDINATOR_FENCED (a coordinator epoch below the last one seen for the
+// producer on the partition), KAFKA_STORAGE_ERROR (the write or fsync failed; retry).
+// Reply: *TxnMarkerWritten.
+type WriteTxnMarker struct {
+	Topic            string
+	Partition        int32
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	Reply            actor.Promise // *TxnMarkerWritten
+}
+
+// TxnMarkerWritten answers WriteTxnMarker.
+type TxnMarkerWritten struct{ ErrorCode int16 }
+
+// ProducerStates answers DescribeProducers for one partition (ProducersMessage).
+type ProducerStates struct {
+	ErrorCode int16
+	Producers []ProducerState
+}
+
+// ProducerState is one producer of a partition's producer state (KIP-664).
+type ProducerState struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	LastSequence     int32 // -1: none
+	LastTimestamp    int64 // -1: none
+	CoordinatorEpoch int32 // -1: no marker seen
+	TxnStartOffset   int64 // -1: no open transaction
 }

@@ -22,6 +22,7 @@ type Metrics struct {
 	writeErrors     *prometheus.CounterVec // by op
 	locksBroken     prometheus.Counter
 	staleIgnored    prometheus.Counter
+	cleaner         *metrics.Cleaner // compaction passes, per compacted partition
 
 	// Offsets, when set, receives each partition's high watermark (kaas_log_end_offset
 	// and consumer lag); set it before the first partition starts.
@@ -69,6 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_log_stale_writes_ignored_total", Help: "Stretches of partition logs written by a replaced leader after its successor began, found at recovery and never served (never acknowledged).",
 		}),
 	}
+	m.cleaner = metrics.NewCleaner(reg)
 	for _, op := range []string{"open", "append", "fsync"} {
 		m.writeErrors.WithLabelValues(op) // every series from the start, at 0
 	}
@@ -139,4 +141,11 @@ func (m *Metrics) offsets() *metrics.Offsets {
 		return nil
 	}
 	return m.Offsets
+}
+
+func (m *Metrics) cleanerMetrics() *metrics.Cleaner {
+	if m == nil {
+		return nil
+	}
+	return m.cleaner
 }

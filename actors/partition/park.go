@@ -68,7 +68,7 @@ func (p *partitionActor) unpark(ctx actor.Context) {
 			continue
 		}
 		p.parkedBytes -= len(w.m.batch.records)
-		w.m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.m.fail(kerr.NotLeaderForPartition.Code)
 	}
 	clear(p.parked[len(kept):])
 	p.parked = kept
@@ -77,7 +77,7 @@ func (p *partitionActor) unpark(ctx actor.Context) {
 // answerParked answers every parked produce NOT_LEADER_OR_FOLLOWER (the actor stops).
 func (p *partitionActor) answerParked() {
 	for _, w := range p.parked {
-		w.m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.m.fail(kerr.NotLeaderForPartition.Code)
 	}
 	p.parked, p.parkedBytes = nil, 0
 }

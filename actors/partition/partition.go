@@ -66,9 +66,19 @@ type PartitionConfig struct {
 
 // pendingAck is a produce written but not yet durable.
 type pendingAck struct {
-	end   int64
-	resp  *Produced
-	reply actor.Promise
+	end    int64
+	resp   any // *Produced, or *TxnMarkerWritten for a marker
+	reply  actor.Promise
+	marker bool
+}
+
+// fail answers a waiter whose write did not become durable (code: why).
+func (w *pendingAck) fail(code int16) {
+	if w.marker {
+		w.reply.Resolve(&TxnMarkerWritten{ErrorCode: code})
+		return
+	}
+	w.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1})
 }
 
 type partitionActor struct {
@@ -92,10 +102,14 @@ type partitionActor struct {
 
 	disk      *segmentLog // the segments; nil until open (p.log is the logger)
 	producers producers
-	durable   int64 // every offset below is on disk
-	syncing   bool
-	unsynced  int64
-	pending   []pendingAck
+	// openTxns counts the producers with an open transaction; completing are the
+	// transactions whose marker is written but not yet durable (txn.go).
+	openTxns   int
+	completing []completingTxn
+	durable    int64 // every offset below is on disk
+	syncing    bool
+	unsynced   int64
+	pending    []pendingAck
 	// roll is the segment roll in flight (roll.go); rollQueue the produces that wait
 	// for it, in the order they came.
 	roll      *rollJob
@@ -125,6 +139,7 @@ type partitionActor struct {
 	// last one's key map ended: the next maps from there (the dirty range).
 	cleaning  *cleaning
 	cleanedTo int64
+	cleanerMt *metrics.CleanerPartition // its dirty ratio and last pass (cleanermetrics.go)
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -163,6 +178,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		}
 	case *listedByTime:
 		p.onListedByTime(m)
+	case *describeProducers:
+		m.reply.Resolve(p.describeProducers())
 	case *epochEndOf:
 		m.reply.Resolve(p.epochEnd(m))
 	case *logSize:
@@ -223,10 +240,10 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	// checks it against them, and one that cannot be read or does not match them is
 	// rebuilt from them.
 	file, found, ferr := readEpochFile(p.cfg.FS, p.cfg.Dir)
-	p.producers = producers{}
+	p.producers, p.openTxns, p.completing = producers{}, 0, nil
 	l, err := openLog(p.cfg.Dir, logConfig{segmentBytes: p.cfg.SegmentBytes, log: p.log, epochs: file, epochsFound: found && ferr == nil,
 		truncated: p.cfg.Metrics.truncated, corrupted: p.cfg.Metrics.corrupted, stale: p.cfg.Metrics.staleWrite,
-		rollOnOpen: p.cfg.Gate != nil, fs: p.cfg.FS}, p.producers.record)
+		rollOnOpen: p.cfg.Gate != nil, fs: p.cfg.FS}, p.visitBatch)
 	if err == nil {
 		if err = p.loadLogStart(l); err != nil { // deleterecords.go
 			l.closeFiles()
@@ -353,7 +370,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		if w.end <= p.durable {
 			w.reply.Resolve(w.resp)
 		} else {
-			w.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1})
+			w.fail(code)
 		}
 	}
 	p.pending = nil
@@ -380,7 +397,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	}
 	p.end.Remove()
 	for _, w := range p.pending {
-		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.fail(kerr.NotLeaderForPartition.Code)
 	}
 	p.pending = nil
 	p.answerDeletes(kerr.NotLeaderForPartition.Code)
@@ -410,6 +427,15 @@ func (p *partitionActor) highWatermark() int64 {
 	return p.disk.EndOffset()
 }
 
+// visibleEnd is where a fetch's data ends: the LSO at read_committed, else the high
+// watermark.
+func (p *partitionActor) visibleEnd(committed bool) int64 {
+	if committed {
+		return p.lastStable()
+	}
+	return p.highWatermark()
+}
+
 func (p *partitionActor) storageError() *Produced {
 	return &Produced{ErrorCode: p.closedCode(), BaseOffset: -1, LogStartOffset: -1}
 }
@@ -427,7 +453,7 @@ func (p *partitionActor) closedCode() int16 {
 func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	if p.disk == nil {
 		if !p.park(ctx, m) {
-			m.reply.Resolve(p.storageError())
+			m.fail(p.closedCode())
 		}
 		return
 	}
@@ -435,6 +461,10 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		// Before the producer checks: a pipelined producer's next batch waits behind
 		// the one before it, rather than being judged out of sequence.
 		p.queueForRoll(ctx, m)
+		return
+	}
+	if m.marker != nil {
+		p.handleMarker(ctx, m) // txn.go
 		return
 	}
 	// Validated by the sender (validated.go); only what needs the partition's state is
@@ -453,10 +483,18 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 			&Produced{BaseOffset: dupOffset, LogStartOffset: p.disk.StartOffset()}, m.reply)
 		return
 	}
+	if code, verify, token := p.txnCheck(&h, m); code != 0 {
+		if !verify {
+			p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(code).Error())
+		}
+		m.reply.Resolve(&Produced{ErrorCode: code, BaseOffset: -1, LogStartOffset: -1, NeedsVerify: verify, VerifyToken: token})
+		return
+	}
 	if p.fenced() {
 		m.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
 		return
 	}
+	opens := h.Attributes&attrTransactional != 0 && (p.producers[h.ProducerID] == nil || p.producers[h.ProducerID].txnFirst < 0)
 	base, err := p.disk.append(records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
@@ -465,6 +503,9 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	p.producers.record(&h)
+	if opens {
+		p.openTxns++
+	}
 	p.cfg.Metrics.appended(len(records))
 	p.unsynced++
 	resp := &Produced{BaseOffset: base, LogStartOffset: p.disk.StartOffset()}
@@ -502,6 +543,7 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 		return
 	}
 	from := p.repairFrom(s)
+	idx := l.dirtyTxnIndexes()
 	p.syncing = true
 	batches := p.unsynced
 	p.unsynced = 0
@@ -515,12 +557,15 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 			err = f.Sync()
 		}
 		met.synced(time.Since(start), batches)
-		return &syncDone{log: l, seg: s, size: size, end: end, err: err}
+		return &syncDone{log: l, seg: s, size: size, end: end, err: err, idxErr: syncTxnIndexes(idx)}
 	})
 }
 
 func (p *partitionActor) onSyncDone(ctx actor.Context, m *syncDone) {
 	p.syncing = false
+	if m.idxErr != nil {
+		p.log.Warn().Err(m.idxErr).Msg("partition_txn_index_sync_failed")
+	}
 	if m.log != p.disk {
 		// Of a log closed since (dropLog): nothing it says holds for this one.
 		if p.disk != nil {
@@ -554,7 +599,7 @@ func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
 		keep := p.pending[:0]
 		for _, w := range p.pending {
 			if w.end <= end {
-				w.reply.Resolve(p.storageError())
+				w.fail(p.closedCode())
 			} else {
 				keep = append(keep, w)
 			}
@@ -577,7 +622,7 @@ func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
 			if fenced {
 				// On disk, but the lease may have lapsed meanwhile and the partition's
 				// new leader may have recovered the log before it: not acknowledged.
-				w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+				w.fail(kerr.NotLeaderForPartition.Code)
 				continue
 			}
 			w.reply.Resolve(w.resp)
@@ -620,10 +665,10 @@ func (p *partitionActor) checkEpoch(current int32) int16 {
 // read), else a *readPlan the fetch reads itself, off this mailbox (readplan.go).
 func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 	if p.disk == nil {
-		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LogStartOffset: -1}
+		return &Fetched{ErrorCode: p.closedCode(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 	}
-	hw, start := p.highWatermark(), p.disk.StartOffset()
-	out := &Fetched{HighWatermark: hw, LogStartOffset: start}
+	hw, start, lso := p.highWatermark(), p.disk.StartOffset(), p.lastStable()
+	out := &Fetched{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: start}
 	if code := p.checkEpoch(m.currentEpoch); code != 0 {
 		out.ErrorCode = code
 		return out
@@ -634,7 +679,14 @@ func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 		out.ErrorCode = kerr.OffsetOutOfRange.Code
 		return out
 	}
-	plan, err := p.disk.planRead(m.offset, hw, m.maxBytes, m.minOne)
+	limit := hw
+	if m.committed {
+		// read_committed: nothing past the LSO, and the aborted transactions of the
+		// range, so the client drops their records.
+		limit = lso
+		out.Aborted = p.disk.abortedIn(m.offset, lso)
+	}
+	plan, err := p.disk.planRead(m.offset, limit, m.maxBytes, m.minOne)
 	if errors.Is(err, errCorruptRange) {
 		// Reported once when found; the consumer retries until an operator restores
 		// the segment (docs/data-path.md).
@@ -658,7 +710,7 @@ func (p *partitionActor) read(ctx actor.Context, m *readLog) any {
 }
 
 func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {
-	if p.disk == nil || p.highWatermark() > m.offset {
+	if p.disk == nil || p.visibleEnd(m.committed) > m.offset {
 		ctx.Send(m.to, &dataReady{id: m.id})
 		return
 	}
@@ -673,8 +725,9 @@ func (p *partitionActor) notifyWatchers(ctx actor.Context) {
 	if len(p.watchers) == 0 {
 		return
 	}
+	lso := p.lastStable()
 	for id, w := range p.watchers {
-		if hw > w.offset {
+		if end := hw; w.committed && lso > w.offset || !w.committed && end > w.offset {
 			delete(p.watchers, id)
 			ctx.Send(w.to, &dataReady{id: w.id})
 		}
@@ -700,6 +753,9 @@ func (p *partitionActor) listOffset(ctx actor.Context, m *listOffset) *Listed {
 		return out
 	}
 	hw := p.highWatermark()
+	if m.committed {
+		hw = p.lastStable() // Apache: read_committed finds nothing past the LSO
+	}
 	switch m.timestamp {
 	case earliestTimestamp, earliestLocalTimestamp:
 		out.Offset = p.disk.StartOffset()
@@ -787,6 +843,7 @@ func (p *partitionActor) onRetentionTick(ctx actor.Context) {
 				delete(p.producers, id)
 			}
 		}
+		p.countOpen()
 		p.log.Info().Int("segments", n).Int64("log_start_offset", start).Msg("partition_retention_deleted")
 	}
 }

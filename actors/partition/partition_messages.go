@@ -34,9 +34,19 @@ import (
 
 // appendBatch appends one producer batch, validated by its sender (Route.ValidateBatch).
 // Reply: *Produced, once the batch is durable (log.flush.interval.messages=1) or at once.
+// A transactional batch carries verified and token once its sender verified the
+// partition with the transaction coordinator (txn.go), and epochBumps when its
+// producer's transactions each have an epoch of their own (KIP-890 part 2, Produce
+// v12+): the epoch then fences what the token would; a marker (WriteTxnMarker, routed
+// by the topics manager) carries its control batch as batch and is answered with
+// *TxnMarkerWritten instead.
 type appendBatch struct {
-	batch *Batch
-	reply actor.Promise
+	batch      *Batch
+	verified   bool
+	token      uint32
+	epochBumps bool
+	marker     *WriteTxnMarker
+	reply      actor.Promise
 }
 
 // Produced is the outcome of one partition of a Produce.
@@ -45,12 +55,18 @@ type Produced struct {
 	ErrorMessage   string
 	BaseOffset     int64
 	LogStartOffset int64
+	// NeedsVerify (with INVALID_TXN_STATE): a transactional batch of a producer with no
+	// open transaction here; its sender may verify the partition with the coordinator
+	// and send it again with VerifiedAppendMessage and VerifyToken.
+	NeedsVerify bool
+	VerifyToken uint32
 }
 
 // readLog reads from offset. Reply: *Fetched when the answer is known at once (an
 // error, nothing to read), else a *readPlan for the fetch to read (readplan.go), whose
 // file it holds until run.
 type readLog struct {
+	committed    bool // read_committed: up to the LSO, with the aborted transactions
 	offset       int64
 	maxBytes     int32
 	minOne       bool
@@ -60,18 +76,23 @@ type readLog struct {
 
 // Fetched is one partition of a Fetch.
 type Fetched struct {
-	ErrorCode      int16
-	HighWatermark  int64
-	LogStartOffset int64
-	Records        []byte
+	ErrorCode        int16
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	Records          []byte
+	// Aborted are the aborted transactions of the range read (read_committed), sorted
+	// by first offset.
+	Aborted []AbortedTxn
 }
 
 // watch asks to be told with *dataReady{id} once the high watermark passes offset (a
 // parked long-poll fetch). A watch fires once; unwatch drops it unfired.
 type watch struct {
-	id     uint64
-	offset int64
-	to     *actor.PID
+	committed bool // fires when the LSO passes offset
+	id        uint64
+	offset    int64
+	to        *actor.PID
 }
 
 type unwatch struct{ id uint64 }
@@ -86,6 +107,7 @@ type dataReady struct {
 
 // listOffset answers ListOffsets for one partition. Reply: *Listed.
 type listOffset struct {
+	committed    bool // read_committed: latest is the LSO
 	timestamp    int64
 	currentEpoch int32
 	reply        actor.Promise
@@ -123,6 +145,9 @@ type syncDone struct {
 	size int64
 	end  int64
 	err  error
+	// idxErr is a failed fsync of an aborted-transaction index (txnindex.go): logged,
+	// the log holds its markers.
+	idxErr error
 }
 
 // retentionTick runs retention (every log.retention.check.interval.ms). It does not count
@@ -140,12 +165,10 @@ type epochOpened struct {
 // crashCode answers the requests of a partition actor that panicked.
 var crashCode = kerr.NotLeaderForPartition.Code
 
-func (m *appendBatch) AnswerCrash(*actor.Crashed) {
-	m.reply.Resolve(&Produced{ErrorCode: crashCode, BaseOffset: -1, LogStartOffset: -1})
-}
+func (m *appendBatch) AnswerCrash(*actor.Crashed) { m.fail(crashCode) }
 
 func (m *readLog) AnswerCrash(*actor.Crashed) {
-	m.reply.Resolve(&Fetched{ErrorCode: crashCode, HighWatermark: -1, LogStartOffset: -1})
+	m.reply.Resolve(&Fetched{ErrorCode: crashCode, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
 }
 
 func (m *listOffset) AnswerCrash(*actor.Crashed) {
@@ -158,6 +181,14 @@ func (m *epochEndOf) AnswerCrash(*actor.Crashed) {
 
 func (m *logSize) AnswerCrash(*actor.Crashed) {
 	m.reply.Resolve(&LogSize{ErrorCode: crashCode, Size: -1})
+}
+
+// describeProducers answers DescribeProducers for one partition (ProducersMessage).
+// Reply: *ProducerStates.
+type describeProducers struct{ reply actor.Promise }
+
+func (m *describeProducers) AnswerCrash(*actor.Crashed) {
+	m.reply.Resolve(&ProducerStates{ErrorCode: crashCode})
 }
 
 // reconfigure gives a running partition its topic's changed configs (the topics manager,

@@ -15,10 +15,27 @@ type producerBatch struct {
 type producerEntry struct {
 	epoch   int16
 	batches []producerBatch // oldest first
+	// lastTS is the max timestamp of the producer's last batch (DescribeProducers).
+	lastTS int64
+	// Transactions (KIP-98; txn.go). coordEpoch is the newest coordinator epoch a marker
+	// for the producer carried (-1: none yet); txnFirst the first offset of its open
+	// transaction on this partition (-1: none); markers counts the markers the partition
+	// took for it, the token a verified transactional batch must still match
+	// (KAFKA-14884); seqZero says a marker bumped the epoch (KIP-890 part 2), so the
+	// producer's next batch starts at sequence 0.
+	coordEpoch int32
+	txnFirst   int64
+	markers    uint32
+	seqZero    bool
 }
 
-// producers is one partition's idempotent-producer state (Apache's ProducerStateManager
-// without transactions). It is rebuilt after a restart from the batches in the log.
+func newProducerEntry(epoch int16) *producerEntry {
+	return &producerEntry{epoch: epoch, lastTS: -1, coordEpoch: -1, txnFirst: -1}
+}
+
+// producers is one partition's producer state (Apache's ProducerStateManager): the
+// idempotent producers' recent batches and the open transactions. It is rebuilt after a
+// restart from the batches and markers in the log.
 type producers map[int64]*producerEntry
 
 // check decides what to do with an idempotent batch before it is appended, following
@@ -52,6 +69,9 @@ func (ps producers) check(h *header, neverWritten bool) (dup int64, isDup bool, 
 		}
 		return 0, false, 0
 	}
+	if len(e.batches) == 0 && e.seqZero && h.BaseSequence != 0 {
+		return 0, false, kerr.OutOfOrderSequenceNumber.Code
+	}
 	last := h.LastSequence()
 	for _, b := range e.batches {
 		if b.firstSeq == h.BaseSequence && b.lastSeq == last {
@@ -71,11 +91,19 @@ func (ps producers) record(h *header) {
 	}
 	e := ps[h.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: h.ProducerEpoch}
+		e = newProducerEntry(h.ProducerEpoch)
 		ps[h.ProducerID] = e
+	}
+	if h.Attributes&attrControl != 0 {
+		return // a marker: txn.go
 	}
 	if h.ProducerEpoch != e.epoch {
 		e.epoch, e.batches = h.ProducerEpoch, e.batches[:0]
+	}
+	e.seqZero = false
+	e.lastTS = h.MaxTimestamp
+	if h.Attributes&attrTransactional != 0 && e.txnFirst < 0 {
+		e.txnFirst = h.BaseOffset
 	}
 	if len(e.batches) == maxProducerBatches {
 		e.batches = append(e.batches[:0], e.batches[1:]...)

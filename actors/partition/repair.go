@@ -80,11 +80,11 @@ func (p *partitionActor) dropLog(ctx actor.Context, err error) {
 // it again at once: recovery keeps what the disk holds.
 func (p *partitionActor) reopenLog(ctx actor.Context, err error) {
 	for _, w := range p.pending {
-		w.reply.Resolve(&Produced{ErrorCode: kerr.KafkaStorageError.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.fail(kerr.KafkaStorageError.Code)
 	}
 	p.pending = nil
 	for _, w := range p.rollQueue {
-		w.reply.Resolve(&Produced{ErrorCode: kerr.KafkaStorageError.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.fail(kerr.KafkaStorageError.Code)
 	}
 	p.rollQueue = nil
 	if p.stopRetention != nil {

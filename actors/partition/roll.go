@@ -85,7 +85,12 @@ func (p *partitionActor) startRoll(ctx actor.Context) {
 		return
 	}
 	l, base, size, from := p.disk, old.next, old.size, p.repairFrom(old)
+	idx := l.dirtyTxnIndexes()
+	log := p.log
 	actor.Background(ctx, func() any {
+		if err := syncTxnIndexes(idx); err != nil {
+			log.Warn().Err(err).Msg("partition_txn_index_sync_failed") // the log holds its markers
+		}
 		if from >= 0 {
 			// An fsync of it failed since the last good one (repair.go).
 			if err := rewriteTail(prev, from, size); err != nil {
@@ -126,7 +131,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 		p.cfg.Metrics.writeFailed("roll")
 		p.log.Error().Err(m.err).Msg("partition_roll_failed")
 		for _, w := range p.rollQueue {
-			w.reply.Resolve(p.storageError())
+			w.fail(p.closedCode())
 		}
 		clear(p.rollQueue)
 		p.rollQueue = p.rollQueue[:0]
@@ -159,7 +164,7 @@ func (p *partitionActor) answerRollQueue() {
 		p.roll = nil
 	}
 	for _, w := range p.rollQueue {
-		w.reply.Resolve(&Produced{ErrorCode: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LogStartOffset: -1})
+		w.fail(kerr.NotLeaderForPartition.Code)
 	}
 	p.rollQueue = nil
 }

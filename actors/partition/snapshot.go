@@ -150,9 +150,24 @@ func AppendMessage(b *Batch, reply actor.Promise) any {
 	return &appendBatch{batch: b, reply: reply}
 }
 
+// VerifiedAppendMessage is AppendMessage for a transactional batch whose partition its
+// sender verified with the transaction coordinator after the partition answered
+// NeedsVerify with token: appended unless a marker for the producer came since. With
+// epochBumps (Produce v12+, KIP-890 part 2: every transaction has its own epoch, and
+// its markers carry the next) the marker's epoch fences a late batch instead, and a
+// marker that ended the producer's previous transaction while the new one was
+// verified does not refuse it.
+func VerifiedAppendMessage(b *Batch, token uint32, epochBumps bool, reply actor.Promise) any {
+	return &appendBatch{batch: b, verified: true, token: token, epochBumps: epochBumps, reply: reply}
+}
+
+// ProducersMessage asks a partition actor for its producer state (DescribeProducers);
+// reply gets *ProducerStates.
+func ProducersMessage(reply actor.Promise) any { return &describeProducers{reply: reply} }
+
 // ListOffsetMessage asks a partition actor for one ListOffsets answer; reply gets *Listed.
 func ListOffsetMessage(q OffsetQuery, reply actor.Promise) any {
-	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, reply: reply}
+	return &listOffset{timestamp: q.Timestamp, currentEpoch: q.CurrentLeaderEpoch, committed: q.ReadCommitted, reply: reply}
 }
 
 // EpochEndMessage asks a partition actor for one OffsetForLeaderEpoch answer: the end

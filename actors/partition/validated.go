@@ -47,3 +47,9 @@ func logRejected(log zerolog.Logger, perr *produceError, size int) {
 	rejectedLog.Event(log.Warn()).Int16("error_code", perr.code).Str("reason", perr.msg).
 		Int("batch_bytes", size).Msg("partition_produce_rejected")
 }
+
+// Transactional says whether the batch belongs to a transaction (attributes bit 4).
+func (b *Batch) Transactional() bool { return b.h.Attributes&attrTransactional != 0 }
+
+// Producer is the batch's producer id and epoch.
+func (b *Batch) Producer() (int64, int16) { return b.h.ProducerID, b.h.ProducerEpoch }
