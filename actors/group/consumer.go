@@ -175,6 +175,8 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 		return true
 	case *CommitOffsets:
 		return g.consumerCommit(ctx, m)
+	case *TxnCommitOffsets:
+		return g.consumerTxnCommit(ctx, m)
 	case *FetchOffsets:
 		return g.consumerFetch(m)
 	case *DeleteOffsets:
@@ -879,6 +881,56 @@ func (g *groupActor) consumerCommit(ctx actor.Context, r *CommitOffsets) bool {
 	m.deadline = time.Now().Add(g.cfg.Settings.Consumer.SessionTimeout) // a commit is a sign of life
 	reply := r.Reply
 	g.ask(ctx, r, func(p actor.Promise) any { return &offsets.Commit{Entries: pass, Reply: p} }, func(v any) {
+		res, ok := v.(*offsets.CommitResult)
+		for j, i := range at {
+			c := notAvailable
+			if ok && j < len(res.Codes) {
+				c = res.Codes[j]
+			}
+			codes[i] = c
+		}
+		reply.Resolve(&offsets.CommitResult{Codes: codes})
+	})
+	return true
+}
+
+// consumerTxnCommit validates a TxnOffsetCommit to a consumer-protocol group as Apache's
+// ConsumerGroup.validateOffsetCommit does for a transactional one: the member epoch
+// checks of OffsetCommit (KIP-1251's per partition) without its version floor; an empty
+// group takes one without a member (false: the classic path stores it in the producer's
+// pending layer).
+func (g *groupActor) consumerTxnCommit(ctx actor.Context, r *TxnCommitOffsets) bool {
+	cg := g.cg
+	if r.Generation < 0 && len(cg.members) == 0 {
+		return false
+	}
+	m := cg.members[r.MemberID]
+	if m == nil {
+		r.fail(kerr.UnknownMemberID.Code)
+		return true
+	}
+	codes := make([]int16, len(r.Entries))
+	var pass []offsets.Entry
+	var at []int
+	for i, e := range r.Entries {
+		tp := topicPartition{e.Topic, e.Partition}
+		since, held := m.since[tp]
+		holds := held && (m.assigned.has(e.Topic, e.Partition) || m.revoking.has(e.Topic, e.Partition))
+		if c := commitEpochCheck(r.Generation, m.epoch, holds, since); c != 0 {
+			codes[i] = c
+			continue
+		}
+		pass = append(pass, e)
+		at = append(at, i)
+	}
+	if len(pass) == 0 {
+		r.Reply.Resolve(&offsets.CommitResult{Codes: codes})
+		return true
+	}
+	reply := r.Reply
+	g.ask(ctx, r, func(p actor.Promise) any {
+		return &offsets.TxnCommit{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Entries: pass, Reply: p}
+	}, func(v any) {
 		res, ok := v.(*offsets.CommitResult)
 		for j, i := range at {
 			c := notAvailable
