@@ -290,7 +290,9 @@ var groupCases = map[int16]groupCase{
 		code: func(_ int16, r kmsg.Response) int16 {
 			return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode
 		},
-		needs:  []grant{allow(auth.Group, "grp-*", auth.Describe)},
+		// The heartbeat's case made grp-allowed a group assigned the topic: describing it
+		// needs the topic's DESCRIBE too.
+		needs:  []grant{allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, topic, auth.Describe)},
 		denied: 30,
 	},
 	42: {
@@ -715,5 +717,21 @@ func TestAuthzConsumerGroupTopics(t *testing.T) {
 	}
 	if n := len(r.Assignment.Topics); n != 2 {
 		t.Fatalf("regex .* resolved to %d topics, want the two seen-* ones", n)
+	}
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"grp-regex"}
+		resp, _ := roundtrip(t, addr, req, 1)
+		return resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	}
+	setACLs(t, admin, allow(auth.Group, "grp-*", auth.Read), allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, "seen-*", auth.Describe))
+	if g := describe(); g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("describe with the topics describable: %+v", g)
+	}
+	// The assignment names seen-a and seen-b: without DESCRIBE on seen-b the group is
+	// TOPIC_AUTHORIZATION_FAILED, its members left out (Apache).
+	setACLs(t, admin, allow(auth.Group, "grp-*", auth.Read), allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, "seen-a", auth.Describe))
+	if g := describe(); g.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(g.Members) != 0 {
+		t.Fatalf("describe with seen-b hidden: %+v", g)
 	}
 }

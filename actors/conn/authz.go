@@ -70,7 +70,7 @@ var authzTable = []AuthzRule{
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
 	{61, "DescribeProducers", "TOPIC: READ per topic", "that topic's partitions 29", checkDescribeProducers},
 	{68, "ConsumerGroupHeartbeat", "GROUP: READ, then TOPIC: DESCRIBE per subscribed topic name", "top-level 30; top-level 29", checkConsumerGroupHeartbeat},
-	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group; authorized_operations from the ACLs", "that group 30", checkConsumerGroupDescribe},
+	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group, then TOPIC: DESCRIBE on its members' assignments; authorized_operations from the ACLs", "that group 30; that group 29, without members", checkConsumerGroupDescribe},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
 }
 
@@ -517,6 +517,18 @@ func checkConsumerGroupDescribe(c *Call) bool {
 	req.Groups = kept
 	c.patch(func(r kmsg.Response) {
 		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+		// A group whose members' assignments name a topic the principal may not describe
+		// is answered TOPIC_AUTHORIZATION_FAILED, without its members (Apache KafkaApis).
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			if g.ErrorCode != 0 || describableAssignments(c, g.Members) {
+				continue
+			}
+			name := g.Group
+			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode, g.AuthorizedOperations = name, kerr.TopicAuthorizationFailed.Code, int32Min
+			g.ErrorMessage = strPtr("The group has described topic(s) that the client is not authorized to describe.")
+		}
 		if req.IncludeAuthorizedOperations {
 			for i := range resp.Groups {
 				g := &resp.Groups[i]
@@ -533,6 +545,26 @@ func checkConsumerGroupDescribe(c *Call) bool {
 			})
 		}
 	})
+	return true
+}
+
+// describableAssignments: the principal may describe every topic of the members'
+// assignments and target assignments.
+func describableAssignments(c *Call, ms []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, t := range a.TopicPartitions {
+				if seen[t.Topic] {
+					continue
+				}
+				seen[t.Topic] = true
+				if !c.allowed(auth.Describe, auth.Topic, t.Topic) {
+					return false
+				}
+			}
+		}
+	}
 	return true
 }
 
