@@ -43,6 +43,9 @@ type Broker struct {
 	lock *dataLock
 	// journal is the offsets journal actor; it stops after the groups.
 	journal *actor.PID
+	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
+	// after the transactions manager.
+	txnJournal *actor.PID
 	// catalog is the topic catalogue the topics manager publishes; made before the
 	// groups manager, whose consumer-protocol groups assign from it.
 	catalog *partition.Catalog

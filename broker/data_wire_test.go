@@ -444,7 +444,8 @@ func TestOffsetsWire(t *testing.T) {
 	if ps[0].ErrorCode != 0 || ps[0].LeaderEpoch != 0 || ps[0].EndOffset != 6 || ps[1].EndOffset != -1 {
 		t.Fatalf("offset for leader epoch: %+v", ps)
 	}
-	// InitProducerId: fresh ids, transactions refused.
+	// InitProducerId: fresh ids; a transactional one from the coordinator, never an
+	// idempotent producer's.
 	ipid := kmsg.NewPtrInitProducerIDRequest()
 	ipid.SetVersion(4)
 	ipid.ProducerID, ipid.ProducerEpoch = -1, -1
@@ -454,7 +455,8 @@ func TestOffsetsWire(t *testing.T) {
 		t.Fatalf("init producer id: %+v %+v", r1, r2)
 	}
 	ipid.TransactionalID = kmsg.StringPtr("txn")
-	if r := c.Roundtrip(ipid, 5).(*kmsg.InitProducerIDResponse); r.ErrorCode != kerr.UnsupportedVersion.Code {
+	ipid.TransactionTimeoutMillis = 60000
+	if r := c.Roundtrip(ipid, 5).(*kmsg.InitProducerIDResponse); r.ErrorCode != 0 || r.ProducerID == r1.ProducerID || r.ProducerID == r2.ProducerID {
 		t.Fatalf("transactional: %+v", r)
 	}
 }

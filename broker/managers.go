@@ -14,14 +14,20 @@ func (b *Broker) startManagers() error {
 	if err := b.startGroups(); err != nil {
 		return err
 	}
-	return b.startTopics()
+	if err := b.startTopics(); err != nil {
+		return err
+	}
+	return b.startTxns()
 }
 
 // stopManagers stops the managers gracefully: groups first (released: parked joins are
 // answered, offsets actors flush and write their files; protoactor's own stop of the
 // manager would stop them with a system message that drops what their mailboxes hold),
-// then the offsets journal, then topics.
+// then the offsets journal, then topics. The transaction coordinator and its journal stop
+// before all of them.
 func (b *Broker) stopManagers(timeout time.Duration) {
+	// The transaction coordinator first: its markers go to the partitions and groups.
+	b.stopTxns(timeout)
 	if b.env.Groups != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := b.releaseGroups(ctx, nil)

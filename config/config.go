@@ -90,6 +90,12 @@ type Config struct {
 	OffsetMetadataMaxBytes            int
 	OffsetsCheckpointInterval         time.Duration
 
+	// Transactions (actors/txn).
+	TransactionMaxTimeout     time.Duration
+	TransactionalIDExpiration time.Duration
+	TransactionMaxOpen        int32
+	TransactionMaxPartitions  int32
+
 	// Topics and logs.
 	AutoCreateTopics         bool
 	NumPartitions            int32
@@ -227,6 +233,11 @@ func Default() Config {
 		OffsetsRetentionCheck:             600000 * time.Millisecond,
 		OffsetMetadataMaxBytes:            4096,
 		OffsetsCheckpointInterval:         2000 * time.Millisecond,
+
+		TransactionMaxTimeout:     900000 * time.Millisecond,
+		TransactionalIDExpiration: 604800000 * time.Millisecond,
+		TransactionMaxOpen:        100000,
+		TransactionMaxPartitions:  10000,
 
 		AutoCreateTopics:         true,
 		NumPartitions:            1,
@@ -376,6 +387,11 @@ func settings(c *Config) []setting {
 		{"offset.metadata.max.bytes", "largest metadata string of a committed offset",
 			func(c *Config, v string) (err error) { c.OffsetMetadataMaxBytes, err = strconv.Atoi(v); return err },
 			func(c *Config) string { return strconv.Itoa(c.OffsetMetadataMaxBytes) }},
+
+		msSetting("transaction.max.timeout.ms", "largest transaction timeout a producer may ask for; a larger one gets INVALID_TRANSACTION_TIMEOUT", &c.TransactionMaxTimeout),
+		msSetting("transactional.id.expiration.ms", "forget a transactional id idle this long with no transaction running", &c.TransactionalIDExpiration),
+		intSetting("transaction.max.open", "most transactions running at once on the coordinator; past it a new transaction gets COORDINATOR_LOAD_IN_PROGRESS (retriable; no Apache key)", &c.TransactionMaxOpen),
+		intSetting("transaction.max.partitions", "most partitions and groups one transaction may hold; past it INVALID_TXN_STATE (no Apache key)", &c.TransactionMaxPartitions),
 
 		{"auto.create.topics.enable", "create a topic when a client asks for one that does not exist",
 			func(c *Config, v string) (err error) { c.AutoCreateTopics, err = strconv.ParseBool(v); return err },
@@ -527,6 +543,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("offsets.retention.minutes must be at least 1")
 	case c.OffsetsCheckpointInterval <= 0:
 		return fmt.Errorf("offsets.checkpoint.interval.ms must be positive")
+	case c.TransactionMaxTimeout < time.Millisecond:
+		return fmt.Errorf("transaction.max.timeout.ms must be at least 1")
+	case c.TransactionalIDExpiration < time.Millisecond:
+		return fmt.Errorf("transactional.id.expiration.ms must be at least 1")
+	case c.TransactionMaxOpen < 1 || c.TransactionMaxPartitions < 1:
+		return fmt.Errorf("transaction.max.open and transaction.max.partitions must be at least 1")
 	case c.NumPartitions < 1:
 		return fmt.Errorf("num.partitions must be at least 1")
 	case c.LogFlushIntervalMessages < 1:

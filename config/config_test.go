@@ -67,6 +67,10 @@ func TestBadSettingsAreRejected(t *testing.T) {
 		{"--socket.request.max.bytes=0"},
 		{"--group.min.session.timeout.ms=10", "--group.max.session.timeout.ms=5"},
 		{"--log.format=xml"},
+		{"--transaction.max.timeout.ms=0"},
+		{"--transactional.id.expiration.ms=0"},
+		{"--transaction.max.open=0"},
+		{"--transaction.max.partitions=0"},
 		{"stray"},
 	} {
 		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {

@@ -170,6 +170,20 @@ func RestartChildren(max int, window time.Duration, onFailure func(reason any)) 
 	})
 }
 
+// ResumeChildren makes a failed child go on with its state as the panic left it, instead
+// of being restarted with a fresh one: for children whose state a new incarnation could
+// not rebuild from its props (a transactional id's actor, whose state moved on since it
+// was spawned). The message the panic came from is dropped and its request answered
+// (crash.go). onFailure, if set, sees each panic value first.
+func ResumeChildren(onFailure func(reason any)) SupervisorStrategy {
+	return pa.NewOneForOneStrategy(0, 0, func(reason any) pa.Directive {
+		if onFailure != nil {
+			onFailure(reason)
+		}
+		return pa.ResumeDirective
+	})
+}
+
 // Spawn starts an actor under the root.
 func (s *System) Spawn(props *Props) *PID { return s.root.Spawn(withDispatcher(s.sys, props)) }
 

@@ -123,3 +123,56 @@ func TestReceiveTimeoutFollowsActivity(t *testing.T) {
 		}
 	})
 }
+
+// ResumeChildren keeps a panicking child's state: the message it panicked on is dropped,
+// the next one sees what the child had before.
+func TestResumeChildrenKeepsState(t *testing.T) {
+	sys := NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	counts := make(chan int, 4)
+	failures := make(chan any, 1)
+	var child *PID
+	spawned := make(chan struct{})
+	parent := sys.Spawn(PropsOf(func() Actor {
+		return receiveFunc(func(ctx Context) {
+			if _, ok := ctx.Message().(*Started); ok {
+				child = Spawn(ctx, PropsOf(func() Actor {
+					n := 0 // a fresh incarnation would start again from 0
+					return receiveFunc(func(ctx Context) {
+						switch ctx.Message() {
+						case "inc":
+							n++
+							counts <- n
+						case "boom":
+							panic("boom")
+						}
+					})
+				}))
+				close(spawned)
+			}
+		})
+	}, WithSupervisor(ResumeChildren(func(r any) { failures <- r }))))
+	defer func() { _ = sys.Stop(parent, 5*time.Second) }()
+	<-spawned
+	sys.Send(child, "inc")
+	sys.Send(child, "boom")
+	sys.Send(child, "inc")
+	next := func() int {
+		select {
+		case n := <-counts:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no count")
+			return 0
+		}
+	}
+	if got := next(); got != 1 {
+		t.Fatalf("first count %d", got)
+	}
+	if got := next(); got != 2 {
+		t.Fatalf("after the panic: count %d, want 2 (state kept)", got)
+	}
+	if r := <-failures; r != "boom" {
+		t.Fatalf("failure %v", r)
+	}
+}

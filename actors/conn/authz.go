@@ -53,6 +53,9 @@ var authzTable = []AuthzRule{
 	{21, "DeleteRecords", "TOPIC: DELETE per topic", "that topic's partitions 29, low watermark -1", checkDeleteRecords},
 	{22, "InitProducerId", "TRANSACTIONAL_ID: WRITE; without one CLUSTER: IDEMPOTENT_WRITE or WRITE on some topic", "53 / 31", checkInitProducerID},
 	{23, "OffsetForLeaderEpoch", "TOPIC: DESCRIBE per topic", "that topic's partitions 29", checkOffsetForLeaderEpoch},
+	{24, "AddPartitionsToTxn", "v0–v3: TRANSACTIONAL_ID: WRITE, then TOPIC: WRITE per topic; v4+: CLUSTER: CLUSTER_ACTION", "every partition 53; that topic's partitions 29, the others 55; v4+: top-level 31", checkAddPartitionsToTxn},
+	{25, "AddOffsetsToTxn", "TRANSACTIONAL_ID: WRITE, then GROUP: READ", "53 / 30", checkAddOffsetsToTxn},
+	{26, "EndTxn", "TRANSACTIONAL_ID: WRITE", "53", checkEndTxn},
 	{27, "WriteTxnMarkers", "CLUSTER: CLUSTER_ACTION", "every partition 31", checkWriteTxnMarkers},
 	{28, "TxnOffsetCommit", "TRANSACTIONAL_ID: WRITE, then GROUP: READ, then TOPIC: READ per topic", "every partition 53, then 30; or that topic's partitions 29", checkTxnOffsetCommit},
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
@@ -69,6 +72,8 @@ var authzTable = []AuthzRule{
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
 	{60, "DescribeCluster", "none; cluster_authorized_operations: CLUSTER: DESCRIBE, then the ACLs", "cluster_authorized_operations 0", checkDescribeCluster},
 	{61, "DescribeProducers", "TOPIC: READ per topic", "that topic's partitions 29", checkDescribeProducers},
+	{65, "DescribeTransactions", "TRANSACTIONAL_ID: DESCRIBE per id; TOPIC: DESCRIBE per topic shown", "that id 53; unauthorized topics left out", checkDescribeTransactions},
+	{66, "ListTransactions", "TRANSACTIONAL_ID: DESCRIBE per id, in the handler", "unauthorized ids left out; no error", nil},
 	{68, "ConsumerGroupHeartbeat", "GROUP: READ, then TOPIC: DESCRIBE per subscribed topic name", "top-level 30; top-level 29", checkConsumerGroupHeartbeat},
 	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group, then TOPIC: DESCRIBE on its members' assignments; authorized_operations from the ACLs", "that group 30; that group 29, without members", checkConsumerGroupDescribe},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
@@ -1079,6 +1084,114 @@ func checkInitProducerID(c *Call) bool {
 	resp.ErrorCode = clusterDenied
 	c.Respond(resp)
 	return false
+}
+
+// checkAddPartitionsToTxn: the clients' versions need WRITE on the transactional id, then
+// WRITE on every topic; a denied topic fails its partitions with 29 and the others with
+// OPERATION_NOT_ATTEMPTED, nothing added (Apache's KafkaApis). The brokers' v4+ need
+// CLUSTER_ACTION.
+func checkAddPartitionsToTxn(c *Call) bool {
+	req := c.Req.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 {
+		if c.allowed(auth.ClusterAction, auth.Cluster, auth.ClusterName) {
+			return true
+		}
+		resp.ErrorCode = clusterDenied
+		c.Respond(resp)
+		return false
+	}
+	code := func(string) int16 { return txnDenied }
+	if c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID) {
+		denied := map[string]bool{}
+		for _, t := range req.Topics {
+			if !c.allowed(auth.Write, auth.Topic, t.Topic) {
+				denied[t.Topic] = true
+			}
+		}
+		if len(denied) == 0 {
+			return true
+		}
+		code = func(t string) int16 {
+			if denied[t] {
+				return kerr.TopicAuthorizationFailed.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code(t.Topic)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	c.Respond(resp)
+	return false
+}
+
+func checkAddOffsetsToTxn(c *Call) bool {
+	req := c.Req.(*kmsg.AddOffsetsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	switch {
+	case !c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID):
+		resp.ErrorCode = txnDenied
+	case !c.allowed(auth.Read, auth.Group, req.Group):
+		resp.ErrorCode = groupDenied
+	default:
+		return true
+	}
+	c.Respond(resp)
+	return false
+}
+
+func checkEndTxn(c *Call) bool {
+	req := c.Req.(*kmsg.EndTxnRequest)
+	if c.allowed(auth.Write, auth.TransactionalID, req.TransactionalID) {
+		return true
+	}
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = txnDenied, -1, -1
+	c.Respond(resp)
+	return false
+}
+
+// checkDescribeTransactions: each id needs DESCRIBE; a denied one is answered 53 in its
+// place, the others are described, without the topics the principal may not DESCRIBE
+// (Apache's KafkaApis).
+func checkDescribeTransactions(c *Call) bool {
+	req := c.Req.(*kmsg.DescribeTransactionsRequest)
+	orig := req.TransactionalIDs
+	kept, isDenied, some := keep(orig, func(id string) bool {
+		return c.allowed(auth.Describe, auth.TransactionalID, id)
+	})
+	req.TransactionalIDs = kept
+	a := c.Env.Authorizer
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeTransactionsResponse)
+		for i := range resp.TransactionStates {
+			st := &resp.TransactionStates[i]
+			topics := st.Topics[:0]
+			for _, tp := range st.Topics {
+				if a.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, tp.Topic) {
+					topics = append(topics, tp)
+				}
+			}
+			st.Topics = topics
+		}
+		if !some {
+			return
+		}
+		resp.TransactionStates = mergeBack(resp.TransactionStates, isDenied, func(i int) kmsg.DescribeTransactionsResponseTransactionState {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = orig[i], txnDenied, -1, -1, -1
+			return st
+		})
+	})
+	return true
 }
 
 // checkDescribeCluster: anyone may describe the cluster (Apache checks nothing); the

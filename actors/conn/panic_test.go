@@ -18,6 +18,12 @@ import (
 // serve runs connection actors for every connection accepted on a loopback listener.
 func serve(t *testing.T) (string, *Env) {
 	t.Helper()
+	return serveWith(t, nil)
+}
+
+// serveWith is serve with the Env changed by mutate before the first connection.
+func serveWith(t *testing.T, mutate func(*Env)) (string, *Env) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +32,9 @@ func serve(t *testing.T) (string, *Env) {
 	env := &Env{
 		Config: &cfg, ClusterID: "test", System: actor.NewSystem(zerolog.Nop()),
 		Registry: registry.NewDev(registry.Broker{}), Metrics: metrics.New(), Log: zerolog.Nop(),
+	}
+	if mutate != nil {
+		mutate(env)
 	}
 	var pids []*actor.PID
 	accepted := make(chan struct{})

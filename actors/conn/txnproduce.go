@@ -118,7 +118,7 @@ func (a *connActor) verifyProduce(c *Call, req *kmsg.ProduceRequest, t *txnProdu
 		var again []resend
 		for _, i := range need {
 			r := results[i].(*partition.Produced)
-			codes := verified[groupOf[i]].(*TxnVerified).Codes
+			codes := txnVerifiedCodes(verified[groupOf[i]])
 			code, ok := codes[tp.topics[i]][tp.parts[i]]
 			switch {
 			case codes == nil:

@@ -20,6 +20,9 @@ const DefaultSegmentBytes = 16 << 20
 type Config struct {
 	// Dir is the journal's directory (the offsets journal's: offsets.JournalDir).
 	Dir string
+	// Name is the actor field of its log lines; "" is "offsets_journal" (the
+	// transaction coordinator's journal is "transactions_journal").
+	Name string
 	// FS does the file access; nil is OSFS.
 	FS storage.FS
 	// Log is the broker logger.
@@ -117,13 +120,16 @@ func Props(cfg Config) *actor.Props {
 	if cfg.UnsavedRetry <= 0 {
 		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
+	if cfg.Name == "" {
+		cfg.Name = "offsets_journal"
+	}
 	return actor.PropsOf(func() actor.Actor {
 		// The log names (this actor field, the event names, the "group" fields that name
 		// keys) are those of the offsets journal, its only user, which operators and
 		// tests search for: its keys are group ids, found by the same group field as
 		// every other line about the group, and its events are one family with the
 		// offsets_journal_* events of the replay (actors/offsets).
-		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", "offsets_journal").Logger(),
+		return &journalActor{cfg: cfg, next: cfg.FirstSeq, log: cfg.Log.With().Str("actor", cfg.Name).Logger(),
 			writeFailedLog: logs.NewLimiter(errorLogInterval), spareFailedLog: logs.NewLimiter(errorLogInterval)}
 	}, actor.Resume())
 }

@@ -394,16 +394,18 @@ func TestTxnVerificationRace(t *testing.T) {
 	}
 }
 
-// Without a coordinator a transactional batch is refused, as before transactions.
-func TestTxnBatchRefusedWithoutCoordinator(t *testing.T) {
+// A broker alone has its transaction coordinator (actors/txn): a transactional batch of
+// a producer it does not know is refused. (Without a coordinator, in a cluster this
+// round, conn's tests check the refusal.)
+func TestTxnBatchRefusedForAnUnknownProducer(t *testing.T) {
 	b, _, err := brokertest.StartLogged(t, brokertest.Config(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := brokertest.Dial(t, b.Addr())
 	createTopic(t, r, "nocoord", nil)
-	if p := produceTxn(t, r, 9, "nocoord", txnBatch(5, 0, 0, true, "x")); p.ErrorCode != kerr.InvalidTxnState.Code {
-		t.Fatalf("no coordinator: %v", kerr.ErrorForCode(p.ErrorCode))
+	if p := produceTxn(t, r, 9, "nocoord", txnBatch(5, 0, 0, true, "x")); p.ErrorCode != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("unknown producer: %v", kerr.ErrorForCode(p.ErrorCode))
 	}
 }
 

@@ -1,0 +1,133 @@
+package conn
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"kaas/actors/partition"
+	"kaas/actors/txn"
+)
+
+// AddPartitionsToTxn (key 24), v0–v5: partitions into a producer's transaction.
+//
+//	v1: same as v0. v2: PRODUCER_FENCED. v3: flexible (the last client version).
+//	v4: batched across transactional ids, VerifyOnly (brokers' KIP-890 part 1
+//	verification); a top-level error code. v5: TRANSACTION_ABORTABLE.
+//
+// The coordinator (Env.Txns) writes the Ongoing state before the answer.
+func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
+
+func handleAddPartitionsToTxn(c *Call) {
+	req := c.Req.(*kmsg.AddPartitionsToTxnRequest)
+	if req.Version <= 3 {
+		addPartitionsV3(c, req)
+		return
+	}
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if c.Env.Txns == nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.Respond(resp)
+		return
+	}
+	done := c.Await(func(v any) kmsg.Response {
+		results, _ := v.([]any)
+		for i, t := range req.Transactions {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rt.TransactionalID = t.TransactionalID
+			var codes map[string]map[int32]int16
+			if i < len(results) {
+				if r, ok := results[i].(*txn.PartitionsVerified); ok {
+					codes = r.Codes
+				}
+			}
+			for _, tp := range t.Topics {
+				rtp := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				rtp.Topic = tp.Topic
+				for _, p := range tp.Partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					rp.Partition = p
+					code, ok := codes[tp.Topic][p]
+					if !ok {
+						code = kerr.CoordinatorNotAvailable.Code
+					}
+					rp.ErrorCode = txnCodeFor(code, req.Version, 2, 5)
+					rtp.Partitions = append(rtp.Partitions, rp)
+				}
+				rt.Topics = append(rt.Topics, rtp)
+			}
+			resp.Transactions = append(resp.Transactions, rt)
+		}
+		return resp
+	})
+	batch := &txn.AddPartitionsBatch{Reply: done}
+	for _, t := range req.Transactions {
+		batch.Requests = append(batch.Requests, &txn.AddPartitions{TransactionalID: t.TransactionalID,
+			ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch, Partitions: topicsOfV4(t.Topics), VerifyOnly: t.VerifyOnly})
+	}
+	askTxns(c, batch)
+}
+
+func topicsOfV4(ts []kmsg.AddPartitionsToTxnRequestTransactionTopic) map[string][]int32 {
+	out := make(map[string][]int32, len(ts))
+	for _, t := range ts {
+		out[t.Topic] = append(out[t.Topic], t.Partitions...)
+	}
+	return out
+}
+
+// addPartitionsV3 is the clients' form: one transaction, an error per partition.
+func addPartitionsV3(c *Call, req *kmsg.AddPartitionsToTxnRequest) {
+	tps := make(map[string][]int32, len(req.Topics))
+	for _, t := range req.Topics {
+		tps[t.Topic] = append(tps[t.Topic], t.Partitions...)
+	}
+	respond := func(codes map[string]map[int32]int16, all int16) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition = p
+				code, ok := codes[t.Topic][p]
+				if !ok {
+					code = all
+				}
+				rp.ErrorCode = txnCodeFor(code, req.Version, 2, 5)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	if c.Env.Txns == nil {
+		c.Respond(respond(nil, kerr.CoordinatorNotAvailable.Code))
+		return
+	}
+	// Partitions the catalogue does not hold fail the request before the coordinator
+	// sees it: UNKNOWN_TOPIC_OR_PARTITION for them, OPERATION_NOT_ATTEMPTED for the
+	// others, nothing added (Apache's KafkaApis, from its metadata cache).
+	if c.Env.Catalog != nil {
+		routes := c.Env.Catalog.Routes()
+		unknown := map[string]map[int32]int16{}
+		for t, ps := range tps {
+			for _, p := range ps {
+				if code := routes.Find(t, partition.TopicID{}, p).Code; code != 0 {
+					if unknown[t] == nil {
+						unknown[t] = map[int32]int16{}
+					}
+					unknown[t][p] = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+		}
+		if len(unknown) > 0 {
+			c.Respond(respond(unknown, kerr.OperationNotAttempted.Code))
+			return
+		}
+	}
+	reply := c.Await(func(v any) kmsg.Response {
+		return respond(v.(*txn.PartitionsVerified).Codes, kerr.CoordinatorNotAvailable.Code)
+	})
+	askTxns(c, &txn.AddPartitions{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID,
+		ProducerEpoch: req.ProducerEpoch, Partitions: tps, Reply: reply})
+}

@@ -1,0 +1,482 @@
+package txn
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+	"kaas/actors/journal"
+	"kaas/actors/partition"
+	"kaas/internal/testwait"
+	"kaas/storage"
+)
+
+// fakeTopics hands out producer ids as the topics manager does.
+type fakeTopics struct{ next int64 }
+
+func (f *fakeTopics) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*partition.InitProducerID); ok {
+		f.next++
+		m.Reply.Resolve(&partition.ProducerID{ID: 1000 + f.next})
+	}
+}
+
+// sent is one side effect the coordinator asked for.
+type sent struct {
+	marker *Marker
+	group  *GroupMarker
+	at     time.Time
+	reply  actor.Promise
+}
+
+// coord is a coordinator over dir with fake sides: every marker asked for is reported
+// on sent and answered with answer's code (nil: never answered, as a broker killed
+// before the partition wrote it).
+type coord struct {
+	t      *testing.T
+	sys    *actor.System
+	dir    string
+	jpid   *actor.PID
+	mgr    *actor.PID
+	sent   chan sent
+	answer func(Marker) *int16
+}
+
+func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
+	t.Helper()
+	return startCoordWith(t, dir, answer, nil)
+}
+
+func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate func(*Settings)) *coord {
+	t.Helper()
+	return startCoordFS(t, dir, storage.OSFS{}, answer, mutate)
+}
+
+// startCoordFS is startCoordWith with the journal's file access fsys.
+func startCoordFS(t *testing.T, dir string, fsys storage.FS, answer func(Marker) *int16, mutate func(*Settings)) *coord {
+	t.Helper()
+	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer}
+	c.sys = actor.NewSystem(zerolog.Nop())
+	rep, err := Replay(storage.OSFS{}, dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.jpid, err = c.sys.SpawnNamed(journal.Props(journal.Config{Dir: JournalDir(dir), FS: fsys, Log: zerolog.Nop(), FirstSeq: rep.Next, SegmentBytes: 1 << 20}), "txn-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := c.sys.Spawn(actor.PropsOf(func() actor.Actor { return &fakeTopics{next: int64(len(rep.States)) * 10} }))
+	sides := Sides{
+		WriteMarker: func(_ actor.Context, m Marker, reply actor.Promise) {
+			c.sent <- sent{marker: &m, at: time.Now(), reply: reply}
+			if code := c.answer(m); code != nil {
+				reply.Resolve(*code)
+			}
+		},
+		EndOffsets: func(_ actor.Context, g GroupMarker, reply actor.Promise) {
+			c.sent <- sent{group: &g, at: time.Now()}
+			reply.Resolve(int16(0))
+		},
+	}
+	settings := Settings{CheckpointDelay: time.Hour, MarkerBackoff: 10 * time.Millisecond, MaxPartitions: 100}
+	if mutate != nil {
+		mutate(&settings)
+	}
+	c.mgr, err = c.sys.SpawnNamed(ManagerProps(ManagerConfig{
+		Replayed: rep, Journal: c.jpid, Dir: IDsDir(dir), Topics: topics, Sides: sides, Log: zerolog.Nop(),
+		Settings: settings,
+	}), "transactions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stop stops everything as a crash would leave it on disk: nothing saved past what the
+// journal made durable.
+func (c *coord) stop() {
+	c.t.Helper()
+	if err := c.sys.Stop(c.mgr, 5*time.Second); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.sys.Poison(c.jpid, 5*time.Second); err != nil {
+		c.t.Fatal(err)
+	}
+	c.sys.Shutdown()
+}
+
+func (c *coord) ask(msg func(actor.Promise) any) any {
+	c.t.Helper()
+	w := c.sys.NewWaiter()
+	c.sys.Send(c.mgr, msg(w.Promise))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok {
+		c.t.Fatal("no answer")
+	}
+	return v
+}
+
+func (c *coord) init(id string, timeoutMs int32) *ProducerIDInitialized {
+	return c.ask(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: id, TimeoutMs: timeoutMs, ProducerID: -1, ProducerEpoch: -1, Reply: p}
+	}).(*ProducerIDInitialized)
+}
+
+func (c *coord) add(id string, pid int64, epoch int16, tps map[string][]int32) int16 {
+	v := c.ask(func(p actor.Promise) any {
+		return &AddPartitions{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partitions: tps, Reply: p}
+	}).(*PartitionsVerified)
+	for _, codes := range v.Codes {
+		for _, code := range codes {
+			return code
+		}
+	}
+	return -1
+}
+
+func (c *coord) end(id string, pid int64, epoch int16, commit, tv2 bool) *TxnEnded {
+	return c.ask(func(p actor.Promise) any {
+		return &EndTxn{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Commit: commit, TV2: tv2, Reply: p}
+	}).(*TxnEnded)
+}
+
+func (c *coord) describe(id string) Description {
+	return c.ask(func(p actor.Promise) any { return &Describe{IDs: []string{id}, Reply: p} }).(*Described).Txns[0]
+}
+
+// waitState waits for id to reach s (the markers run after the answer).
+func (c *coord) waitState(id string, s State) {
+	c.t.Helper()
+	testwait.For(c.t, 5*time.Second, 5*time.Millisecond, func() error {
+		if d := c.describe(id); d.State != s || d.ErrorCode != 0 {
+			return fmt.Errorf("%s: state %v (error %d), want %v", id, d.State, d.ErrorCode, s)
+		}
+		return nil
+	})
+}
+
+func (c *coord) nextSent() sent {
+	c.t.Helper()
+	select {
+	case s := <-c.sent:
+		return s
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no marker sent")
+		return sent{}
+	}
+}
+
+func ok16() *int16 { v := int16(0); return &v }
+
+func TestCommitWritesMarkersThenCompletes(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	r := c.init("tx", 60000)
+	if r.ErrorCode != 0 || r.ProducerEpoch != 0 {
+		t.Fatalf("init: %+v", r)
+	}
+	if code := c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0, 1}}); code != 0 {
+		t.Fatalf("add: %d", code)
+	}
+	g := c.ask(func(p actor.Promise) any {
+		return &AddOffsets{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0, Group: "g", Reply: p}
+	}).(*GroupVerified)
+	if g.ErrorCode != 0 {
+		t.Fatalf("add offsets: %d", g.ErrorCode)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		s := c.nextSent()
+		switch {
+		case s.marker != nil:
+			if !s.marker.Commit || s.marker.ProducerID != r.ProducerID || s.marker.ProducerEpoch != 0 {
+				t.Fatalf("marker %+v", s.marker)
+			}
+			seen[s.marker.Topic+string(rune('0'+s.marker.Partition))] = true
+		case s.group != nil:
+			seen["group "+s.group.Group] = s.group.Commit
+		}
+	}
+	if !seen["a0"] || !seen["a1"] || !seen["group g"] {
+		t.Fatalf("side effects %v", seen)
+	}
+	c.waitState("tx", CompleteCommit)
+	// A retried EndTxn (TV1) is answered NONE; the opposite one INVALID_TXN_STATE.
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("retry: %+v", e)
+	}
+	if e := c.end("tx", r.ProducerID, 0, false, false); e.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("abort after commit: %+v", e)
+	}
+}
+
+// TestMarkersRetriedUntilWritten: a retriable code sends the marker again.
+func TestMarkersRetriedUntilWritten(t *testing.T) {
+	fails := 2
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 {
+		if fails > 0 { // read and written on the coordinator's turn only
+			fails--
+			v := kerr.KafkaStorageError.Code
+			return &v
+		}
+		return ok16()
+	})
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	c.end("tx", r.ProducerID, 0, false, false)
+	for range 3 {
+		c.nextSent()
+	}
+	c.waitState("tx", CompleteAbort)
+}
+
+// TestRestartMidPrepareRedrivesMarkers: the broker dies after the PrepareCommit is
+// durable and before any marker is written; the restarted coordinator writes them and
+// completes the commit.
+func TestRestartMidPrepareRedrivesMarkers(t *testing.T) {
+	dir := t.TempDir()
+	c := startCoord(t, dir, func(Marker) *int16 { return nil }) // markers never answered
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {3}})
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	c.nextSent()
+	c.stop()
+
+	c = startCoord(t, dir, func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	s := c.nextSent()
+	if s.marker == nil || s.marker.Topic != "a" || s.marker.Partition != 3 || !s.marker.Commit || s.marker.ProducerID != r.ProducerID {
+		t.Fatalf("after restart: %+v", s.marker)
+	}
+	c.waitState("tx", CompleteCommit)
+	// The next InitProducerId bumps the epoch of the same producer id.
+	if r2 := c.init("tx", 60000); r2.ProducerID != r.ProducerID || r2.ProducerEpoch != 1 {
+		t.Fatalf("init after restart: %+v", r2)
+	}
+}
+
+// TestTimeoutAbortsAndFences: a stalled transaction is aborted at its timeout (+1 s at
+// most) with the epoch bumped; the stalled producer is fenced.
+func TestTimeoutAbortsAndFences(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	r := c.init("tx", 300)
+	start := time.Now()
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	s := c.nextSent()
+	if took := s.at.Sub(start); took > 1300*time.Millisecond || took < 250*time.Millisecond {
+		t.Fatalf("aborted after %v (timeout 300 ms)", took)
+	}
+	if s.marker.Commit || s.marker.ProducerEpoch != 1 {
+		t.Fatalf("timeout marker %+v: want an abort at the bumped epoch", s.marker)
+	}
+	c.waitState("tx", CompleteAbort)
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("stalled producer's commit: %+v", e)
+	}
+	if code := c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}}); code != kerr.ProducerFenced.Code {
+		t.Fatalf("stalled producer's add: %d", code)
+	}
+}
+
+// TestRestartKeepsOngoingDeadline: an Ongoing transaction survives a restart, and its
+// timeout still counts from its start.
+func TestRestartKeepsOngoingDeadline(t *testing.T) {
+	dir := t.TempDir()
+	c := startCoord(t, dir, func(Marker) *int16 { return ok16() })
+	r := c.init("tx", 1500)
+	start := time.Now()
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	c.stop()
+
+	c = startCoord(t, dir, func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	if d := c.describe("tx"); d.State != Ongoing || d.ProducerID != r.ProducerID || len(d.Partitions["a"]) != 1 {
+		t.Fatalf("after restart: %+v", d)
+	}
+	s := c.nextSent()
+	if took := s.at.Sub(start); took > 2500*time.Millisecond || s.marker.Commit {
+		t.Fatalf("aborted after %v, marker %+v", took, s.marker)
+	}
+}
+
+// TestZombieFence: InitProducerId on an Ongoing transaction aborts it at a bumped
+// epoch and answers CONCURRENT_TRANSACTIONS; the retry bumps again.
+func TestZombieFence(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	if r2 := c.init("tx", 60000); r2.ErrorCode != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("fence: %+v", r2)
+	}
+	if s := c.nextSent(); s.marker.Commit || s.marker.ProducerEpoch != 1 {
+		t.Fatalf("fence marker %+v", s.marker)
+	}
+	c.waitState("tx", CompleteAbort)
+	if r3 := c.init("tx", 60000); r3.ErrorCode != 0 || r3.ProducerEpoch != 2 {
+		t.Fatalf("retry: %+v", r3)
+	}
+}
+
+// TestTV2EmptyAbortAndBump: EndTxn v5 bumps the epoch every time; an empty abort is legal.
+func TestTV2EmptyAbortAndBump(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	r := c.init("tx", 60000)
+	e := c.end("tx", r.ProducerID, 0, false, true)
+	if e.ErrorCode != 0 || e.ProducerEpoch != 1 || e.ProducerID != r.ProducerID {
+		t.Fatalf("empty abort: %+v", e)
+	}
+	c.waitState("tx", CompleteAbort)
+	v := c.ask(func(p actor.Promise) any {
+		return &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 1, Partitions: map[string][]int32{"a": {0}}, Add: true, Reply: p}
+	}).(*PartitionsVerified)
+	if v.Codes["a"][0] != 0 {
+		t.Fatalf("implicit add: %v", v.Codes)
+	}
+	if e := c.end("tx", r.ProducerID, 1, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 2 {
+		t.Fatalf("commit: %+v", e)
+	}
+	if s := c.nextSent(); !s.marker.Commit || s.marker.ProducerEpoch != 2 {
+		t.Fatalf("TV2 marker carries the bumped epoch: %+v", s.marker)
+	}
+	c.waitState("tx", CompleteCommit)
+	if e := c.end("tx", r.ProducerID, 1, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 2 {
+		t.Fatalf("retried commit: %+v", e)
+	}
+	// Unknown ids.
+	if e := c.end("nope", 1, 0, true, true); e.ErrorCode != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("unknown id: %+v", e)
+	}
+	if d := c.describe("nope"); d.ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe unknown: %+v", d)
+	}
+	l := c.ask(func(p actor.Promise) any {
+		return &List{States: []string{"CompleteCommit"}, MinDurationMs: -1, Reply: p}
+	}).(*Listed)
+	if len(l.Txns) != 1 || l.Txns[0].ID != "tx" {
+		t.Fatalf("list: %+v", l)
+	}
+}
+
+// TestIdleIDExpires: an id idle past transactional.id.expiration.ms is forgotten; the
+// next InitProducerId for it starts afresh with a new producer id.
+func TestIdleIDExpires(t *testing.T) {
+	dir := t.TempDir()
+	c := startCoordWith(t, dir, func(Marker) *int16 { return ok16() }, func(s *Settings) { s.Expiration = 300 * time.Millisecond })
+	defer c.stop()
+	r := c.init("old", 60000)
+	testwait.For(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if d := c.describe("old"); d.ErrorCode != kerr.TransactionalIDNotFound.Code {
+			return fmt.Errorf("old: %+v", d)
+		}
+		return nil
+	})
+	if r2 := c.init("old", 60000); r2.ErrorCode != 0 || r2.ProducerID == r.ProducerID || r2.ProducerEpoch != 0 {
+		t.Fatalf("after expiry: %+v (was %+v)", r2, r)
+	}
+}
+
+// TestImplicitAddWaitsForPreviousMarkers: under TV2 the producer starts its next
+// transaction at the bumped epoch while the last one's markers are still being written;
+// its implicit add (Produce v12) waits for them instead of failing.
+func TestImplicitAddWaitsForPreviousMarkers(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	add := func(epoch int16) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {0}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	e := c.end("tx", r.ProducerID, 0, true, true)
+	if e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent() // PrepareCommit durable, its marker not answered yet
+	w := add(1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("add of the next transaction: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 {
+		t.Fatalf("next transaction: %+v", d)
+	}
+}
+
+// TestBounds: transaction.max.open and transaction.max.partitions answer clear codes,
+// and a place is given back when a transaction completes.
+func TestBounds(t *testing.T) {
+	budget := NewBudget(1)
+	c := startCoordWith(t, t.TempDir(), func(Marker) *int16 { return ok16() }, func(s *Settings) {
+		s.Open, s.MaxPartitions = budget, 2
+	})
+	defer c.stop()
+	a, b := c.init("a", 60000), c.init("b", 60000)
+	if code := c.add("a", a.ProducerID, 0, map[string][]int32{"t": {0, 1, 2}}); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("3 partitions past a bound of 2: %d", code)
+	}
+	if code := c.add("a", a.ProducerID, 0, map[string][]int32{"t": {0}}); code != 0 {
+		t.Fatalf("add a: %d", code)
+	}
+	if code := c.add("b", b.ProducerID, 0, map[string][]int32{"t": {0}}); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("a second open transaction past a bound of 1: %d", code)
+	}
+	if budget.Open() != 1 {
+		t.Fatalf("open %d", budget.Open())
+	}
+	c.end("a", a.ProducerID, 0, true, false)
+	c.waitState("a", CompleteCommit)
+	if code := c.add("b", b.ProducerID, 0, map[string][]int32{"t": {0}}); code != 0 {
+		t.Fatalf("add b once a completed: %d", code)
+	}
+}
+
+// TestFailedWriteAnswersNothingDone: a transition whose fdatasync fails is not made: the
+// caller gets NOT_COORDINATOR, no marker goes out, the state is unchanged, and a retry
+// succeeds.
+func TestFailedWriteAnswersNothingDone(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	c := startCoordFS(t, t.TempDir(), fsys, func(Marker) *int16 { return ok16() }, nil)
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	fsys.FailNext(storage.OpSync, nil)
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("end with a failed fdatasync: %+v", e)
+	}
+	if d := c.describe("tx"); d.State != Ongoing {
+		t.Fatalf("state after a failed write: %v", d.State)
+	}
+	select {
+	case s := <-c.sent:
+		t.Fatalf("a marker went out before the decision was durable: %+v", s.marker)
+	default:
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("retry: %+v", e)
+	}
+	if s := c.nextSent(); !s.marker.Commit {
+		t.Fatalf("marker %+v", s.marker)
+	}
+	c.waitState("tx", CompleteCommit)
+}
