@@ -30,10 +30,27 @@ func handleApiVersions(c *Call) {
 		return
 	}
 	fillApiVersions(resp, c.Env)
+	if c.Version >= 3 && c.Env.Txns != nil {
+		advertiseTxnVersion(resp)
+	}
 	c.Respond(resp)
 }
 
-// consumerProtocolKeys are ConsumerGroupHeartbeat and ConsumerGroupDescribe: advertised
+// advertiseTxnVersion lists the transaction.version feature at 2 (KIP-890 part 2) as
+// supported and finalized: clients use Produce v12's implicit add, TxnOffsetCommit v5 and
+// EndTxn v5's epoch bump only when a broker finalizes it (franz-go checks
+// FinalizedFeatures). The coordinator serves both versions, so level 0 stays supported.
+func advertiseTxnVersion(resp *kmsg.ApiVersionsResponse) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, 2
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", 2, 2
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = 1
+}
+
+// consumerProtocolKey: ConsumerGroupHeartbeat and ConsumerGroupDescribe, advertised
 // only while the consumer group protocol is enabled, so that clients (kgo, librdkafka,
 // the Java client) use the classic protocol otherwise.
 func consumerProtocolKey(key int16) bool { return key == 68 || key == 69 }
