@@ -250,3 +250,28 @@ func TestTxnAdminClient(t *testing.T) {
 		t.Fatalf("list: %v", got)
 	}
 }
+
+// TestTxnVersionFeatureAdvertised: a broker with a transaction coordinator finalizes
+// transaction.version 2 in ApiVersions v3+, the only way franz-go learns to use KIP-890
+// part 2 (Produce v12's implicit add, EndTxn v5's epoch bump); v0–2 carry no features.
+func TestTxnVersionFeatureAdvertised(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	c := brokertest.Dial(t, b.Addr())
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "kaas-test", "1"
+	r := c.Roundtrip(req, 1).(*kmsg.ApiVersionsResponse)
+	var found bool
+	for _, f := range r.FinalizedFeatures {
+		if f.Name == "transaction.version" && f.MaxVersionLevel == 2 {
+			found = true
+		}
+	}
+	if !found || r.FinalizedFeaturesEpoch < 0 {
+		t.Fatalf("ApiVersions v3: finalized features %+v (epoch %d), want transaction.version 2", r.FinalizedFeatures, r.FinalizedFeaturesEpoch)
+	}
+	old := kmsg.NewPtrApiVersionsRequest()
+	old.Version = 2
+	if r := c.Roundtrip(old, 2).(*kmsg.ApiVersionsResponse); len(r.FinalizedFeatures) != 0 {
+		t.Fatalf("ApiVersions v2 carries features: %+v", r.FinalizedFeatures)
+	}
+}
