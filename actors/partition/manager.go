@@ -279,6 +279,7 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		RetentionBytes: effective(c, meta.Configs, "retention.bytes"),
 		FlushMessages:  max(1, effective(c, meta.Configs, "flush.messages")),
 		RetentionCheck: c.LogRetentionCheck,
+		Timing:         timingOf(c, meta.Configs),
 		Cleaner:        cleanerConfig(c, meta.Configs),
 		IdleClose:      m.cfg.IdleClose,
 		Now:            m.cfg.Now,

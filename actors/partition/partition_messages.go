@@ -45,6 +45,9 @@ type Produced struct {
 	ErrorMessage   string
 	BaseOffset     int64
 	LogStartOffset int64
+	// LogAppendTime is the time a LogAppendTime topic stamped the batch with; 0 or -1:
+	// none (CreateTime).
+	LogAppendTime int64
 }
 
 // readLog reads from offset. Reply: *Fetched when the answer is known at once (an
@@ -165,4 +168,5 @@ func (m *logSize) AnswerCrash(*actor.Crashed) {
 type reconfigure struct {
 	segmentBytes, retentionMS, retentionBytes, flushMessages int64
 	cleaner                                                  *CleanerConfig // nil: delete only
+	timing                                                   Timing
 }
