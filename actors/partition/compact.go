@@ -177,7 +177,7 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 			continue
 		}
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
-			j.throttle.wait(len(b))
+			j.pace(len(b))
 			if h.LastOffset() < j.dirtyFrom {
 				return nil
 			}
@@ -274,7 +274,7 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	seen := false
 	for _, s := range g.olds {
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
-			j.throttle.wait(len(b) + len(pend)) // this batch read, the one before written
+			j.pace(len(b) + len(pend)) // this batch read, the one before written
 			if pend != nil {
 				if _, err := f.WriteAt(pend, pos); err != nil {
 					return fmt.Errorf("write %s: %w", path, err)
