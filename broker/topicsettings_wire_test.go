@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -132,8 +136,8 @@ func TestTopicConfigsRefusedOrAccepted(t *testing.T) {
 		name, value string
 		msg         string // "": accepted
 	}{
-		{"compression.type", "gzip", "only \"producer\" is accepted"},
-		{"compression.type", "uncompressed", "does not recompress"},
+		{"compression.type", "gzip", ""},
+		{"compression.type", "uncompressed", ""},
 		{"compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"},
 		{"compression.type", "producer", ""},
 		{"min.insync.replicas", "2", "only 1 can be met"},
@@ -254,4 +258,89 @@ func TestFlushMSFsyncsARunningPartition(t *testing.T) {
 	waitMetric(t, http, "an fsync flush.ms after the append", func(f map[string]*dto.MetricFamily) bool {
 		return sample(f, "kaas_log_fsync_batches") > before
 	})
+}
+
+// storedCodecs is the codec of every batch in a partition's segments, in order.
+func storedCodecs(t *testing.T, dataDir, topic string) []int16 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dataDir, "topics", topic, "0", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var out []int16
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(data) >= 61 {
+			n := 12 + int(binary.BigEndian.Uint32(data[8:]))
+			out = append(out, int16(binary.BigEndian.Uint16(data[21:]))&7)
+			data = data[n:]
+		}
+	}
+	return out
+}
+
+// compression.type on a running partition: "producer" stores each batch as sent; a
+// codec recompresses the batches in another codec (from lz4 and from none to zstd, from
+// lz4 to none) and keeps one already in it; a consumer reads every record back.
+func TestCompressionTypeRecompresses(t *testing.T) {
+	c := brokertest.Config(t)
+	b := brokertest.StartWith(t, c)
+	addr := b.Addr()
+	createTopic(t, addr, "cmp", 1)
+	set := kmsg.IncrementalAlterConfigOpSet
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	produce := func(codec kgo.CompressionCodec) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("cmp"), kgo.ProducerBatchCompression(codec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []*kgo.Record
+		for i := 0; i < 5; i++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("value-%03d-%s", n, strings.Repeat("x", 200)))})
+			n++
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter := func(v string) {
+		t.Helper()
+		r := incAlter(t, addr, 1, false, incResource(kmsg.ConfigResourceTypeTopic, "cmp", incOp{"compression.type", set, sp(v)}))
+		wantCode(t, "compression.type="+v, r[0].ErrorCode, r[0].ErrorMessage, 0, "")
+	}
+	produce(kgo.Lz4Compression())
+	alter("zstd")
+	produce(kgo.Lz4Compression())
+	produce(kgo.NoCompression())
+	produce(kgo.ZstdCompression())
+	alter("uncompressed")
+	produce(kgo.Lz4Compression())
+	alter("gzip")
+	produce(kgo.SnappyCompression())
+	alter("snappy")
+	produce(kgo.GzipCompression())
+	want := []int16{3, 4, 4, 4, 0, 1, 2}
+	if got := storedCodecs(t, c.DataDir, "cmp"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored codecs %v, want %v (lz4, zstd x3, none, gzip, snappy)", got, want)
+	}
+	recs, err := consumeAll(ctx, addr, "cmp", int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if want := fmt.Sprintf("value-%03d-", i); r.Offset != int64(i) || !strings.HasPrefix(string(r.Value), want) {
+			t.Fatalf("record %d: offset %d value %.12q", i, r.Offset, r.Value)
+		}
+	}
+	if len(recs) != n {
+		t.Fatalf("%d records read back, %d produced", len(recs), n)
+	}
 }

@@ -42,10 +42,10 @@ func msOf(d time.Duration) string {
 //     segment.jitter.ms (rolls, timeroll.go), max.message.bytes, flush.messages, flush.ms,
 //     cleanup.policy, min.cleanable.dirty.ratio, min.compaction.lag.ms,
 //     delete.retention.ms, message.timestamp.type and message.timestamp.before.max.ms,
-//     .after.max.ms and .difference.max.ms (timestamps.go);
-//   - refused past what kaas does (INVALID_CONFIG): compression.type other than
-//     "producer", min.insync.replicas above 1, remote.storage.enable=true,
-//     max.compaction.lag.ms other than its default;
+//     .after.max.ms and .difference.max.ms (timestamps.go), compression.type
+//     (recompress.go);
+//   - refused past what kaas does (INVALID_CONFIG): min.insync.replicas above 1,
+//     remote.storage.enable=true, max.compaction.lag.ms other than its default;
 //   - accepted with no effect on one copy of the log on one volume, as the README's
 //     Limitations list them: the replication throttles, unclean.leader.election.enable,
 //     local.retention.ms and .bytes (no remote storage, as in Apache without it),

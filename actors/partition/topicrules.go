@@ -44,17 +44,7 @@ var topicRules = map[string]func(name, v string) error{
 		}
 		return nil
 	},
-	"compression.type": func(name, v string) error {
-		if err := oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")(name, v); err != nil {
-			return err
-		}
-		if v != "producer" {
-			// Apache recompresses each batch to the topic's codec; kaas stores batches as
-			// their producers compressed them.
-			return fmt.Errorf("Invalid value %s for configuration %s: kaas stores each batch as its producer compressed it and does not recompress; only \"producer\" is accepted", v, name)
-		}
-		return nil
-	},
+	"compression.type": oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 	"min.insync.replicas": func(name, v string) error {
 		if err := atLeast(1)(name, v); err != nil {
 			return err

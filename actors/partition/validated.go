@@ -31,6 +31,9 @@ func (r Route) ValidateBatch(records []byte) (*Batch, *Produced) {
 		perr = requireKeys(&b.h, records, r.Topic, r.partition)
 	}
 	if perr == nil {
+		perr = recompress(b, r.codec-1, r.maxMessageBytes) // recompress.go
+	}
+	if perr == nil {
 		perr = r.timestamps.apply(b, time.Now().UnixMilli())
 	}
 	if perr != nil {
