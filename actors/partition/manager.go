@@ -231,6 +231,11 @@ func (m *manager) onStarted(ctx actor.Context) {
 		m.log.Error().Err(err).Msg("topic_load_failed")
 	}
 	for _, meta := range metas {
+		if err := validateTopicConfigs(meta.Configs); err != nil {
+			// Written by a kaas that accepted what this one refuses (topicrules.go): it is
+			// shown but not applied until an AlterConfigs replaces it.
+			m.log.Warn().Str("topic", meta.Name).Str("reason", clip(err.Error(), 256)).Msg("topic_config_not_applied")
+		}
 		m.add(ctx, meta)
 	}
 	m.publish()
