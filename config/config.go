@@ -106,6 +106,11 @@ type Config struct {
 	LogRetentionBytes        int64         // <0: no size limit
 	LogFlushIntervalMessages int64         // 1: every acknowledged produce is fsynced first
 	LogRetentionCheck        time.Duration
+	// The log cleaner (compacted topics): the bytes of its key map, as Apache's dedupe
+	// buffer (24 bytes a key at a 0.9 load), and the bytes a second it reads and writes,
+	// every partition's passes together.
+	LogCleanerDedupeBufferSize    int64
+	LogCleanerIOMaxBytesPerSecond float64
 
 	// Security (docs/security.md): TLS from PEM files, SASL mechanisms over
 	// <data.dir>/__cluster/users.json, the ACL authorizer over acls.json.
@@ -239,15 +244,17 @@ func Default() Config {
 		TransactionMaxOpen:        100000,
 		TransactionMaxPartitions:  10000,
 
-		AutoCreateTopics:         true,
-		NumPartitions:            1,
-		DefaultReplicationFactor: 1,
-		MessageMaxBytes:          1048588,
-		LogSegmentBytes:          1073741824,
-		LogRetention:             168 * time.Hour,
-		LogRetentionBytes:        -1,
-		LogFlushIntervalMessages: 1,
-		LogRetentionCheck:        300000 * time.Millisecond,
+		AutoCreateTopics:              true,
+		NumPartitions:                 1,
+		DefaultReplicationFactor:      1,
+		MessageMaxBytes:               1048588,
+		LogSegmentBytes:               1073741824,
+		LogRetention:                  168 * time.Hour,
+		LogRetentionBytes:             -1,
+		LogFlushIntervalMessages:      1,
+		LogRetentionCheck:             300000 * time.Millisecond,
+		LogCleanerDedupeBufferSize:    128 << 20,
+		LogCleanerIOMaxBytesPerSecond: math.MaxFloat64,
 
 		SSLClientAuth:      "none",
 		SASLMechanisms:     []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
@@ -421,6 +428,14 @@ func settings(c *Config) []setting {
 		int64Setting("log.retention.bytes", "delete old segments past this size per partition (-1: no limit)", &c.LogRetentionBytes),
 		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable", &c.LogFlushIntervalMessages),
 		msSetting("log.retention.check.interval.ms", "how often log retention runs", &c.LogRetentionCheck),
+		int64Setting("log.cleaner.dedupe.buffer.size", "bytes of the log cleaner's key map per pass (24 bytes a key at a 0.9 load); a fuller dirty range is cleaned over several passes", &c.LogCleanerDedupeBufferSize),
+		{"log.cleaner.io.max.bytes.per.second", "bytes a second the log cleaner reads and writes, all compacted partitions together",
+			func(c *Config, v string) error {
+				f, err := strconv.ParseFloat(v, 64)
+				c.LogCleanerIOMaxBytesPerSecond = f
+				return err
+			},
+			func(c *Config) string { return strconv.FormatFloat(c.LogCleanerIOMaxBytesPerSecond, 'g', -1, 64) }},
 
 		strSetting("ssl.certificate.location", "PEM file of the certificate chain SSL and SASL_SSL listeners present (the chart mounts a TLS Secret's tls.crt)", &c.SSLCertificateLocation),
 		strSetting("ssl.key.location", "PEM file of that certificate's private key (tls.key)", &c.SSLKeyLocation),
@@ -553,6 +568,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("num.partitions must be at least 1")
 	case c.LogFlushIntervalMessages < 1:
 		return fmt.Errorf("log.flush.interval.messages must be at least 1")
+	case c.LogCleanerDedupeBufferSize < 24:
+		return fmt.Errorf("log.cleaner.dedupe.buffer.size must hold at least one key (24 bytes)")
+	case !(c.LogCleanerIOMaxBytesPerSecond > 0):
+		return fmt.Errorf("log.cleaner.io.max.bytes.per.second must be positive")
 	}
 	switch c.LogFormat {
 	case "", "json", "console":

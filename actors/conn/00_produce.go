@@ -155,6 +155,9 @@ func produceResponse(req *kmsg.ProduceRequest, flat []any, code int16) *kmsg.Pro
 				r := flat[k].(*partition.Produced)
 				k++
 				rp.ErrorCode, rp.BaseOffset, rp.LogStartOffset = r.ErrorCode, r.BaseOffset, r.LogStartOffset
+				if r.LogAppendTime > 0 {
+					rp.LogAppendTime = r.LogAppendTime // a LogAppendTime topic's stamp
+				}
 				if r.ErrorMessage != "" && req.Version >= 8 {
 					msg := r.ErrorMessage
 					rp.ErrorMessage = &msg

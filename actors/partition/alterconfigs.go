@@ -197,7 +197,7 @@ func (m *manager) reconfigurePartitions(ctx actor.Context, t *topicState) {
 		}
 		pc := m.partitionConfig(t.meta, int32(p))
 		ctx.Send(pid, &reconfigure{segmentBytes: pc.SegmentBytes, retentionMS: pc.RetentionMS,
-			retentionBytes: pc.RetentionBytes, flushMessages: pc.FlushMessages, cleaner: pc.Cleaner})
+			retentionBytes: pc.RetentionBytes, flushMessages: pc.FlushMessages, cleaner: pc.Cleaner, timing: pc.Timing})
 	}
 }
 

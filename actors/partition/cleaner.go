@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -35,6 +36,9 @@ type CleanerConfig struct {
 	// MaxKeys bounds a pass's key map, as log.cleaner.dedupe.buffer.size does Apache's
 	// (0: defaultCleanerKeys).
 	MaxKeys int
+	// Throttle bounds the bytes a second the pass reads and writes, with every other
+	// partition's (log.cleaner.io.max.bytes.per.second; nil: no bound).
+	Throttle *Throttle
 }
 
 // defaultCleanerKeys is what Apache's default dedupe buffer (128 MiB, 24 bytes a key
@@ -78,6 +82,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 	if j == nil {
 		return
 	}
+	j.throttle = cc.Throttle
 	// The files of the segments it may replace stay open until it is done: a read
 	// planned meanwhile never opens by name a file the swap replaced.
 	for _, s := range p.disk.segs[:len(j.segs)] {
@@ -181,6 +186,20 @@ func (p *partitionActor) abandonCleaning() {
 		p.cleaning = nil
 	}
 	p.unpublishCleaner()
+}
+
+// cleanerConfig is a topic's CleanerConfig with the broker's log.cleaner.* settings:
+// the key map holds the keys Apache's dedupe buffer of that size holds (24 bytes a key
+// at its 0.9 load factor), and the passes share the manager's throttle.
+func (m *manager) cleanerConfig(overrides map[string]string) *CleanerConfig {
+	cc := cleanerConfig(m.cfg.Broker, overrides)
+	if cc != nil {
+		if size := m.cfg.Broker.LogCleanerDedupeBufferSize; size > 0 {
+			cc.MaxKeys = int(min(size/24*9/10, math.MaxInt32))
+		}
+		cc.Throttle = m.throttle
+	}
+	return cc
 }
 
 // cleanerConfig is a topic's CleanerConfig, nil unless its cleanup.policy holds compact.

@@ -80,6 +80,8 @@ type cleanJob struct {
 	segmentBytes      int64
 	// lastOfProducer is each idempotent producer's last batch (its last offset).
 	lastOfProducer map[int64]int64
+	// throttle bounds what the pass reads and writes (log.cleaner.io.max.bytes.per.second).
+	throttle *Throttle
 
 	// Made by the job.
 	upTo   int64 // the key map covers [dirtyFrom, upTo): the next pass starts there
@@ -175,6 +177,7 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 			continue
 		}
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
+			j.pace(len(b))
 			if h.LastOffset() < j.dirtyFrom {
 				return nil
 			}
@@ -275,6 +278,7 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	seen := false
 	for _, s := range g.olds {
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
+			j.pace(len(b) + len(pend)) // this batch read, the one before written
 			if pend != nil {
 				if _, err := f.WriteAt(pend, pos); err != nil {
 					return fmt.Errorf("write %s: %w", path, err)

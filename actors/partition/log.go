@@ -36,6 +36,7 @@ type segment struct {
 	size        int64
 	maxTS       int64 // largest batch max timestamp, -1 when empty
 	maxTSOffset int64
+	firstTS     int64 // the first batch's max timestamp, once size > 0 (segment.ms)
 	index       []indexEntry
 	sinceIndex  int64
 	path        string
@@ -82,6 +83,9 @@ func (s *segment) close() {
 
 // track records a batch that starts at pos in the index and the segment's bounds.
 func (s *segment) track(h *header, pos int64) {
+	if pos == 0 {
+		s.firstTS = h.MaxTimestamp
+	}
 	if len(s.index) == 0 || s.sinceIndex >= indexInterval {
 		s.index = append(s.index, indexEntry{offset: h.BaseOffset, pos: pos, ts: s.maxTS})
 		s.sinceIndex = 0

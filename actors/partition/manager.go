@@ -110,6 +110,8 @@ type manager struct {
 	cfg  Config
 	log  zerolog.Logger
 	root string
+	// throttle bounds every partition's cleaning together (throttle.go).
+	throttle *Throttle
 
 	topics map[string]*topicState
 	byID   map[TopicID]*topicState
@@ -148,7 +150,10 @@ func ManagerProps(cfg Config) *actor.Props {
 		cfg.Now = time.Now
 	}
 	log := cfg.Log
-	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg} },
+	// One throttle for every incarnation's partitions: log.cleaner.io.max.bytes.per.second
+	// bounds the broker's cleaning, not each pass.
+	throttle := NewThrottle(cfg.Broker.LogCleanerIOMaxBytesPerSecond)
+	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, throttle: throttle} },
 		actor.WithSupervisor(actor.RestartChildren(10, 10*time.Second, func(reason any) {
 			log.Error().Interface("reason", reason).Msg("partition_actor_failed")
 			if cfg.Restarts != nil {
@@ -228,6 +233,11 @@ func (m *manager) onStarted(ctx actor.Context) {
 		m.log.Error().Err(err).Msg("topic_load_failed")
 	}
 	for _, meta := range metas {
+		if err := validateTopicConfigs(meta.Configs); err != nil {
+			// Written by a kaas that accepted what this one refuses (topicrules.go): it is
+			// shown but not applied until an AlterConfigs replaces it.
+			m.log.Warn().Str("topic", meta.Name).Str("reason", clip(err.Error(), 256)).Msg("topic_config_not_applied")
+		}
 		m.add(ctx, meta)
 	}
 	m.publish()
@@ -281,7 +291,8 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		RetentionBytes: effective(c, meta.Configs, "retention.bytes"),
 		FlushMessages:  max(1, effective(c, meta.Configs, "flush.messages")),
 		RetentionCheck: c.LogRetentionCheck,
-		Cleaner:        cleanerConfig(c, meta.Configs),
+		Timing:         timingOf(c, meta.Configs),
+		Cleaner:        m.cleanerConfig(meta.Configs),
 		IdleClose:      m.cfg.IdleClose,
 		Now:            m.cfg.Now,
 		Log:            m.cfg.Log,

@@ -43,6 +43,8 @@ type PartitionConfig struct {
 	// acknowledges at once and fsyncs every N batches in the background.
 	FlushMessages  int64
 	RetentionCheck time.Duration
+	// Timing is segment.ms, segment.jitter.ms and flush.ms (timeroll.go).
+	Timing Timing
 	// Cleaner, when the topic's cleanup.policy holds compact, compacts the log
 	// (cleaner.go); nil: delete only.
 	Cleaner   *CleanerConfig
@@ -140,6 +142,10 @@ type partitionActor struct {
 	cleaning  *cleaning
 	cleanedTo int64
 	cleanerMt *metrics.CleanerPartition // its dirty ratio and last pass (cleanermetrics.go)
+	// clock judges segment.ms rolls of the active segment; flushCancel is the flush.ms
+	// timer (timeroll.go).
+	clock       rollClock
+	flushCancel actor.Cancel
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -166,6 +172,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		p.handleAppend(ctx, m)
 	case *reconfigure:
 		p.onReconfigure(ctx, m)
+	case *flushTick:
+		p.onFlushTick(ctx)
 	case *readLog:
 		m.reply.Resolve(p.read(ctx, m))
 	case *watch:
@@ -379,6 +387,7 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 	p.answerRollQueue()
 	p.answerLookups()
 	p.abandonCleaning()
+	p.stopFlush()
 	p.releaseWatchers(ctx, true)
 }
 
@@ -405,6 +414,7 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 	p.answerRollQueue()
 	p.answerLookups()
 	p.abandonCleaning()
+	p.stopFlush()
 	p.releaseWatchers(ctx, false)
 	if p.disk != nil {
 		p.disk.Close()
@@ -457,7 +467,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		}
 		return
 	}
-	if p.roll != nil || p.disk.rollDue(len(m.batch.records)) {
+	if p.roll != nil || p.disk.rollDue(len(m.batch.records)) || p.timeRollDue(&m.batch.h) {
 		// Before the producer checks: a pipelined producer's next batch waits behind
 		// the one before it, rather than being judged out of sequence.
 		p.queueForRoll(ctx, m)
@@ -508,12 +518,13 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	}
 	p.cfg.Metrics.appended(len(records))
 	p.unsynced++
-	resp := &Produced{BaseOffset: base, LogStartOffset: p.disk.StartOffset()}
+	resp := &Produced{BaseOffset: base, LogStartOffset: p.disk.StartOffset(), LogAppendTime: m.batch.appendTime}
 	p.ack(ctx, h.LastOffset()+1, resp, m.reply)
 	if p.cfg.FlushMessages != 1 {
 		if p.unsynced >= p.cfg.FlushMessages && !p.syncing {
 			p.startSync(ctx)
 		}
+		p.armFlush(ctx)
 		p.notifyWatchers(ctx)
 	}
 }
@@ -884,11 +895,14 @@ type openRetryTick struct{ actor.Tick }
 func (p *partitionActor) onReconfigure(ctx actor.Context, r *reconfigure) {
 	retention := r.retentionMS != p.cfg.RetentionMS || r.retentionBytes != p.cfg.RetentionBytes ||
 		(r.cleaner == nil) != (p.cfg.Cleaner == nil)
-	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages, p.cfg.Cleaner =
-		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner
+	p.cfg.SegmentBytes, p.cfg.RetentionMS, p.cfg.RetentionBytes, p.cfg.FlushMessages, p.cfg.Cleaner, p.cfg.Timing =
+		r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner, r.timing
 	if c := p.current; c != nil {
-		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages, c.Cleaner =
-			r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner
+		c.SegmentBytes, c.RetentionMS, c.RetentionBytes, c.FlushMessages, c.Cleaner, c.Timing =
+			r.segmentBytes, r.retentionMS, r.retentionBytes, r.flushMessages, r.cleaner, r.timing
+	}
+	if p.clock.seg != nil {
+		p.clock.seg = nil // the jitter is drawn again by the new settings
 	}
 	if p.disk != nil {
 		p.disk.cfg.segmentBytes = r.segmentBytes

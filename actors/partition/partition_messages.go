@@ -60,6 +60,9 @@ type Produced struct {
 	// and send it again with VerifiedAppendMessage and VerifyToken.
 	NeedsVerify bool
 	VerifyToken uint32
+	// LogAppendTime is the time a LogAppendTime topic stamped the batch with; 0 or -1:
+	// none (CreateTime).
+	LogAppendTime int64
 }
 
 // readLog reads from offset. Reply: *Fetched when the answer is known at once (an
@@ -196,4 +199,5 @@ func (m *describeProducers) AnswerCrash(*actor.Crashed) {
 type reconfigure struct {
 	segmentBytes, retentionMS, retentionBytes, flushMessages int64
 	cleaner                                                  *CleanerConfig // nil: delete only
+	timing                                                   Timing
 }

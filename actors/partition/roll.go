@@ -146,7 +146,7 @@ func (p *partitionActor) onRollDone(ctx actor.Context, m *rollDone) {
 	// batch that fills the new segment too starts the next roll, and the rest wait on.
 	for len(p.rollQueue) > 0 && p.roll == nil {
 		w := p.rollQueue[0]
-		if p.disk.rollDue(len(w.batch.records)) {
+		if p.disk.rollDue(len(w.batch.records)) || p.timeRollDue(&w.batch.h) {
 			p.startRoll(ctx)
 			return
 		}

@@ -45,6 +45,11 @@ type snapTopic struct {
 	maxMessageBytes int32
 	// compact: its cleanup.policy holds compact, so a record without a key is refused.
 	compact bool
+	// timestamps: its message.timestamp.* settings (timestamps.go).
+	timestamps timestampPolicy
+	// codec: its compression.type as a batch codec plus one; 0 (the zero value) for
+	// "producer", batches stored as sent (recompress.go).
+	codec int16
 }
 
 // NewCatalog is an empty catalogue (the manager fills it at start).
@@ -94,6 +99,8 @@ type Route struct {
 	partition       int32
 	maxMessageBytes int32
 	compact         bool
+	timestamps      timestampPolicy
+	codec           int16
 	met             *Metrics
 	log             zerolog.Logger
 }
@@ -127,7 +134,7 @@ func (r Routes) Find(name string, id TopicID, p int32) Route {
 		return Route{Topic: t.name, ID: t.id, Code: kerr.NotLeaderForPartition.Code}
 	}
 	return Route{PID: t.pids[p], Topic: t.name, ID: t.id,
-		partition: p, maxMessageBytes: t.maxMessageBytes, compact: t.compact, met: r.snap.met, log: r.snap.log}
+		partition: p, maxMessageBytes: t.maxMessageBytes, compact: t.compact, timestamps: t.timestamps, codec: t.codec, met: r.snap.met, log: r.snap.log}
 }
 
 // DefaultRequestTimeout bounds a produce (without a timeout of its own), a ListOffsets
@@ -189,7 +196,8 @@ func (m *manager) publish() {
 			continue
 		}
 		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...),
-			maxMessageBytes: m.maxMessageBytes(t.meta), compact: cleanerConfig(m.cfg.Broker, t.meta.Configs) != nil}
+			maxMessageBytes: m.maxMessageBytes(t.meta), compact: cleanerConfig(m.cfg.Broker, t.meta.Configs) != nil,
+			timestamps: timestampPolicyOf(m.cfg.Broker, t.meta.Configs), codec: topicCodec(t.meta.Configs["compression.type"]) + 1}
 		snap.topics[name] = st
 		snap.byID[t.id] = st
 	}

@@ -36,10 +36,21 @@ func msOf(d time.Duration) string {
 	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
-// topicConfigs are the topic configs Apache accepts. Those that change how kaas stores a
-// partition are applied (retention.ms, retention.bytes, segment.bytes, max.message.bytes,
-// flush.messages, cleanup.policy, min.cleanable.dirty.ratio, min.compaction.lag.ms,
-// delete.retention.ms); the rest are accepted, recorded and shown, so tools that set them work.
+// topicConfigs are the topic configs Apache accepts. None is accepted and shown without
+// being true (topicrules.go holds what each may be, with Apache's ranges):
+//   - applied: retention.ms, retention.bytes, segment.bytes, segment.ms and
+//     segment.jitter.ms (rolls, timeroll.go), max.message.bytes, flush.messages, flush.ms,
+//     cleanup.policy, min.cleanable.dirty.ratio, min.compaction.lag.ms,
+//     delete.retention.ms, message.timestamp.type and message.timestamp.before.max.ms,
+//     .after.max.ms and .difference.max.ms (timestamps.go), compression.type
+//     (recompress.go);
+//   - refused past what kaas does (INVALID_CONFIG): min.insync.replicas above 1,
+//     remote.storage.enable=true, max.compaction.lag.ms other than its default;
+//   - accepted with no effect on one copy of the log on one volume, as the README's
+//     Limitations list them: the replication throttles, unclean.leader.election.enable,
+//     local.retention.ms and .bytes (no remote storage, as in Apache without it),
+//     preallocate, segment.index.bytes, index.interval.bytes, file.delete.delay.ms,
+//     message.downconversion.enable, message.format.version (Apache 3.0+ ignores it too).
 var topicConfigs = map[string]topicConfigDef{
 	"cleanup.policy":                          {kmsg.ConfigTypeList, constant("delete")},
 	"compression.type":                        {kmsg.ConfigTypeString, constant("producer")},
@@ -74,10 +85,18 @@ var topicConfigs = map[string]topicConfigDef{
 	"unclean.leader.election.enable":          {kmsg.ConfigTypeBoolean, constant("false")},
 }
 
-// validateTopicConfigs checks CreateTopics configs as Apache's LogConfig.validate does in
-// what matters here: a known name and a value of its type (INVALID_CONFIG otherwise).
+// validateTopicConfigs checks a topic's configs (CreateTopics, AlterConfigs and
+// IncrementalAlterConfigs alike) as Apache's LogConfig.validate does: a known name, a
+// value of its type within Apache's range (INVALID_CONFIG otherwise), then what kaas
+// refuses because it would not apply it (topicrules.go).
 func validateTopicConfigs(configs map[string]string) error {
-	for k, v := range configs {
+	names := make([]string, 0, len(configs))
+	for k := range configs {
+		names = append(names, k)
+	}
+	sort.Strings(names) // the first bad one by name, the same answer every time
+	for _, k := range names {
+		v := configs[k]
 		def, ok := topicConfigs[k]
 		if !ok {
 			return fmt.Errorf("Unknown topic config name: %s", k)
@@ -96,37 +115,10 @@ func validateTopicConfigs(configs map[string]string) error {
 		if err != nil {
 			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
 		}
-	}
-	if v, ok := configs["min.cleanable.dirty.ratio"]; ok {
-		if f, _ := strconv.ParseFloat(v, 64); f < 0 || f > 1 {
-			return fmt.Errorf("Invalid value %s for configuration min.cleanable.dirty.ratio: Value must be no more than 1", v)
-		}
-	}
-	for _, name := range []string{"min.compaction.lag.ms", "delete.retention.ms"} {
-		if v, ok := configs[name]; ok {
-			if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
-				return fmt.Errorf("Invalid value %s for configuration %s: Value must be at least 0", v, name)
+		if rule := topicRules[k]; rule != nil {
+			if err := rule(k, v); err != nil {
+				return err
 			}
-		}
-	}
-	if v, ok := configs["max.compaction.lag.ms"]; ok && v != topicConfigs["max.compaction.lag.ms"].def(nil) {
-		// Not applied (a pass is planned by the dirty ratio only): refused rather than
-		// shown.
-		return fmt.Errorf("Invalid value %s for configuration max.compaction.lag.ms: kaas does not apply it yet; only its default %s is accepted", v, topicConfigs["max.compaction.lag.ms"].def(nil))
-	}
-	if v, ok := configs["cleanup.policy"]; ok {
-		if err := checkCleanupPolicy(v); err != nil {
-			return err
-		}
-	}
-	if v, ok := configs["segment.bytes"]; ok {
-		if n, _ := strconv.ParseInt(v, 10, 64); n < 14 {
-			return fmt.Errorf("Invalid value %s for configuration segment.bytes: Value must be at least 14", v)
-		}
-	}
-	if v, ok := configs["flush.messages"]; ok {
-		if n, _ := strconv.ParseInt(v, 10, 64); n < 1 {
-			return fmt.Errorf("Invalid value %s for configuration flush.messages: Value must be at least 1", v)
 		}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"time"
+
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -14,6 +16,9 @@ import (
 type Batch struct {
 	records []byte
 	h       header
+	// appendTime is the broker's time the batch was stamped with on a LogAppendTime
+	// topic (timestamps.go), -1 on a CreateTime one.
+	appendTime int64
 }
 
 // ValidateBatch validates records for the partition r routes to, by its topic's
@@ -24,6 +29,12 @@ func (r Route) ValidateBatch(records []byte) (*Batch, *Produced) {
 	b, perr := validateBatch(records, r.maxMessageBytes)
 	if perr == nil && r.compact {
 		perr = requireKeys(&b.h, records, r.Topic, r.partition)
+	}
+	if perr == nil {
+		perr = recompress(b, r.codec-1, r.maxMessageBytes) // recompress.go
+	}
+	if perr == nil {
+		perr = r.timestamps.apply(b, time.Now().UnixMilli())
 	}
 	if perr != nil {
 		r.met.rejectedBatch(kerr.ErrorForCode(perr.code).Error())
@@ -38,7 +49,7 @@ func validateBatch(records []byte, maxBytes int32) (*Batch, *produceError) {
 	if perr != nil {
 		return nil, perr
 	}
-	return &Batch{records: records, h: h}, nil
+	return &Batch{records: records, h: h, appendTime: -1}, nil
 }
 
 // logRejected logs a batch refused by validateProduced. The reason is one of ours,
