@@ -166,6 +166,7 @@ run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/co
 # read at read_committed and read_uncommitted, and consume-transform-produce with the
 # group's offsets in the transaction (aborted once, then committed).
 run_scenario sarama-txn need_nothing "$E2E_BIN/saramatxn"
+run_scenario kafkajs-txn need_kafkajs node "$e2e/js/kafkajs-txn.js"
 run_scenario confluent-kafka-python-txn need_python /usr/bin/python3 "$e2e/python/confluent_txn.py"
 
 summary="$passed passed, $failed failed"
