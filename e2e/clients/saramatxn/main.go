@@ -226,19 +226,30 @@ func run(ctx context.Context, env scenario.Env) (string, error) {
 func consume(ctx context.Context, env scenario.Env, topic string, iso sarama.IsolationLevel, last func(int32) string, n int) ([]*sarama.ConsumerMessage, error) {
 	cfg := config("")
 	cfg.Consumer.IsolationLevel = iso
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	c, err := sarama.NewConsumer(env.Brokers, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	var got []*sarama.ConsumerMessage
-	for part := int32(0); part < partitions; part++ {
-		pc, err := c.ConsumePartition(topic, part, sarama.OffsetOldest)
-		if err != nil {
+	// Every partition fetches at once; each is then read to its last record.
+	pcs := make([]sarama.PartitionConsumer, partitions)
+	defer func() {
+		for _, pc := range pcs {
+			if pc != nil {
+				pc.AsyncClose()
+			}
+		}
+	}()
+	for part := range pcs {
+		if pcs[part], err = c.ConsumePartition(topic, int32(part), sarama.OffsetOldest); err != nil {
 			return nil, fmt.Errorf("partition %d: %w", part, err)
 		}
-		seen := 0
-		for seen < n {
+	}
+	var got []*sarama.ConsumerMessage
+	for part, pc := range pcs {
+		part := int32(part)
+		for seen := 0; seen < n; {
 			select {
 			case m := <-pc.Messages():
 				got = append(got, m)
@@ -246,14 +257,11 @@ func consume(ctx context.Context, env scenario.Env, topic string, iso sarama.Iso
 					seen++
 				}
 			case err := <-pc.Errors():
-				pc.Close()
 				return nil, fmt.Errorf("partition %d: %w", part, err)
 			case <-ctx.Done():
-				pc.Close()
 				return nil, fmt.Errorf("partition %d: %d records read, the last one (%s) seen %d times of %d: %w", part, len(got), last(part), seen, n, ctx.Err())
 			}
 		}
-		pc.Close()
 	}
 	return got, nil
 }
