@@ -77,6 +77,13 @@ def base(e, **extra):
     return conf
 
 
+T0 = time.time()
+
+
+def step(what):
+    print("%6.2fs %s" % (time.time() - T0, what), file=sys.stderr, flush=True)
+
+
 def key(t, p, r):
     return "t%d-p%d-r%d" % (t, p, r)
 
@@ -167,6 +174,7 @@ def run(e):
             p.commit_transaction(20)
     p.flush(5)
 
+    step("transactions written")
     c = consumer(e, group + "-rc", "read_committed")
     rc = consume(c, src, 1, deadline)
     c.close()
@@ -176,11 +184,13 @@ def run(e):
     c.close()
     exactly(ru, committed_keys | aborted_keys, 1, "read_uncommitted " + src)
 
+    step("read back at both levels")
     # 2. Consume-transform-produce: a group member's offsets in the transaction.
     member = consumer(e, group, "read_committed")
     member.subscribe([src])
     records = consume(member, src, 1, deadline, assign=False)
     exactly(records, committed_keys, 1, "the group member (read_committed) on " + src)
+    step("the group member consumed")
     want = {}
     for part, off, _, _ in records:
         want[part] = max(want.get(part, 0), off + 1)
@@ -209,6 +219,7 @@ def run(e):
         got = committed(stable, src, 20)
         if got != (want if commit else {}):
             raise Fail("the group's offsets after the %s are %s, want %s" % ("commit" if commit else "abort", got, want if commit else "none"))
+    step("copied, aborted then committed")
     ctp.flush(5)
     for x in (member, loose, stable):
         x.close()
@@ -222,6 +233,7 @@ def run(e):
     c.close()
     exactly(ou, committed_keys, 2, "read_uncommitted " + dst)
 
+    step("the copies read back")
     if FATAL:
         raise Fail("librdkafka fatal errors: %s" % "; ".join(FATAL[:2]))
     if PROTOCOL_ERRORS.seen:
