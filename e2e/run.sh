@@ -163,6 +163,12 @@ run_scenario kafkajs need_kafkajs node "$e2e/js/kafkajs.js"
 run_scenario node-rdkafka need_rdkafka node "$e2e/js/rdkafka.js"
 run_scenario kcat need_kcat "$e2e/kcat.sh"
 run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/confluent.py"
+# Transactions (docs/transactions.md): committed and aborted transactions over 3 partitions
+# read at read_committed and read_uncommitted, and consume-transform-produce with the
+# group's offsets in the transaction (aborted once, then committed).
+run_scenario sarama-txn need_nothing "$E2E_BIN/saramatxn"
+run_scenario kafkajs-txn need_kafkajs node "$e2e/js/kafkajs-txn.js"
+run_scenario confluent-kafka-python-txn need_python /usr/bin/python3 "$e2e/python/confluent_txn.py"
 
 summary="$passed passed, $failed failed"
 ((skipped > 0)) && summary+=", $skipped skipped"

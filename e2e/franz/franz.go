@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -264,6 +266,55 @@ func (c *Client) FetchOffsets(ctx context.Context, group, topic string) (map[int
 		}
 	})
 	return out, first
+}
+
+// StableOffsets fetches the group's committed offsets of partitions 0..partitions-1 of
+// topic with require_stable (OffsetFetch v7, KIP-447): while a transaction that holds
+// offsets of the group is ending, the broker answers UNSTABLE_OFFSET_COMMIT and it asks
+// again, so what it returns is settled. A group the broker does not know has no offsets.
+func (c *Client) StableOffsets(ctx context.Context, group, topic string, partitions int) (map[int32]int64, error) {
+	for {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 7
+		req.Group = group
+		req.RequireStable = true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic = topic
+		for p := range partitions {
+			rt.Partitions = append(rt.Partitions, int32(p))
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.cl)
+		if err != nil {
+			return nil, err
+		}
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		out := map[int32]int64{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+					err = fmt.Errorf("partition %d: %w", p.Partition, perr)
+				}
+				if t.Topic == topic && p.Offset >= 0 {
+					out[p.Partition] = p.Offset
+				}
+			}
+		}
+		switch {
+		case errors.Is(err, kerr.UnstableOffsetCommit):
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("offsets still unstable: %w", ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		case errors.Is(err, kerr.GroupIDNotFound): // kfake's answer for a group it never saw
+			return map[int32]int64{}, nil
+		case err != nil:
+			return nil, err
+		default:
+			return out, nil
+		}
+	}
 }
 
 // CommitOffsets commits with OffsetCommit outside any generation (kadm sends generation -1).

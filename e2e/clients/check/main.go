@@ -12,6 +12,8 @@
 //	check admin                        the admin steps with kadm, printing their summary
 //	check delete-offsets P...          OffsetDelete for partitions P of E2E_TOPIC
 //	check delete-group                 DeleteGroups for E2E_GROUP
+//	check stable-offsets               E2E_GROUP's offsets of E2E_TOPIC's E2E_PARTITIONS partitions, fetched
+//	                                   with require_stable, printed as "p:offset ..." (nothing: none)
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +97,16 @@ func run(ctx context.Context, env scenario.Env, args []string) (string, error) {
 		return "", c.DeleteOffsets(ctx, env.Group, env.Topic, ps)
 	case "delete-group":
 		return "", c.DeleteGroup(ctx, env.Group)
+	case "stable-offsets":
+		got, err := c.StableOffsets(ctx, env.Group, env.Topic, env.Partitions)
+		if err != nil {
+			return "", fmt.Errorf("fetch %s's offsets with require_stable: %w", env.Group, err)
+		}
+		var parts []string
+		for _, p := range slices.Sorted(maps.Keys(got)) {
+			parts = append(parts, fmt.Sprintf("%d:%d", p, got[p]))
+		}
+		return strings.Join(parts, " "), nil
 	}
 	return "", fmt.Errorf("unknown command %q", args[0])
 }
