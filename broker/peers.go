@@ -20,7 +20,8 @@ import (
 // reaches its peers on inter.broker.listener.name as any client would, over TLS when that
 // listener is SSL or SASL_SSL (the peer's certificate checked against
 // ssl.truststore.location, this broker's own certificate presented), authenticated with
-// this broker's SASL credentials when it is SASL. A broker alone has none.
+// this broker's SASL credentials when it is SASL (without them it has none, and forwards
+// nothing). A broker alone has none.
 func (b *Broker) startPeers() error {
 	if b.cluster == nil {
 		return nil
@@ -37,6 +38,12 @@ func (b *Broker) startPeers() error {
 			return fmt.Errorf("inter-broker listener %s: %w", name, err)
 		}
 		pc.TLS = tc
+	}
+	if b.cfg.UsesSASL(name) && b.cfg.InterBrokerSASLUsername == "" {
+		// No credentials to log in to the peers with: nothing is forwarded, and a
+		// broker that does not write the catalogue answers NOT_CONTROLLER as before.
+		b.log.Warn().Str("listener", name).Msg("inter_broker_client_off_no_sasl_credentials")
+		return nil
 	}
 	if b.cfg.UsesSASL(name) {
 		m, err := peerSASL(b.cfg.InterBrokerSASLMechanism, b.cfg.InterBrokerSASLUsername, b.cfg.InterBrokerSASLPasswordFile)

@@ -744,8 +744,8 @@ func (c *Config) validateInterBroker() error {
 	default:
 		return fmt.Errorf("sasl.mechanism.inter.broker.protocol must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	}
-	if c.Registry != "dev" && (c.InterBrokerSASLUsername == "" || c.InterBrokerSASLPasswordFile == "") {
-		return fmt.Errorf("the inter-broker listener %s is SASL: a broker of a cluster needs --inter.broker.sasl.username and --inter.broker.sasl.password.file to authenticate to its peers", name)
+	if (c.InterBrokerSASLUsername == "") != (c.InterBrokerSASLPasswordFile == "") {
+		return fmt.Errorf("the inter-broker listener %s is SASL: give both --inter.broker.sasl.username and --inter.broker.sasl.password.file, or neither (no forwarding)", name)
 	}
 	return nil
 }
