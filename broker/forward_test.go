@@ -38,7 +38,9 @@ type gate struct {
 
 func (g *gate) set(mode string) { g.mu.Lock(); g.mode = mode; g.mu.Unlock() }
 
-func (g *gate) wrap(_ string, ln net.Listener) net.Listener { return &gatedListener{Listener: ln, g: g} }
+func (g *gate) wrap(_ string, ln net.Listener) net.Listener {
+	return &gatedListener{Listener: ln, g: g}
+}
 
 type gatedListener struct {
 	net.Listener
@@ -84,7 +86,9 @@ func clientVia(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	var d net.Dialer
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
-		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) { return d.DialContext(ctx, network, addr) }),
+		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		}),
 		kgo.RequestRetries(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
