@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"kaas/logs"
 	"kaas/registry"
 )
 
@@ -78,6 +79,8 @@ type Client struct {
 	cancel  context.CancelFunc
 	metrics *metrics
 
+	failLog *logs.Limiter // inter_broker_request_failed: one line per second at most
+
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -100,7 +103,7 @@ func New(cfg Config) *Client {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{cfg: cfg, sem: make(chan struct{}, cfg.MaxInFlight), ctx: ctx, cancel: cancel,
-		metrics: newMetrics(cfg.Registerer), peers: map[int32]*conn{}}
+		metrics: newMetrics(cfg.Registerer), peers: map[int32]*conn{}, failLog: logs.NewLimiter(time.Second)}
 }
 
 // Send sends req to broker id and calls done, once, from a goroutine the client owns,
@@ -220,7 +223,9 @@ func (c *Client) finish(id int32, req kmsg.Request, start time.Time, resp kmsg.R
 	res := result(err)
 	c.metrics.observe(api, res, time.Since(start))
 	if err != nil {
-		c.cfg.Log.Warn().Err(err).Int32("peer", id).Str("api", api).Str("result", res).
+		// A peer that is gone fails every request sent to it: the log gets one line a
+		// second with a count, the metric every one.
+		c.failLog.Event(c.cfg.Log.Warn()).Err(err).Int32("peer", id).Str("api", api).Str("result", res).
 			Dur("took_ms", time.Since(start)).Msg("inter_broker_request_failed")
 	} else {
 		c.cfg.Log.Debug().Int32("peer", id).Str("api", api).Dur("took_ms", time.Since(start)).Msg("inter_broker_request_done")
