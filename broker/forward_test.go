@@ -328,3 +328,27 @@ func TestClusterForwardingAuthorizesTheClientFirst(t *testing.T) {
 		t.Fatal("the granted change was not forwarded")
 	}
 }
+
+// Over an SSL inter-broker listener: the forwarding broker verifies the writer's
+// certificate against ssl.truststore.location and the change is applied.
+func TestClusterForwardsOverTLS(t *testing.T) {
+	pki := newPKI(t)
+	cfgs := clusterConfigs(t, 2)
+	bs := make([]*broker.Broker, 2)
+	for i := range cfgs {
+		cfgs[i].Listeners = []config.Listener{{Name: "SSL", Host: "127.0.0.1", Port: cfgs[i].Listeners[0].Port}, {Name: "PLAINTEXT", Host: "127.0.0.1"}}
+		cfgs[i].SSLCertificateLocation, cfgs[i].SSLKeyLocation, cfgs[i].SSLTruststoreLocation = pki.certFile, pki.keyFile, pki.caFile
+		bs[i] = brokertest.StartWith(t, cfgs[i])
+	}
+	waitReady(t, bs...)
+	w := settledWriter(t, bs)
+	a := bs[1-w]
+	createTopic(t, bs[w].ListenerAddr("PLAINTEXT"), "sealed", 1)
+	set := incResource(kmsg.ConfigResourceTypeTopic, "sealed", incOp{"retention.ms", kmsg.IncrementalAlterConfigOpSet, sp("60000")})
+	r := incAlter(t, a.ListenerAddr("PLAINTEXT"), 1, false, set)
+	wantCode(t, "forwarded over TLS", r[0].ErrorCode, r[0].ErrorMessage, 0, "")
+	wantConfig(t, bs[w].ListenerAddr("PLAINTEXT"), "sealed", "retention.ms", "60000", false)
+	if n := forwardedOK(a, "IncrementalAlterConfigs"); n != 1 {
+		t.Fatalf("forwarded %v, want 1", n)
+	}
+}
