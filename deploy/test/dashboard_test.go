@@ -242,7 +242,8 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 		"kaas_log_fsync_duration_seconds_bucket", "kaas_log_write_errors_total", "kaas_offsets_journal_segments_quarantined_total",
 		"kaas_registry_brokers_alive", "kaas_lease_held", "kaas_ownership_moves_total", "kaas_connections_open",
 		"kaas_log_cleaner_cleaned_bytes_total", "kaas_log_cleaner_dirty_ratio", "kaas_log_cleaner_last_clean_timestamp_seconds",
-		"kaas_log_cleaner_errors_total", "kaas_transactions_open", "kaas_transactions_oldest_open_seconds"} {
+		"kaas_log_cleaner_errors_total", "kaas_transactions_open", "kaas_transactions_oldest_open_seconds",
+		"kaas_consumer_group_members", "kaas_consumer_group_fences_total", "kaas_consumer_group_reconciliation_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}
