@@ -27,6 +27,7 @@ import (
 	"kaas/datamode"
 	"kaas/logs"
 	"kaas/metrics"
+	"kaas/peer"
 	"kaas/registry"
 	"kaas/storage"
 	"kaas/watchdog"
@@ -52,6 +53,8 @@ type Broker struct {
 	// cluster is the registry source, fence and ownership controller of a broker in a
 	// cluster (nil with the dev registry).
 	cluster *clusterSide
+	// peers is the inter-broker client of a broker in a cluster (nil alone).
+	peers *peer.Client
 	// watchdog ends this broker's client connections if it stops running past its
 	// lease (nil when off or alone).
 	watchdog *watchdog.Watchdog
@@ -213,6 +216,10 @@ func Start(cfg config.Config, log zerolog.Logger, opts ...Option) (*Broker, erro
 	} else {
 		b.env.Registry = registry.NewDev(self)
 	}
+	if err := b.startPeers(); err != nil {
+		b.closeListeners()
+		return nil, err
+	}
 	b.env.RequestBytes = conn.NewBudget(cfg.QueuedMaxRequestBytes, b.met.RequestBytesQueued, b.met.RequestReadsWaiting)
 	b.env.ResponseBytes = conn.NewBudget(cfg.QueuedMaxResponseBytes, b.met.ResponseBytesUnwritten, nil)
 	if err := b.startSecurity(); err != nil {
@@ -314,6 +321,10 @@ func (b *Broker) stop(ctx context.Context) error {
 	// Let requests already read reach their actors before the managers stop; the
 	// managers then answer parked waiters (JoinGroup, long-poll Fetch) with codes.
 	b.waitConns(ctx, 200*time.Millisecond)
+	if b.peers != nil {
+		// Requests still out to peers end now (their clients get NOT_CONTROLLER).
+		b.peers.Close()
+	}
 	if b.cluster != nil && b.cluster.ctl != nil {
 		b.cluster.ctl.Stop() // no hand-over while the managers stop
 	}

@@ -141,6 +141,18 @@ type Config struct {
 	// PauseWatchdog: in a cluster, a second process ends a paused broker's client
 	// connections once its lease has ended (package watchdog).
 	PauseWatchdog bool
+
+	// Inter-broker requests (package peer; docs/security.md, Between brokers).
+	// InterBrokerListener names the listener peers are reached on ("": the first).
+	InterBrokerListener string
+	// InterBrokerSASLMechanism, Username and PasswordFile authenticate this broker to
+	// its peers when that listener is SASL; the password is read from the file at start
+	// and never logged.
+	InterBrokerSASLMechanism    string
+	InterBrokerSASLUsername     string
+	InterBrokerSASLPasswordFile string
+	InterBrokerRequestTimeout   time.Duration
+	InterBrokerMaxInFlight      int32
 }
 
 // Peer is one broker of a static registry: id@host:port (its first listener).
@@ -208,6 +220,10 @@ func Default() Config {
 		LogLevel:            "info",
 		LogFormat:           "",
 		ShutdownTimeout:     8 * time.Second,
+
+		InterBrokerSASLMechanism:  "SCRAM-SHA-512",
+		InterBrokerRequestTimeout: 10 * time.Second,
+		InterBrokerMaxInFlight:    64,
 
 		QueuedMaxRequestBytes:      256 << 20,
 		ConnMaxQueuedResponseBytes: 8 << 20,
@@ -469,6 +485,12 @@ func settings(c *Config) []setting {
 		{"pause.watchdog.enable", "in a cluster (registry static or kubernetes), run a watchdog process that ends this broker's client connections and refuses new ones once it stops running past its lease (SIGSTOP, a stalled process), as a killed broker's would end (no Apache key)",
 			func(c *Config, v string) (err error) { c.PauseWatchdog, err = strconv.ParseBool(v); return err },
 			func(c *Config) string { return strconv.FormatBool(c.PauseWatchdog) }},
+		strSetting("inter.broker.listener.name", "the listener a broker reaches its peers on, for requests it forwards to them (default: the first listener; with --registry.peers it must be the first)", &c.InterBrokerListener),
+		strSetting("sasl.mechanism.inter.broker.protocol", "when the inter-broker listener is SASL: the mechanism a broker authenticates to its peers with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", &c.InterBrokerSASLMechanism),
+		strSetting("inter.broker.sasl.username", "when the inter-broker listener is SASL: the user a broker authenticates to its peers as (no Apache key: Apache reads it from the listener's JAAS config)", &c.InterBrokerSASLUsername),
+		strSetting("inter.broker.sasl.password.file", "when the inter-broker listener is SASL: a file holding that user's password on its first line (read at start, never logged; no Apache key)", &c.InterBrokerSASLPasswordFile),
+		msSetting("inter.broker.request.timeout.ms", "how long a request to a peer broker may take, connection and authentication included (no Apache key)", &c.InterBrokerRequestTimeout),
+		intSetting("inter.broker.max.in.flight.requests", "requests to peer brokers out at once; one more is answered as if the peer were unreachable (no Apache key)", &c.InterBrokerMaxInFlight),
 	}
 }
 
@@ -512,6 +534,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateSecurity(); err != nil {
+		return err
+	}
+	if err := c.validateInterBroker(); err != nil {
 		return err
 	}
 	switch {
@@ -750,6 +775,50 @@ func PrintHelp(out io.Writer) {
 
 // FromEnv is Parse over os.Args and os.Getenv.
 func FromEnv(out io.Writer) (Config, error) { return Parse(os.Args[1:], os.Getenv, out) }
+
+// InterBrokerListenerName is the listener peers are reached on: inter.broker.listener.name,
+// else the first listener.
+func (c *Config) InterBrokerListenerName() string {
+	if c.InterBrokerListener != "" {
+		return c.InterBrokerListener
+	}
+	if len(c.Listeners) == 0 {
+		return ""
+	}
+	return c.Listeners[0].Name
+}
+
+// validateInterBroker checks the inter-broker listener and, when it is SASL, this
+// broker's credentials.
+func (c *Config) validateInterBroker() error {
+	name := c.InterBrokerListenerName()
+	found := false
+	for _, l := range c.Listeners {
+		found = found || l.Name == name
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("inter.broker.listener.name: %s names no listener", name)
+	case len(c.RegistryPeers) > 0 && name != c.Listeners[0].Name:
+		return fmt.Errorf("inter.broker.listener.name: %s is not the first listener, and --registry.peers gives each broker's address on the first listener only", name)
+	case c.InterBrokerRequestTimeout <= 0:
+		return fmt.Errorf("inter.broker.request.timeout.ms must be positive")
+	case c.InterBrokerMaxInFlight <= 0:
+		return fmt.Errorf("inter.broker.max.in.flight.requests must be positive")
+	}
+	if !c.UsesSASL(name) {
+		return nil
+	}
+	switch c.InterBrokerSASLMechanism {
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("sasl.mechanism.inter.broker.protocol must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	}
+	if (c.InterBrokerSASLUsername == "") != (c.InterBrokerSASLPasswordFile == "") {
+		return fmt.Errorf("the inter-broker listener %s is SASL: give both --inter.broker.sasl.username and --inter.broker.sasl.password.file, or neither (no forwarding)", name)
+	}
+	return nil
+}
 
 // ConsumerProtocol reports whether the consumer group protocol (KIP-848) is served:
 // group.coordinator.rebalance.protocols names consumer.

@@ -212,3 +212,37 @@ func TestConnectionLimits(t *testing.T) {
 		}
 	}
 }
+
+// The inter-broker listener is the first by default; one that names no listener, one
+// that is not the first while --registry.peers gives first-listener addresses only, a
+// SASL one with half its credentials, and an unknown mechanism are refused.
+func TestInterBrokerSettings(t *testing.T) {
+	two := "--listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093"
+	c, err := Parse([]string{two}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.InterBrokerListenerName(); got != "PLAINTEXT" {
+		t.Errorf("default inter-broker listener %q, want the first, PLAINTEXT", got)
+	}
+	for _, args := range [][]string{
+		{two, "--inter.broker.listener.name=INTERNAL"},
+		{two, "--inter.broker.listener.name=SASL_PLAINTEXT", "--registry=static", "--registry.peers=0@127.0.0.1:9092"},
+		{two, "--inter.broker.listener.name=SASL_PLAINTEXT", "--inter.broker.sasl.username=broker"},
+		{two, "--inter.broker.listener.name=SASL_PLAINTEXT", "--sasl.mechanism.inter.broker.protocol=GSSAPI"},
+		{"--inter.broker.request.timeout.ms=0"},
+		{"--inter.broker.max.in.flight.requests=0"},
+	} {
+		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	c, err = Parse([]string{two, "--inter.broker.listener.name=SASL_PLAINTEXT", "--inter.broker.sasl.username=broker",
+		"--inter.broker.sasl.password.file=/run/secrets/broker", "--sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InterBrokerListenerName() != "SASL_PLAINTEXT" || c.InterBrokerSASLMechanism != "SCRAM-SHA-256" {
+		t.Errorf("inter-broker settings not taken: %+v", c)
+	}
+}

@@ -54,8 +54,49 @@ func handleCreateTopics(c *Call) {
 		c.Respond(build(nil))
 		return
 	}
-	msg.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*partition.Created)) })
-	askTopics(c, msg)
+	msg.Reply = c.Await(func(v any) kmsg.Response {
+		if w, ok := v.(*kmsg.CreateTopicsResponse); ok {
+			return mergeCreated(req, pre, w)
+		}
+		return build(v.(*partition.Created))
+	})
+	// The writer gets the topics not answered here, and answers each.
+	fwd := *req
+	fwd.Topics = nil
+	for i, t := range req.Topics {
+		if pre[i] == nil {
+			fwd.Topics = append(fwd.Topics, t)
+		}
+	}
+	askWriter(c, msg, msg.Reply, &fwd, func(r kmsg.Response) any { return r })
+}
+
+// mergeCreated is the answer to a forwarded CreateTopics: the entries answered here,
+// the writer's for the rest, in request order.
+func mergeCreated(req *kmsg.CreateTopicsRequest, pre []*partition.TopicInfo, w *kmsg.CreateTopicsResponse) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	resp.ThrottleMillis = w.ThrottleMillis
+	k := 0
+	for i, t := range req.Topics {
+		if ti := pre[i]; ti != nil || k >= len(w.Topics) {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
+			if ti != nil {
+				rt.ErrorCode = ti.ErrorCode
+				if ti.ErrorMessage != "" {
+					m := ti.ErrorMessage
+					rt.ErrorMessage = &m
+				}
+			} else {
+				rt.ErrorCode = kerr.UnknownServerError.Code // the writer left one out
+			}
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, w.Topics[k])
+		k++
+	}
+	return resp
 }
 
 // newTopic reads one requested topic; a malformed assignment or a null config value is

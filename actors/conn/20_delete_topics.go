@@ -91,5 +91,39 @@ func handleDeleteTopics(c *Call) {
 		return
 	}
 	msg.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*partition.Deleted)) })
-	askTopics(c, msg)
+	// Forwarded as v6 (topics by name or id, whichever version the client spoke), in
+	// the manager's order: the names, then the ids.
+	fwd := kmsg.NewPtrDeleteTopicsRequest()
+	fwd.TimeoutMillis = req.TimeoutMillis
+	for _, n := range msg.Names {
+		n := n
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		t.Topic = &n
+		fwd.Topics = append(fwd.Topics, t)
+		fwd.TopicNames = append(fwd.TopicNames, n)
+	}
+	for _, id := range msg.IDs {
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		t.TopicID = id
+		fwd.Topics = append(fwd.Topics, t)
+	}
+	askWriter(c, msg, msg.Reply, fwd, func(r kmsg.Response) any {
+		w := r.(*kmsg.DeleteTopicsResponse)
+		res := &partition.Deleted{Topics: make([]partition.TopicInfo, len(fwd.Topics))}
+		for i := range fwd.Topics {
+			ti := partition.TopicInfo{ErrorCode: kerr.UnknownServerError.Code}
+			if i < len(w.Topics) {
+				wt := w.Topics[i]
+				ti = partition.TopicInfo{ID: wt.TopicID, ErrorCode: wt.ErrorCode}
+				if wt.Topic != nil {
+					ti.Name = *wt.Topic
+				}
+				if wt.ErrorMessage != nil {
+					ti.ErrorMessage = *wt.ErrorMessage
+				}
+			}
+			res.Topics[i] = ti
+		}
+		return res
+	})
 }

@@ -35,7 +35,24 @@ func handleAlterConfigs(c *Call) {
 		rs[i], changes[i] = cr, ch
 	}
 	out, topics := preprocessConfigs(c, rs)
-	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, func(out []*configAnswer) kmsg.Response {
+	fwd := configForward{
+		request: func(idx []int) kmsg.Request {
+			r := *req
+			r.Resources = nil
+			for _, i := range idx {
+				r.Resources = append(r.Resources, req.Resources[i])
+			}
+			return &r
+		},
+		answers: func(r kmsg.Response) []configAnswer {
+			var as []configAnswer
+			for _, rr := range r.(*kmsg.AlterConfigsResponse).Resources {
+				as = append(as, answerOf(rr.ErrorCode, rr.ErrorMessage))
+			}
+			return as
+		},
+	}
+	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, fwd, func(out []*configAnswer) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 		for i, r := range req.Resources {
 			rr := kmsg.NewAlterConfigsResponseResource()

@@ -46,5 +46,20 @@ func handleCreatePartitions(c *Call) {
 		return
 	}
 	msg.Reply = c.Await(func(v any) kmsg.Response { return build(v.(*partition.Created)) })
-	askTopics(c, msg)
+	fwd := *req
+	askWriter(c, msg, msg.Reply, &fwd, func(r kmsg.Response) any {
+		w := r.(*kmsg.CreatePartitionsResponse)
+		res := &partition.Created{Topics: make([]partition.TopicInfo, len(req.Topics))}
+		for i, t := range req.Topics {
+			ti := partition.TopicInfo{Name: t.Topic, ErrorCode: kerr.UnknownServerError.Code}
+			if i < len(w.Topics) {
+				ti.ErrorCode = w.Topics[i].ErrorCode
+				if m := w.Topics[i].ErrorMessage; m != nil {
+					ti.ErrorMessage = *m
+				}
+			}
+			res.Topics[i] = ti
+		}
+		return res
+	})
 }

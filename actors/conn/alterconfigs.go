@@ -141,8 +141,9 @@ func checkLoggers(c *Call, r configResource) *configAnswer {
 
 // alterTopicConfigs asks the topics manager for the topic resources and then answers
 // through build, which gets every resource's outcome in request order.
+// fwd is how the request is forwarded to the catalogue's writer (forward.go).
 func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []partition.TopicConfigChange,
-	validateOnly bool, build func([]*configAnswer) kmsg.Response) {
+	validateOnly bool, fwd configForward, build func([]*configAnswer) kmsg.Response) {
 	if len(topics) == 0 || noTopics(c) {
 		for _, i := range topics {
 			out[i] = &configAnswer{kerr.UnknownTopicOrPartition.Code, "The topic '" + changes[i].Name + "' does not exist."}
@@ -155,14 +156,41 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 		msg.Topics = append(msg.Topics, changes[i])
 	}
 	msg.Reply = c.Await(func(v any) kmsg.Response {
-		res := v.(*partition.Created)
-		for k, i := range topics {
-			ti := res.Topics[k]
-			out[i] = &configAnswer{ti.ErrorCode, ti.ErrorMessage}
+		switch res := v.(type) {
+		case []configAnswer: // the writer's
+			for k, i := range topics {
+				out[i] = &configAnswer{kerr.UnknownServerError.Code, "the controller left the resource out"}
+				if k < len(res) {
+					out[i] = &res[k]
+				}
+			}
+		case *partition.Created:
+			for k, i := range topics {
+				ti := res.Topics[k]
+				out[i] = &configAnswer{ti.ErrorCode, ti.ErrorMessage}
+			}
 		}
 		return build(out)
 	})
-	askTopics(c, msg)
+	askWriter(c, msg, msg.Reply, fwd.request(topics), func(r kmsg.Response) any { return fwd.answers(r) })
+}
+
+// configForward is how AlterConfigs or IncrementalAlterConfigs is forwarded: request
+// makes the request of the resources listed (the topics that passed preprocessing; a
+// broker resource is this broker's and answered here), answers reads the writer's
+// answer to it, one per resource in order.
+type configForward struct {
+	request func(resources []int) kmsg.Request
+	answers func(kmsg.Response) []configAnswer
+}
+
+// answerOf is one resource's answer in a writer's response.
+func answerOf(code int16, msg *string) configAnswer {
+	a := configAnswer{code: code}
+	if msg != nil && code != 0 {
+		a.msg = *msg
+	}
+	return a
 }
 
 // errMsg is an answer's error message: null on success, as Apache's ApiError.NONE.

@@ -10,6 +10,7 @@ import (
 	"kaas/config"
 	"kaas/logs"
 	"kaas/metrics"
+	"kaas/peer"
 	"kaas/registry"
 )
 
@@ -26,6 +27,10 @@ type Env struct {
 	Ownership func() *cluster.State
 	Metrics   *metrics.Metrics
 	Log       zerolog.Logger
+	// Peers, in a cluster, sends requests to other brokers (package peer): a topic
+	// change asked of a broker that does not write the catalogue is forwarded to the
+	// one that does (forward.go). Nil: a broker alone.
+	Peers *peer.Client
 
 	// Groups is the groups manager (actors/group): every group API is asked of it.
 	Groups *actor.PID
