@@ -61,14 +61,14 @@ type manager struct {
 	cfg ManagerConfig
 	log zerolog.Logger
 
-	ids     map[string]*entry
-	byPID   map[string]*entry
+	ids   map[string]*entry
+	byPID map[string]*entry
 	// byProducer finds the id that holds a producer id (AdminAbort, CheckTxn).
 	byProducer map[int64]*entry
-	gen     uint64
-	ops     actor.Pending[func(any)]
-	tick    actor.Cancel
-	closing bool
+	gen        uint64
+	ops        actor.Pending[func(any)]
+	tick       actor.Cancel
+	closing    bool
 }
 
 type metricsTick struct{ actor.Tick }
