@@ -45,6 +45,9 @@ type Broker struct {
 	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
 	// after the transactions manager.
 	txnJournal *actor.PID
+	// txns is Env.Txns for the partitions' orphan checks, which start before it does
+	// (txnChecker).
+	txns atomic.Pointer[actor.PID]
 	// cluster is the registry source, fence and ownership controller of a broker in a
 	// cluster (nil with the dev registry).
 	cluster *clusterSide
