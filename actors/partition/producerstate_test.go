@@ -99,7 +99,7 @@ func (s *solo) committed() (int64, []AbortedTxn) {
 // clock is a settable Now.
 type clock struct{ ms atomic.Int64 }
 
-func (c *clock) now() time.Time     { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) now() time.Time      { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // TestProducerExpiry: a producer idle past producer.id.expiration.ms with no open
