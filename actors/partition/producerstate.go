@@ -107,7 +107,10 @@ func (p *partitionActor) publishProducers() {
 	}
 	lag := int64(-1)
 	if p.openTxns > 0 || len(p.completing) > 0 {
-		lag = p.highWatermark() - p.lastStable()
+		lag = p.highWatermark() - p.lastStable() // drops the completed transactions first
+		if p.openTxns == 0 && len(p.completing) == 0 {
+			lag = -1 // the last one's marker just became durable: no series
+		}
 	}
 	p.producerMt.Set(len(p.producers), lag)
 }
