@@ -631,7 +631,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("kaas groups reset-offsets: exit %d\n%s", code, out)
 	}
 	out, code = execute(t, bin, "--help")
-	if code != 0 || !strings.Contains(out, "kaas groups") || !strings.Contains(out, "kaas topics") {
+	if code != 0 || !strings.Contains(out, "kaas groups") || !strings.Contains(out, "kaas topics") || !strings.Contains(out, "kaas transactions") {
 		t.Fatalf("kaas --help: exit %d, lacks the subcommands\n%s", code, out)
 	}
 }

@@ -92,14 +92,12 @@ func (a *txnActor) handleAdminAbort(ctx actor.Context, r *abortFor) {
 	case m.State == PrepareCommit:
 		// The commit is decided: an abort on some of its partitions would split it.
 		writeDirect(ctx, a.cfg.Sides, req, rest, allCodes(held, codeConcurrent), "")
-	case m.State == PrepareAbort:
-		// Being aborted already: answered once its markers are written.
-		a.whenComplete(func(done bool) {
-			writeDirect(ctx, a.cfg.Sides, req, rest, allCodes(held, pick(done, codeNone, codeNotCoord)), a.cfg.ID)
-		})
 	default:
-		// Ongoing at another epoch: the operator's marker names an older transaction of
-		// the producer, which the partitions refuse or end as Apache's do.
+		// PrepareAbort: the abort is decided, the operator's marker agrees with it (and
+		// is not made to wait for the coordinator's: a coordinator's own marker sent
+		// over the wire must never wait for its own completion). Ongoing at another
+		// epoch: the marker names an older transaction of the producer, which the
+		// partitions refuse or end as Apache's do.
 		writeDirect(ctx, a.cfg.Sides, req, req.Partitions, nil, "")
 	}
 }

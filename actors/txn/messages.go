@@ -237,7 +237,8 @@ func (m *AddPartitionsBatch) AnswerCrash(*actor.Crashed) { m.Reply.Resolve([]any
 // timeout aborts it (the epoch bumped, the producer fenced, a marker on every partition
 // of the transaction), so the coordinator and the partitions agree; the partitions it
 // does not hold get the operator's marker as Apache writes it. A transaction being
-// committed (PrepareCommit) is not aborted: CONCURRENT_TRANSACTIONS for its partitions.
+// committed (PrepareCommit) is not aborted: CONCURRENT_TRANSACTIONS for its partitions;
+// one being aborted (PrepareAbort) gets the operator's markers as they are.
 // Sent by the WriteTxnMarkers handler. Reply: *AdminAborted, once every marker is
 // written (the coordinator's Complete* durable).
 type AdminAbort struct {
