@@ -253,6 +253,14 @@ func TestOrphanTransactionAborted(t *testing.T) {
 	if ps := s.producers(); ps[5].TxnStartOffset != -1 {
 		t.Fatalf("producer 5 after the orphan's abort: %+v", ps[5])
 	}
+	// No transaction open: no LSO lag series.
+	if err := testutil.CollectAndCompare(met.producers, strings.NewReader(`
+# HELP kaas_producer_state_entries Producer-state entries (idempotent and transactional producers) kept by the partitions this broker leads.
+# TYPE kaas_producer_state_entries gauge
+kaas_producer_state_entries 1
+`), "kaas_partition_lso_lag", "kaas_producer_state_entries"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOrphanCheckHeldKeepsTheTransaction: a transaction its coordinator holds is left
