@@ -260,6 +260,33 @@ func (f *fixture) joined(t *testing.T, group string) {
 	})
 }
 
+// joined848 starts a consumer on the consumer group protocol (KIP-848) in group and
+// returns once ConsumerGroupDescribe shows it Stable; it leaves when the test ends.
+func (f *fixture) joined848(t *testing.T, group string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ServerSideBalancer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		d, err := f.adm.DescribeConsumerGroups(testCtx(t), group)
+		if err == nil && d[group].State == "Stable" && len(d[group].Members) == 1 && d[group].Members[0].MemberEpoch == d[group].AssignmentEpoch {
+			return nil
+		}
+		return fmt.Errorf("group %s never became Stable: %v %+v", group, err, d)
+	})
+}
+
 func TestGroups(t *testing.T) {
 	for _, c := range clusters {
 		t.Run(c.name, func(t *testing.T) {
@@ -371,6 +398,53 @@ func TestGroups(t *testing.T) {
 					if got := f.committed(t, "g"); !same(got, m.want) {
 						t.Fatalf("%v --execute: offsets %v, want %v", m.args, got, m.want)
 					}
+				}
+			})
+
+			t.Run("consumer protocol", func(t *testing.T) {
+				if c.name == "kfake" {
+					t.Skip("kfake's DescribeGroups answers a consumer-protocol group as classic")
+				}
+				f.joined848(t, "next")
+				r := on(a, "groups", "describe", "--group", "next", "--members", "--json").must(t, 0)
+				var doc struct {
+					Groups []struct {
+						Group, State    string
+						GroupProtocol   string `json:"group_protocol"`
+						GroupEpoch      *int32 `json:"group_epoch"`
+						AssignmentEpoch *int32 `json:"assignment_epoch"`
+						Members         []struct {
+							MemberEpoch *int32 `json:"member_epoch"`
+							MemberState string `json:"member_state"`
+							Assignment  []struct{ Partitions []int32 }
+							Target      []struct{ Partitions []int32 } `json:"target_assignment"`
+						}
+					}
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Groups) != 1 {
+					t.Fatalf("describe --json: %v %s", err, r.stdout)
+				}
+				g := doc.Groups[0]
+				if g.GroupProtocol != "consumer" || g.State != "Stable" || g.GroupEpoch == nil || *g.GroupEpoch < 1 ||
+					g.AssignmentEpoch == nil || len(g.Members) != 1 {
+					t.Fatalf("describe --json: %s", r.stdout)
+				}
+				m := g.Members[0]
+				if m.MemberEpoch == nil || *m.MemberEpoch != *g.AssignmentEpoch || m.MemberState != "stable" ||
+					len(m.Assignment) != 1 || len(m.Assignment[0].Partitions) != partitions || len(m.Target) != 1 {
+					t.Fatalf("member: %s", r.stdout)
+				}
+				r = on(a, "groups", "list").must(t, 0)
+				if find(rows(t, r.stdout), "GROUP", "next", "TYPE", "consumer", "STATE", "Stable") == nil {
+					t.Fatalf("list:\n%s", r.stdout)
+				}
+				r = on(a, "groups", "describe", "--group", "next", "--state").must(t, 0)
+				if find(rows(t, r.stdout), "GROUP", "next", "GROUP-PROTOCOL", "consumer", "STATE", "Stable") == nil {
+					t.Fatalf("describe --state:\n%s", r.stdout)
+				}
+				r = on(a, "groups", "describe", "--group", "next").must(t, 0)
+				if row := find(rows(t, r.stdout), "GROUP", "next", "PARTITION", "0"); row == nil || row["CONSUMER-ID"] == "-" {
+					t.Fatalf("describe offsets:\n%s", r.stdout)
 				}
 			})
 

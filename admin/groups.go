@@ -25,11 +25,13 @@ type listedGroupDoc struct {
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Coordinator  int32  `json:"coordinator"`
+	// Type is classic or consumer (KIP-848; ListGroups v5), "" from an older broker.
+	Type string `json:"type"`
 }
 
 func listGroups(fs *flag.FlagSet) action {
 	var states stringList
-	fs.Var(&states, "state", "only groups in this `state` (Empty, Stable, PreparingRebalance, CompletingRebalance, Dead); repeatable")
+	fs.Var(&states, "state", "only groups in this `state` (Empty, Stable, PreparingRebalance, CompletingRebalance, Dead; a consumer-protocol group's Assigning, Reconciling); repeatable")
 	return action{run: func(c *cmd) error {
 		ctx, cancel := c.context()
 		defer cancel()
@@ -41,32 +43,37 @@ func listGroups(fs *flag.FlagSet) action {
 			Groups []listedGroupDoc `json:"groups"`
 		}{Groups: []listedGroupDoc{}}
 		for _, g := range listed.Sorted() {
-			doc.Groups = append(doc.Groups, listedGroupDoc{g.Group, g.State, g.ProtocolType, g.Coordinator})
+			doc.Groups = append(doc.Groups, listedGroupDoc{g.Group, g.State, g.ProtocolType, g.Coordinator, g.GroupType})
 		}
 		if c.json {
 			return c.document(doc)
 		}
 		var rows [][]string
 		for _, g := range doc.Groups {
-			rows = append(rows, []string{g.Group, dash(g.State), dash(g.ProtocolType)})
+			rows = append(rows, []string{g.Group, dash(g.State), dash(g.ProtocolType), dash(g.Type)})
 		}
-		c.table([]string{"GROUP", "STATE", "PROTOCOL-TYPE"}, rows)
+		c.table([]string{"GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"}, rows)
 		return nil
 	}}
 }
 
 // groupDoc is one group as describe and lag print it in JSON.
 type groupDoc struct {
-	Group        string        `json:"group"`
-	State        string        `json:"state"`
-	ProtocolType string        `json:"protocol_type"`
-	Protocol     string        `json:"protocol"`
-	Coordinator  string        `json:"coordinator"`
-	Members      []memberDoc   `json:"members"`
-	Partitions   []offsetDoc   `json:"partitions"`
-	TotalLag     int64         `json:"total_lag"`
-	Error        string        `json:"error,omitempty"`
-	lag          kadm.GroupLag // for the text tables
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Protocol     string `json:"protocol"`
+	// GroupProtocol is classic or consumer (KIP-848); a consumer-protocol group has its
+	// group and target assignment epochs.
+	GroupProtocol   string        `json:"group_protocol"`
+	GroupEpoch      *int32        `json:"group_epoch,omitempty"`
+	AssignmentEpoch *int32        `json:"assignment_epoch,omitempty"`
+	Coordinator     string        `json:"coordinator"`
+	Members         []memberDoc   `json:"members"`
+	Partitions      []offsetDoc   `json:"partitions"`
+	TotalLag        int64         `json:"total_lag"`
+	Error           string        `json:"error,omitempty"`
+	lag             kadm.GroupLag // for the text tables
 }
 
 type memberDoc struct {
@@ -75,6 +82,10 @@ type memberDoc struct {
 	Host       string     `json:"host"`
 	ClientID   string     `json:"client_id"`
 	Assignment []topicDoc `json:"assignment"`
+	// A consumer-protocol member's epoch, state and target assignment.
+	MemberEpoch *int32     `json:"member_epoch,omitempty"`
+	MemberState string     `json:"member_state,omitempty"`
+	Target      []topicDoc `json:"target_assignment,omitempty"`
 }
 
 type topicDoc struct {
@@ -136,16 +147,28 @@ func describeTable(c *cmd, docs []groupDoc, members, state bool) {
 				for _, t := range m.Assignment {
 					n += len(t.Partitions)
 				}
-				rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n)})
+				epoch, assigned, target := "-", "-", "-"
+				if m.MemberEpoch != nil {
+					epoch, assigned, target = itoa(*m.MemberEpoch), partitionsText(m.Assignment), partitionsText(m.Target)
+				}
+				rows = append(rows, []string{g.Group, m.ConsumerID, dash(m.Host), dash(m.ClientID), itoa(n),
+					epoch, dash(m.MemberState), assigned, target})
 			}
 		}
-		c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"}, rows)
+		c.table([]string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "MEMBER-EPOCH", "MEMBER-STATE",
+			"ASSIGNMENT", "TARGET-ASSIGNMENT"}, rows)
 	case state:
 		var rows [][]string
 		for _, g := range docs {
-			rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members))})
+			epoch, target := "-", "-"
+			if g.GroupEpoch != nil {
+				epoch, target = itoa(*g.GroupEpoch), itoa(*g.AssignmentEpoch)
+			}
+			rows = append(rows, []string{g.Group, dash(g.Coordinator), dash(g.Protocol), dash(g.State), itoa(len(g.Members)),
+				dash(g.GroupProtocol), epoch, target})
 		}
-		c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"}, rows)
+		c.table([]string{"GROUP", "COORDINATOR", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "GROUP-PROTOCOL",
+			"GROUP-EPOCH", "ASSIGNMENT-EPOCH"}, rows)
 	default:
 		c.offsetTable(docs)
 	}
@@ -205,9 +228,14 @@ func (c *cmd) groupLags(groups []string) ([]groupDoc, error) {
 		return nil, err
 	}
 	docs := []groupDoc{}
+	consumer := c.consumerDocs(ctx, lags)
 	for _, l := range lags.Sorted() {
+		if d, ok := consumer[l.Group]; ok {
+			docs = append(docs, d)
+			continue
+		}
 		d := groupDoc{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
-			Members: []memberDoc{}, Partitions: []offsetDoc{}, lag: l.Lag}
+			GroupProtocol: "classic", Members: []memberDoc{}, Partitions: []offsetDoc{}, lag: l.Lag}
 		if l.Coordinator.Host != "" {
 			d.Coordinator = fmt.Sprintf("%s:%d(%d)", l.Coordinator.Host, l.Coordinator.Port, l.Coordinator.NodeID)
 		}
@@ -522,4 +550,22 @@ func deleteGroups(fs *flag.FlagSet) action {
 			return nil
 		},
 	}
+}
+
+// partitionsText is an assignment as one cell: topic:p,p topic:p.
+func partitionsText(ts []topicDoc) string {
+	out := ""
+	for _, t := range ts {
+		if out != "" {
+			out += " "
+		}
+		out += t.Topic + ":"
+		for i, p := range t.Partitions {
+			if i > 0 {
+				out += ","
+			}
+			out += itoa(p)
+		}
+	}
+	return dash(out)
 }

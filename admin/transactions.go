@@ -151,7 +151,7 @@ func describeTxns(fs *flag.FlagSet) action {
 					start, dur = itoa(d.StartMs), itoa(*d.DurationMs)
 				}
 				rows = append(rows, []string{d.TransactionalID, itoa(d.Coordinator), itoa(d.ProducerID), itoa(d.ProducerEpoch),
-					d.State, itoa(d.TimeoutMs), start, dur, dash(partitionsText(d.Partitions))})
+					d.State, itoa(d.TimeoutMs), start, dur, dash(txnPartitionsText(d.Partitions))})
 			}
 			c.table([]string{"TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "PRODUCER-EPOCH", "STATE", "TIMEOUT-MS",
 				"START-MS", "DURATION-MS", "PARTITIONS"}, rows)
@@ -160,7 +160,8 @@ func describeTxns(fs *flag.FlagSet) action {
 	}
 }
 
-func partitionsText(ts []topicDoc) string {
+// txnPartitionsText is a transaction's partitions as one cell: topic-p,topic-p (Apache's tool).
+func txnPartitionsText(ts []topicDoc) string {
 	var parts []string
 	for _, t := range ts {
 		for _, p := range t.Partitions {

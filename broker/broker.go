@@ -22,6 +22,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/conn"
+	"kaas/actors/partition"
 	"kaas/config"
 	"kaas/datamode"
 	"kaas/logs"
@@ -48,6 +49,9 @@ type Broker struct {
 	// txns is Env.Txns for the partitions' orphan checks, which start before it does
 	// (txnChecker).
 	txns atomic.Pointer[actor.PID]
+	// catalog is the topic catalogue the topics manager publishes; made before the
+	// groups manager, whose consumer-protocol groups assign from it.
+	catalog *partition.Catalog
 	// cluster is the registry source, fence and ownership controller of a broker in a
 	// cluster (nil with the dev registry).
 	cluster *clusterSide

@@ -54,6 +54,13 @@ func groupSettings(c *config.Config) group.Settings {
 		IdlePassivation:       c.GroupIdlePassivation,
 		OffsetsRetention:      c.OffsetsRetention,
 		RetentionCheck:        c.OffsetsRetentionCheck,
+		Consumer: group.ConsumerSettings{
+			Enabled:           c.ConsumerProtocol(),
+			SessionTimeout:    c.GroupConsumerSessionTimeout,
+			HeartbeatInterval: c.GroupConsumerHeartbeatInterval,
+			MaxSize:           int(c.GroupConsumerMaxSize),
+			Assignors:         c.GroupConsumerAssignors,
+		},
 	}
 }
 
@@ -68,6 +75,9 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
 	settings := groupSettings(cfg)
 	settings.Metrics = group.NewMetrics(b.met.Registry)
+	if b.catalog != nil {
+		settings.Consumer.Topics = b.catalog
+	}
 	return group.ManagerConfig{
 		Settings: settings,
 		Offsets: func(g string) *actor.Props {

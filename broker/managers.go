@@ -3,11 +3,14 @@ package broker
 import (
 	"context"
 	"time"
+
+	"kaas/actors/partition"
 )
 
 // startManagers starts the actors that own groups and topics and puts their PIDs in the
 // connections' Env. Each manager's own file (groups.go, topics.go) does its part.
 func (b *Broker) startManagers() error {
+	b.catalog = partition.NewCatalog()
 	if err := b.startGroups(); err != nil {
 		return err
 	}

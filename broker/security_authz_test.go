@@ -270,6 +270,31 @@ var groupCases = map[int16]groupCase{
 		needs:  []grant{allow(auth.Cluster, auth.ClusterName, auth.Describe)},
 		denied: 0,
 	},
+	68: {
+		req: func(v int16, g string) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.MemberEpoch, r.RebalanceTimeoutMillis = g, "m-"+g, 0, 1000
+			r.SubscribedTopicNames, r.Topics = []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		},
+		code:   func(_ int16, r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode },
+		needs:  []grant{allow(auth.Group, "grp-*", auth.Read), allow(auth.Topic, topic, auth.Describe)},
+		denied: 30,
+	},
+	69: {
+		req: func(v int16, g string) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{g}
+			return r
+		},
+		code: func(_ int16, r kmsg.Response) int16 {
+			return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode
+		},
+		// The heartbeat's case made grp-allowed a group assigned the topic: describing it
+		// needs the topic's DESCRIBE too.
+		needs:  []grant{allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, topic, auth.Describe)},
+		denied: 30,
+	},
 	42: {
 		req: func(v int16, g string) kmsg.Request {
 			r := kmsg.NewPtrDeleteGroupsRequest()
@@ -662,5 +687,51 @@ func TestAuthzDataPath(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(met.AuthorizationDenied.WithLabelValues("Fetch", "topic")); n != 1 {
 		t.Errorf("Fetch denials counted: %v, want 1", n)
+	}
+}
+
+// ConsumerGroupHeartbeat: a subscribed topic name the principal may not describe is
+// TOPIC_AUTHORIZATION_FAILED; a regular expression resolves only to the topics it may
+// describe (Apache).
+func TestAuthzConsumerGroupTopics(t *testing.T) {
+	b, admin := authzBroker(t)
+	addr := b.ListenerAddr("PLAINTEXT")
+	ctx := context.Background()
+	if _, err := kadm.NewClient(admin).CreateTopics(ctx, 1, 1, nil, "seen-a", "seen-b", "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	setACLs(t, admin, allow(auth.Group, "grp-*", auth.Read), allow(auth.Topic, "seen-*", auth.Describe))
+	hb := func(member string, names []string, regex *string) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Group, r.MemberID, r.RebalanceTimeoutMillis = "grp-regex", member, 1000
+		r.SubscribedTopicNames, r.SubscribedTopicRegex, r.Topics = names, regex, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, _ := roundtrip(t, addr, r, 1)
+		return resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	if got := hb("m1", []string{"hidden"}, nil).ErrorCode; got != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("named hidden topic: code %d", got)
+	}
+	r := hb("m2", nil, kmsg.StringPtr(".*"))
+	if r.ErrorCode != 0 || r.Assignment == nil {
+		t.Fatalf("regex join: %+v", r)
+	}
+	if n := len(r.Assignment.Topics); n != 2 {
+		t.Fatalf("regex .* resolved to %d topics, want the two seen-* ones", n)
+	}
+	describe := func() kmsg.ConsumerGroupDescribeResponseGroup {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"grp-regex"}
+		resp, _ := roundtrip(t, addr, req, 1)
+		return resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	}
+	setACLs(t, admin, allow(auth.Group, "grp-*", auth.Read), allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, "seen-*", auth.Describe))
+	if g := describe(); g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("describe with the topics describable: %+v", g)
+	}
+	// The assignment names seen-a and seen-b: without DESCRIBE on seen-b the group is
+	// TOPIC_AUTHORIZATION_FAILED, its members left out (Apache).
+	setACLs(t, admin, allow(auth.Group, "grp-*", auth.Read), allow(auth.Group, "grp-*", auth.Describe), allow(auth.Topic, "seen-a", auth.Describe))
+	if g := describe(); g.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(g.Members) != 0 {
+		t.Fatalf("describe with seen-b hidden: %+v", g)
 	}
 }

@@ -13,7 +13,10 @@ import (
 // DeleteTopics is passed on to the groups manager as *group.TopicsDeleted, so that
 // every group drops its committed offsets for the deleted topics.
 func (b *Broker) startTopics() error {
-	catalog := partition.NewCatalog()
+	catalog := b.catalog
+	if catalog == nil {
+		catalog = partition.NewCatalog()
+	}
 	pid, err := b.sys.SpawnNamed(partition.ManagerProps(partition.Config{
 		Catalog:  catalog,
 		FS:       storage.OSFS{},

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,10 +70,25 @@ type Config struct {
 	// group (a kaas setting; Apache has no bound).
 	GroupMaxPendingTxnOffsets int32
 	GroupIdlePassivation      time.Duration
-	OffsetsRetention          time.Duration
-	OffsetsRetentionCheck     time.Duration
-	OffsetMetadataMaxBytes    int
-	OffsetsCheckpointInterval time.Duration
+	// The consumer group protocol (KIP-848), under Apache's names: the session and
+	// heartbeat interval the broker gives members with their bounds, the members a
+	// consumer-protocol group may have, its server-side assignors (the first is the
+	// default), and the protocols served (group.coordinator.rebalance.protocols: without
+	// "consumer", ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION and clients fall
+	// back to classic).
+	GroupConsumerSessionTimeout       time.Duration
+	GroupConsumerMinSessionTimeout    time.Duration
+	GroupConsumerMaxSessionTimeout    time.Duration
+	GroupConsumerHeartbeatInterval    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	GroupConsumerMaxSize              int32
+	GroupConsumerAssignors            []string
+	GroupRebalanceProtocols           []string
+	OffsetsRetention                  time.Duration
+	OffsetsRetentionCheck             time.Duration
+	OffsetMetadataMaxBytes            int
+	OffsetsCheckpointInterval         time.Duration
 
 	// Transactions (actors/txn).
 	TransactionMaxTimeout     time.Duration
@@ -200,18 +216,27 @@ func Default() Config {
 		MaxConnections:      math.MaxInt32,
 		MaxConnectionsPerIP: math.MaxInt32,
 
-		GroupInitialRebalanceDelay:  3000 * time.Millisecond,
-		GroupMinSessionTimeout:      6000 * time.Millisecond,
-		GroupMaxSessionTimeout:      1800000 * time.Millisecond,
-		GroupMaxSize:                math.MaxInt32,
-		GroupMaxPendingMembers:      1000,
-		GroupMaxPendingMembersTotal: 20000,
-		GroupMaxPendingTxnOffsets:   100000,
-		GroupIdlePassivation:        300000 * time.Millisecond,
-		OffsetsRetention:            10080 * time.Minute,
-		OffsetsRetentionCheck:       600000 * time.Millisecond,
-		OffsetMetadataMaxBytes:      4096,
-		OffsetsCheckpointInterval:   2000 * time.Millisecond,
+		GroupInitialRebalanceDelay:        3000 * time.Millisecond,
+		GroupMinSessionTimeout:            6000 * time.Millisecond,
+		GroupMaxSessionTimeout:            1800000 * time.Millisecond,
+		GroupMaxSize:                      math.MaxInt32,
+		GroupMaxPendingMembers:            1000,
+		GroupMaxPendingMembersTotal:       20000,
+		GroupMaxPendingTxnOffsets:         100000,
+		GroupIdlePassivation:              300000 * time.Millisecond,
+		GroupConsumerSessionTimeout:       45000 * time.Millisecond,
+		GroupConsumerMinSessionTimeout:    45000 * time.Millisecond,
+		GroupConsumerMaxSessionTimeout:    60000 * time.Millisecond,
+		GroupConsumerHeartbeatInterval:    5000 * time.Millisecond,
+		GroupConsumerMinHeartbeatInterval: 5000 * time.Millisecond,
+		GroupConsumerMaxHeartbeatInterval: 15000 * time.Millisecond,
+		GroupConsumerMaxSize:              math.MaxInt32,
+		GroupConsumerAssignors:            []string{"uniform", "range"},
+		GroupRebalanceProtocols:           []string{"classic", "consumer"},
+		OffsetsRetention:                  10080 * time.Minute,
+		OffsetsRetentionCheck:             600000 * time.Millisecond,
+		OffsetMetadataMaxBytes:            4096,
+		OffsetsCheckpointInterval:         2000 * time.Millisecond,
 
 		TransactionMaxTimeout:     900000 * time.Millisecond,
 		TransactionalIDExpiration: 604800000 * time.Millisecond,
@@ -344,6 +369,19 @@ func settings(c *Config) []setting {
 		intSetting("group.max.pending.members", "most member ids one group hands out (KIP-394) that were not joined with yet; past it a JoinGroup without a member id gets GROUP_MAX_SIZE_REACHED", &c.GroupMaxPendingMembers),
 		intSetting("group.max.pending.members.total", "most such pending member ids of all groups of the broker; past it COORDINATOR_LOAD_IN_PROGRESS (retriable)", &c.GroupMaxPendingMembersTotal),
 		msSetting("group.idle.passivation.ms", "stop the actor of an empty group idle this long (its offsets stay on disk)", &c.GroupIdlePassivation),
+		msSetting("group.consumer.session.timeout.ms", "session timeout of consumer-protocol members (KIP-848): a member silent this long is fenced", &c.GroupConsumerSessionTimeout),
+		msSetting("group.consumer.min.session.timeout.ms", "lower bound of group.consumer.session.timeout.ms", &c.GroupConsumerMinSessionTimeout),
+		msSetting("group.consumer.max.session.timeout.ms", "upper bound of group.consumer.session.timeout.ms", &c.GroupConsumerMaxSessionTimeout),
+		msSetting("group.consumer.heartbeat.interval.ms", "heartbeat interval the broker gives consumer-protocol members", &c.GroupConsumerHeartbeatInterval),
+		msSetting("group.consumer.min.heartbeat.interval.ms", "lower bound of group.consumer.heartbeat.interval.ms", &c.GroupConsumerMinHeartbeatInterval),
+		msSetting("group.consumer.max.heartbeat.interval.ms", "upper bound of group.consumer.heartbeat.interval.ms", &c.GroupConsumerMaxHeartbeatInterval),
+		intSetting("group.consumer.max.size", "most members one consumer-protocol group may have", &c.GroupConsumerMaxSize),
+		{"group.consumer.assignors", "server-side assignors of consumer-protocol groups, comma-separated (uniform, range); the first is the default",
+			func(c *Config, v string) (err error) { c.GroupConsumerAssignors, err = parseAssignors(v); return err },
+			func(c *Config) string { return strings.Join(c.GroupConsumerAssignors, ",") }},
+		{"group.coordinator.rebalance.protocols", "group protocols served, comma-separated (classic, consumer); without consumer, ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION and clients fall back to classic",
+			func(c *Config, v string) (err error) { c.GroupRebalanceProtocols, err = parseProtocols(v); return err },
+			func(c *Config) string { return strings.Join(c.GroupRebalanceProtocols, ",") }},
 		{"offsets.retention.minutes", "keep committed offsets of an empty group this long",
 			func(c *Config, v string) error {
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -494,6 +532,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("group.min.session.timeout.ms is above group.max.session.timeout.ms")
 	case c.GroupMaxSize < 1:
 		return fmt.Errorf("group.max.size must be at least 1")
+	case c.GroupConsumerMinSessionTimeout > c.GroupConsumerMaxSessionTimeout ||
+		c.GroupConsumerSessionTimeout < c.GroupConsumerMinSessionTimeout ||
+		c.GroupConsumerSessionTimeout > c.GroupConsumerMaxSessionTimeout:
+		return fmt.Errorf("group.consumer.session.timeout.ms must lie within group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms")
+	case c.GroupConsumerMinHeartbeatInterval > c.GroupConsumerMaxHeartbeatInterval ||
+		c.GroupConsumerHeartbeatInterval < c.GroupConsumerMinHeartbeatInterval ||
+		c.GroupConsumerHeartbeatInterval > c.GroupConsumerMaxHeartbeatInterval:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms must lie within group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms")
+	case c.GroupConsumerHeartbeatInterval <= 0 || c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout:
+		// Apache GroupCoordinatorConfig: the heartbeat interval must be below the session.
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms")
+	case c.GroupConsumerMaxSize < 1:
+		return fmt.Errorf("group.consumer.max.size must be at least 1")
 	case c.GroupMaxPendingMembers < 1 || c.GroupMaxPendingMembersTotal < 1:
 		return fmt.Errorf("group.max.pending.members and group.max.pending.members.total must be at least 1")
 	case c.GroupMaxPendingTxnOffsets < 1:
@@ -694,3 +745,47 @@ func PrintHelp(out io.Writer) {
 
 // FromEnv is Parse over os.Args and os.Getenv.
 func FromEnv(out io.Writer) (Config, error) { return Parse(os.Args[1:], os.Getenv, out) }
+
+// ConsumerProtocol reports whether the consumer group protocol (KIP-848) is served:
+// group.coordinator.rebalance.protocols names consumer.
+func (c *Config) ConsumerProtocol() bool {
+	return slices.Contains(c.GroupRebalanceProtocols, "consumer")
+}
+
+// parseAssignors reads group.consumer.assignors: a non-empty list of the server-side
+// assignors this broker has, each once.
+func parseAssignors(v string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case a != "uniform" && a != "range":
+			return nil, fmt.Errorf("unknown assignor %q: want uniform or range", a)
+		case slices.Contains(out, a):
+			return nil, fmt.Errorf("assignor %q twice", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// parseProtocols reads group.coordinator.rebalance.protocols: classic is required (as in
+// Apache); consumer is optional. Apache's streams is not served here.
+func parseProtocols(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.ToLower(strings.TrimSpace(p))
+		switch p {
+		case "classic", "consumer":
+		default:
+			return nil, fmt.Errorf("unknown or unserved group protocol %q: want classic and optionally consumer", p)
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if !slices.Contains(out, "classic") {
+		return nil, fmt.Errorf("group.coordinator.rebalance.protocols must include classic")
+	}
+	return out, nil
+}

@@ -143,6 +143,7 @@ need_rdkafka() {
 run_scenario kgo need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky
 run_scenario kgo-static-range need_nothing "$E2E_BIN/kgo" -balancer=range -static
 run_scenario kgo-mixed need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky -mixed
+run_scenario kgo-848 need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky -server-side
 run_scenario sarama need_nothing "$E2E_BIN/sarama"
 # SASL_PLAINTEXT (the PLAINTEXT-named listener mapped to it) with SCRAM-SHA-512 and the
 # simple authorizer: the kgo scenario as User:alice, allowed by the ACLs of e2e/sasl-acls.json

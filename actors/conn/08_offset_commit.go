@@ -15,7 +15,11 @@ import (
 //	v2: retention_time_ms (-1: the broker's retention), until v4.
 //	v3: throttle. v4: same shape. v5: retention_time_ms removed.
 //	v6: committed_leader_epoch. v7: group_instance_id (KIP-345). v8: flexible.
-//	v9: an unknown group with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION.
+//	v9: an unknown group with a generation is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION;
+//	    generation_id_or_member_epoch carries a consumer-protocol member's epoch (KIP-848:
+//	    STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; KIP-1251's older epochs for partitions the
+//	    member still holds). A consumer-protocol member committing below v9 gets
+//	    UNSUPPORTED_VERSION.
 //
 // Partitions missing from the topic catalogue get UNKNOWN_TOPIC_OR_PARTITION first (as
 // KafkaApis does); the group validates generation, member and instance for the rest
@@ -49,6 +53,7 @@ func commitKnown(c *Call, req *kmsg.OffsetCommitRequest, exists []bool, expireAt
 	msg := &group.CommitOffsets{
 		Group: req.Group, MemberID: req.MemberID, Generation: req.Generation,
 		UnknownGroupIsNotFound: c.Version >= 9,
+		Version:                c.Version,
 	}
 	if req.InstanceID != nil {
 		msg.InstanceID = *req.InstanceID

@@ -18,7 +18,9 @@ import (
 //	    answered UNSTABLE_OFFSET_COMMIT with offset -1, each such partition on its own
 //	    (Apache OffsetMetadataManager.fetchOffsets); the client retries it.
 //	v8: batched groups, each with its own error and topics (KIP-709).
-//	v9: member_id / member_epoch (checked only for KIP-848 groups; none here).
+//	v9: member_id / member_epoch, checked for consumer-protocol groups (KIP-848): no
+//	    member id with a negative epoch is an admin fetch; otherwise UNKNOWN_MEMBER_ID or
+//	    STALE_MEMBER_EPOCH as the group's error. Classic groups ignore them (Apache).
 //
 // An unknown group has every asked partition at -1 with no error; a group-level error
 // goes into every partition at v1, into error_code at v2-7 and into the group at v8+.
@@ -82,6 +84,9 @@ func fetchGroups(c *Call, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchRe
 			rg.ErrorCode = code
 		} else {
 			msg := &group.FetchOffsets{Group: g.Group, RequireStable: req.RequireStable}
+			if c.Version >= 9 {
+				msg.MemberChecked, msg.MemberID, msg.MemberEpoch = true, g.MemberID, g.MemberEpoch
+			}
 			if g.Topics != nil {
 				msg.Partitions = askedPartitions(g.Topics)
 			}

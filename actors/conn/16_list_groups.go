@@ -13,7 +13,8 @@ import (
 //
 //	v1: throttle. v2: same shape. v3: flexible.
 //	v4: states_filter and group_state (KIP-518); matched case-insensitively (Apache 4.0).
-//	v5: types_filter and group_type (KIP-848); every group here is "classic".
+//	v5: types_filter and group_type (KIP-848): classic, or consumer for a consumer-protocol
+//	    group; the filter is matched case-insensitively (Apache).
 //
 // Groups that exist only as committed offsets are listed as Empty, also right after a
 // restart (Apache loads them from __consumer_offsets).
@@ -45,7 +46,7 @@ func handleListGroups(c *Call) {
 			rg.Group = g.Group
 			rg.ProtocolType = g.ProtocolType
 			rg.GroupState = g.State
-			rg.GroupType = "classic"
+			rg.GroupType = g.Type
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return resp

@@ -12,7 +12,9 @@ import (
 //	v1: throttle_time_ms. v2: no change. v3: flexible; client_software_name/version
 //	(KIP-511). v4: no change (KIP-896 floor bump).
 //
-// The table advertised is exactly what the NN_name.go files registered.
+// The table advertised is exactly what the NN_name.go files registered, less
+// ConsumerGroupHeartbeat and ConsumerGroupDescribe when the consumer group protocol is
+// off (group.coordinator.rebalance.protocols).
 func init() { register(apiVersionsKey, 0, 4, handleApiVersions) }
 
 // clientSoftware is Apache's pattern for client_software_name and _version (KIP-511).
@@ -27,7 +29,7 @@ func handleApiVersions(c *Call) {
 		c.Respond(resp)
 		return
 	}
-	fillApiVersions(resp)
+	fillApiVersions(resp, c.Env)
 	if c.Version >= 3 && c.Env.Txns != nil {
 		advertiseTxnVersion(resp)
 	}
@@ -48,10 +50,19 @@ func advertiseTxnVersion(resp *kmsg.ApiVersionsResponse) {
 	resp.FinalizedFeaturesEpoch = 1
 }
 
-func fillApiVersions(resp *kmsg.ApiVersionsResponse) {
+// consumerProtocolKey: ConsumerGroupHeartbeat and ConsumerGroupDescribe, advertised
+// only while the consumer group protocol is enabled, so that clients (kgo, librdkafka,
+// the Java client) use the classic protocol otherwise.
+func consumerProtocolKey(key int16) bool { return key == 68 || key == 69 }
+
+func fillApiVersions(resp *kmsg.ApiVersionsResponse, env *Env) {
 	table := supported()
+	consumer := env != nil && env.Config != nil && env.Config.ConsumerProtocol()
 	resp.ApiKeys = make([]kmsg.ApiVersionsResponseApiKey, 0, len(table))
 	for _, a := range table {
+		if !consumer && consumerProtocolKey(a.key) {
+			continue
+		}
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
@@ -63,7 +74,7 @@ func fillApiVersions(resp *kmsg.ApiVersionsResponse) {
 func (a *connActor) respondUnsupportedApiVersions(c *Call) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	fillApiVersions(resp)
+	fillApiVersions(resp, c.Env)
 	c.Version = 0
 	a.complete(c, resp)
 }

@@ -74,6 +74,8 @@ var authzTable = []AuthzRule{
 	{61, "DescribeProducers", "TOPIC: READ per topic", "that topic's partitions 29", checkDescribeProducers},
 	{65, "DescribeTransactions", "TRANSACTIONAL_ID: DESCRIBE per id; TOPIC: DESCRIBE per topic shown", "that id 53; unauthorized topics left out", checkDescribeTransactions},
 	{66, "ListTransactions", "TRANSACTIONAL_ID: DESCRIBE per id, in the handler", "unauthorized ids left out; no error", nil},
+	{68, "ConsumerGroupHeartbeat", "GROUP: READ, then TOPIC: DESCRIBE per subscribed topic name", "top-level 30; top-level 29", checkConsumerGroupHeartbeat},
+	{69, "ConsumerGroupDescribe", "GROUP: DESCRIBE per group, then TOPIC: DESCRIBE on its members' assignments; authorized_operations from the ACLs", "that group 30; that group 29, without members", checkConsumerGroupDescribe},
 	{75, "DescribeTopicPartitions", "TOPIC: DESCRIBE per topic, in the handler (pages count visible topics only); authorized_operations from the ACLs", "named topics 29, after the rest; all topics: unauthorized ones left out", nil},
 }
 
@@ -484,6 +486,90 @@ func checkDescribeGroups(c *Call) bool {
 			})
 		}
 	})
+	return true
+}
+
+// checkConsumerGroupHeartbeat is Apache's: READ on the group, then DESCRIBE on every
+// subscribed topic name (TOPIC_AUTHORIZATION_FAILED if one is denied).
+func checkConsumerGroupHeartbeat(c *Call) bool {
+	req := c.Req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !c.allowed(auth.Read, auth.Group, req.Group) {
+		resp.ErrorCode = groupDenied
+		c.Respond(resp)
+		return false
+	}
+	var denied []string
+	for _, t := range req.SubscribedTopicNames {
+		if !c.allowed(auth.Describe, auth.Topic, t) {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = strPtr("Unauthorized topics: " + strings.Join(denied, ", "))
+		c.Respond(resp)
+		return false
+	}
+	return true
+}
+
+// checkConsumerGroupDescribe is DESCRIBE per group, like DescribeGroups.
+func checkConsumerGroupDescribe(c *Call) bool {
+	req := c.Req.(*kmsg.ConsumerGroupDescribeRequest)
+	orig := req.Groups
+	kept, isDenied, some := keep(orig, func(g string) bool { return c.allowed(auth.Describe, auth.Group, g) })
+	req.Groups = kept
+	c.patch(func(r kmsg.Response) {
+		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
+		// A group whose members' assignments name a topic the principal may not describe
+		// is answered TOPIC_AUTHORIZATION_FAILED, without its members (Apache KafkaApis).
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			if g.ErrorCode != 0 || describableAssignments(c, g.Members) {
+				continue
+			}
+			name := g.Group
+			*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode, g.AuthorizedOperations = name, kerr.TopicAuthorizationFailed.Code, int32Min
+			g.ErrorMessage = strPtr("The group has described topic(s) that the client is not authorized to describe.")
+		}
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				g := &resp.Groups[i]
+				if g.AuthorizedOperations != int32Min {
+					g.AuthorizedOperations = c.Env.Authorizer.AuthorizedOperations(c.Principal, c.Host, auth.Group, g.Group, groupOperations)
+				}
+			}
+		}
+		if some {
+			resp.Groups = mergeBack(resp.Groups, isDenied, func(i int) kmsg.ConsumerGroupDescribeResponseGroup {
+				g := kmsg.NewConsumerGroupDescribeResponseGroup()
+				g.Group, g.ErrorCode, g.AuthorizedOperations = orig[i], groupDenied, int32Min
+				return g
+			})
+		}
+	})
+	return true
+}
+
+// describableAssignments: the principal may describe every topic of the members'
+// assignments and target assignments.
+func describableAssignments(c *Call, ms []kmsg.ConsumerGroupDescribeResponseGroupMember) bool {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, t := range a.TopicPartitions {
+				if seen[t.Topic] {
+					continue
+				}
+				seen[t.Topic] = true
+				if !c.allowed(auth.Describe, auth.Topic, t.Topic) {
+					return false
+				}
+			}
+		}
+	}
 	return true
 }
 

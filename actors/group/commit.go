@@ -145,6 +145,9 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 		return
 	}
 	rule, ok := expiryRule(g.state, g.protocolType, g.topics, g.topicsKnown, g.cfg.Settings.OffsetsRetention)
+	if g.cg != nil {
+		rule, ok = g.consumerExpiryRule(), true
+	}
 	if !ok {
 		return
 	}
@@ -156,8 +159,10 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			}
 			// Anything else in flight (a commit) would be lost to a DeleteAll sent after it;
 			// pending transactional offsets keep the group (Apache: "we don't want to
-			// remove the group if there are ongoing transactions").
-			if st.Count > 0 || st.Pending > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 {
+			// remove the group if there are ongoing transactions"), and so do a
+			// consumer-protocol group's members.
+			if st.Count > 0 || st.Pending > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 ||
+				(g.cg != nil && len(g.cg.members) > 0) {
 				if woken && g.idle() {
 					ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
 				}
@@ -171,7 +176,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			}
 			g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
 				if res, ok := v.(*offsets.Result); ok && res.ErrorCode == 0 && g.state == stateEmpty &&
-					len(g.members) == 0 && g.ops.Len() == 0 {
+					len(g.members) == 0 && g.ops.Len() == 0 && (g.cg == nil || len(g.cg.members) == 0) {
 					g.log.Info().Msg("group_expired_no_offsets_left")
 					g.reset()
 					g.maybeForget(ctx)

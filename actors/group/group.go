@@ -30,6 +30,8 @@ type Settings struct {
 	RetentionCheck    time.Duration
 	// Metrics is shared by every group; nil records nothing.
 	Metrics *Metrics
+	// Consumer: the consumer group protocol (KIP-848, consumer.go).
+	Consumer ConsumerSettings
 }
 
 // Config is everything one group actor incarnation needs.
@@ -136,6 +138,10 @@ type groupActor struct {
 	joinSeq      uint64
 	topics       map[string]bool // subscribed topics of the current generation
 	topicsKnown  bool
+	// cg is the state of a consumer-protocol group (KIP-848, consumer.go); nil for a
+	// classic group. consumerPublished is what it added to the member-state gauge.
+	cg                *consumerGroup
+	consumerPublished [4]int
 
 	// initial rebalance delay (Apache InitialDelayedJoin)
 	initialDelay   bool
@@ -209,11 +215,13 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onSyncDeadline(ctx, m)
 	case *pendingDeadline:
 		g.onPendingDeadline(ctx, m)
+	case *consumerSessionCheck, *consumerRebalanceCheck:
+		g.onConsumerTimer(ctx, m)
 	case *retentionTick:
 		g.expire(ctx, false)
 	case *stopIfIdle:
 		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
-			exists: g.exists, protocolType: g.protocolType})
+			exists: g.exists, protocolType: g.protocolType, consumer: g.cg != nil})
 	}
 	g.publish()
 }
@@ -255,13 +263,18 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 // nothing changed).
 func (g *groupActor) publish() {
 	if !g.stopped {
-		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, g.state, len(g.members))
+		st, n := g.state.String(), len(g.members)
+		if g.cg != nil {
+			st, n = g.cg.stateName, len(g.cg.members)
+		}
+		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, st, n)
 	}
 }
 
 func (g *groupActor) unpublish() {
 	g.stopped = true
 	g.cfg.Settings.Metrics.unpublish(&g.pub, g.cfg.Group)
+	g.publishConsumer()
 }
 
 func (g *groupActor) reset() {
@@ -281,6 +294,11 @@ func (g *groupActor) reset() {
 	g.pendingSync = map[string]bool{}
 	g.topics, g.topicsKnown = nil, false
 	g.initialDelay, g.newMemberAdded = false, false
+	if g.cg != nil {
+		g.shutdownConsumer(notAvailable)
+		g.cg = nil
+		g.publishConsumer()
+	}
 }
 
 func (g *groupActor) onStarted(ctx actor.Context) {
@@ -325,6 +343,13 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			if len(st.Meta.Members) > 0 {
 				g.loadMembers(ctx, st.Meta)
 			}
+			if len(st.Meta.Consumer) > 0 {
+				if err := g.loadConsumer(ctx, st.Meta); err != nil {
+					g.log.Error().Err(err).Msg("group_file_unusable_answers_coordinator_not_available")
+					g.cg = nil
+					g.broken = notAvailable
+				}
+			}
 		default:
 			g.broken = 0
 		}
@@ -362,6 +387,10 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 		g.loading = true
 		g.queue = append(g.queue, r)
 		g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
+		return
+	}
+	if g.consumerHandles(ctx, r) {
+		g.maybeForget(ctx)
 		return
 	}
 	switch m := r.(type) {
@@ -448,6 +477,7 @@ func (g *groupActor) shutdown(code int16) {
 	for _, c := range g.pendingTimer {
 		c()
 	}
+	g.shutdownConsumer(code)
 	g.cfg.Settings.Pending.release(len(g.pending))
 	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
 	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.releaseCancel} {
@@ -521,7 +551,7 @@ func (g *groupActor) finishRelease(ctx actor.Context) {
 // in flight. Its offsets and meta are on disk.
 func (g *groupActor) idle() bool {
 	return len(g.members) == 0 && len(g.pending) == 0 && g.ops.Len() == 0 && !g.loading &&
-		g.state == stateEmpty
+		g.state == stateEmpty && (g.cg == nil || len(g.cg.members) == 0)
 }
 
 // onIdle: the group saw no traffic for group.idle.passivation.ms.
@@ -687,7 +717,7 @@ func (g *groupActor) handleDescribe(r *DescribeGroup) {
 
 func (g *groupActor) handleListEntry(r *listEntry) {
 	r.reply.Resolve(&listedGroup{
-		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String()},
+		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String(), Type: classicType},
 		exists:      g.exists,
 	})
 }

@@ -309,5 +309,9 @@ func matchesFilter(filter []string, v string) bool {
 	return false
 }
 
-// classicType is the only group type this broker has (ListGroups v5 types filter).
-const classicType = "classic"
+// The group types of ListGroups v5 (its types filter): classic, and consumer for a
+// consumer-protocol group (KIP-848).
+const (
+	classicType  = "classic"
+	consumerType = "consumer"
+)

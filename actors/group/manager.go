@@ -115,6 +115,7 @@ type (
 		idle         bool
 		exists       bool
 		protocolType string
+		consumer     bool // a consumer-protocol group (KIP-848)
 	}
 	sweepTick struct{}
 	// countLive asks how many group actors are live (tests and diagnostics). Reply: int.
@@ -309,7 +310,7 @@ func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
 		return
 	}
 	if m.exists {
-		mg.dormant[e.id] = dormant{protocolType: m.protocolType, state: stateEmpty}
+		mg.dormant[e.id] = dormant{protocolType: m.protocolType, state: stateEmpty, consumer: m.consumer}
 	}
 	// Nothing else was sent to it since stopIfIdle: it goes with no request of its own.
 	mg.release(ctx, e)
@@ -351,10 +352,6 @@ func (mg *manager) handleBatch(ctx actor.Context, b *Batch) {
 // file, listed as Empty (Apache loads such groups from __consumer_offsets as Empty),
 // also right after a restart.
 func (mg *manager) handleList(ctx actor.Context, r *ListGroups) {
-	if !matchesFilter(r.Types, classicType) {
-		r.Reply.Resolve(&Listing{})
-		return
-	}
 	live := make([]*entry, 0, len(mg.groups))
 	for _, e := range mg.groups {
 		live = append(live, e)
@@ -400,6 +397,7 @@ const metaReaders = 4
 type dormant struct {
 	protocolType string
 	state        state
+	consumer     bool // a consumer-protocol group (KIP-848): listed with type consumer
 }
 
 // readTypes reads the protocol type of every listed group not known yet, and whether its
@@ -427,8 +425,8 @@ func readTypes(read func(string) (offsets.GroupMeta, bool, error), ids []string,
 			defer wg.Done()
 			for i := w; i < len(unread); i += metaReaders {
 				if m, exists, err := read(unread[i]); err == nil && exists {
-					types[i], ok[i] = dormant{protocolType: m.ProtocolType, state: stateEmpty}, true
-					if len(m.Members) > 0 {
+					types[i], ok[i] = dormant{protocolType: m.ProtocolType, state: stateEmpty, consumer: len(m.Consumer) > 0}, true
+					if len(m.Members) > 0 || savedConsumerMembers(m.Consumer) > 0 {
 						types[i].state = stateStable
 					}
 				}
@@ -461,7 +459,7 @@ func (mg *manager) listed(r *ListGroups, v any) {
 	out := &Listing{}
 	seen := map[string]bool{}
 	add := func(g ListedGroup) {
-		if !seen[g.Group] && matchesFilter(r.States, g.State) {
+		if !seen[g.Group] && matchesFilter(r.States, g.State) && matchesFilter(r.Types, g.Type) {
 			out.Groups = append(out.Groups, g)
 		}
 		seen[g.Group] = true
@@ -497,7 +495,11 @@ func (mg *manager) listed(r *ListGroups, v any) {
 			if !ok {
 				d = files.types[id] // unread: Empty, no protocol type
 			}
-			add(ListedGroup{Group: id, ProtocolType: d.protocolType, State: d.state.String()})
+			lg := ListedGroup{Group: id, ProtocolType: d.protocolType, State: d.state.String(), Type: classicType}
+			if d.consumer {
+				lg.Type = consumerType
+			}
+			add(lg)
 		}
 	}
 	sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].Group < out.Groups[j].Group })

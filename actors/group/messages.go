@@ -169,8 +169,11 @@ type CommitOffsets struct {
 	// UnknownGroupIsNotFound: OffsetCommit v9+ to an unknown group with a generation gets
 	// GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION (Apache 4.0).
 	UnknownGroupIsNotFound bool
-	Entries                []offsets.Entry
-	Reply                  actor.Promise
+	// Version is the OffsetCommit version: a consumer-protocol member must commit with
+	// v9+ (Generation is then its member epoch).
+	Version int16
+	Entries []offsets.Entry
+	Reply   actor.Promise
 }
 
 // TxnCommitOffsets is a TxnOffsetCommit for one group (KIP-447), sent once the
@@ -220,6 +223,11 @@ type FetchOffsets struct {
 	Group         string
 	Partitions    []offsets.TopicPartition
 	RequireStable bool
+	// MemberChecked: OffsetFetch v9+, whose MemberID (nil: null) and MemberEpoch a
+	// consumer-protocol group checks.
+	MemberChecked bool
+	MemberID      *string
+	MemberEpoch   int32
 	Reply         actor.Promise
 }
 
@@ -269,6 +277,7 @@ type ListedGroup struct {
 	Group        string
 	ProtocolType string
 	State        string
+	Type         string // classic or consumer (ListGroups v5)
 }
 
 // Listing answers ListGroups.

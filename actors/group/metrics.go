@@ -16,7 +16,14 @@ type Metrics struct {
 	rebalances       *prometheus.CounterVec
 	rebalanceSeconds *prometheus.HistogramVec
 	expiries         prometheus.Counter
+	// consumer-protocol groups (KIP-848)
+	consumerMembersByState *prometheus.GaugeVec   // by state
+	consumerFences         *prometheus.CounterVec // by reason
+	consumerReconcile      prometheus.Histogram
 }
+
+// Reasons a consumer-protocol member is fenced (kaas_consumer_group_fences_total).
+var fenceReasons = []string{"session_timeout", "rebalance_timeout", "epoch", "removed"}
 
 // Rebalance causes, the reason label of the rebalance metrics.
 const (
@@ -38,7 +45,7 @@ var causes = []string{causeMemberJoined, causeMemberRejoined, causeProtocolsChan
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		groups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kaas_groups", Help: "Consumer groups this broker coordinates (loaded), by state.",
+			Name: "kaas_groups", Help: "Consumer groups this broker coordinates (loaded), by state (a consumer-protocol group's: Empty, Assigning, Reconciling, Stable).",
 		}, []string{"state"}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kaas_group_members", Help: "Members of each group this broker coordinates (loaded).",
@@ -55,6 +62,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_group_session_expiries_total", Help: "Members removed because their session expired.",
 		}),
 	}
+	m.consumerMembersByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kaas_consumer_group_members",
+		Help: "Members of the consumer-protocol groups (KIP-848) this broker coordinates, by reconciliation state (stable, unrevoked_partitions, unreleased_partitions, left: a static member away with epoch -2).",
+	}, []string{"state"})
+	m.consumerFences = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaas_consumer_group_fences_total",
+		Help: "Consumer-protocol members fenced, by reason: session_timeout and rebalance_timeout remove the member, removed is an admin LeaveGroup, epoch is a heartbeat answered FENCED_MEMBER_EPOCH.",
+	}, []string{"reason"})
+	m.consumerReconcile = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kaas_consumer_group_reconciliation_seconds",
+		Help:    "Time from a consumer-protocol group's new target assignment to every member stable at it (or the group empty).",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	})
+	for _, s := range memberStates {
+		m.consumerMembersByState.WithLabelValues(s)
+	}
+	for _, r := range fenceReasons {
+		m.consumerFences.WithLabelValues(r)
+	}
+	for _, s := range consumerStates {
+		m.groups.WithLabelValues(s)
+	}
 	for _, s := range stateNames {
 		m.groups.WithLabelValues(s)
 	}
@@ -62,7 +91,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.rebalances.WithLabelValues(c)
 	}
 	if reg != nil {
-		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries)
+		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries,
+			m.consumerMembersByState, m.consumerFences, m.consumerReconcile)
 	}
 	return m
 }
@@ -70,23 +100,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // published is what one group actor has added to the gauges, so it can take it back.
 type published struct {
 	counted bool // the group adds 1 to kaas_groups{state}
-	state   state
+	state   string
 	members prometheus.Gauge // nil: no kaas_group_members series
 	n       int
 }
 
 // publish brings the gauges to the group's current state and membership; a group that
 // does not exist (a lookup of an unknown id) counts nowhere.
-func (m *Metrics) publish(p *published, group string, exists bool, s state, members int) {
+func (m *Metrics) publish(p *published, group string, exists bool, s string, members int) {
 	if m == nil {
 		return
 	}
 	if p.counted && (!exists || p.state != s) {
-		m.groups.WithLabelValues(p.state.String()).Dec()
+		m.groups.WithLabelValues(p.state).Dec()
 		p.counted = false
 	}
 	if exists && !p.counted {
-		m.groups.WithLabelValues(s.String()).Inc()
+		m.groups.WithLabelValues(s).Inc()
 		p.counted, p.state = true, s
 	}
 	switch {
@@ -108,7 +138,7 @@ func (m *Metrics) unpublish(p *published, group string) {
 		return
 	}
 	if p.counted {
-		m.groups.WithLabelValues(p.state.String()).Dec()
+		m.groups.WithLabelValues(p.state).Dec()
 		p.counted = false
 	}
 	if p.members != nil {
@@ -132,5 +162,32 @@ func (m *Metrics) rebalanceDone(cause string, d time.Duration) {
 func (m *Metrics) sessionExpired() {
 	if m != nil {
 		m.expiries.Inc()
+	}
+}
+
+func (m *Metrics) consumerFenced(reason string) {
+	if m != nil {
+		m.consumerFences.WithLabelValues(reason).Inc()
+	}
+}
+
+// consumerMembers moves kaas_consumer_group_members from what a group published (was)
+// to now, by state (memberStates order).
+func (m *Metrics) consumerMembers(was *[4]int, now [4]int) {
+	if m == nil {
+		*was = now
+		return
+	}
+	for i, n := range now {
+		if d := n - was[i]; d != 0 {
+			m.consumerMembersByState.WithLabelValues(memberStates[i]).Add(float64(d))
+		}
+	}
+	*was = now
+}
+
+func (m *Metrics) consumerReconciled(d time.Duration) {
+	if m != nil {
+		m.consumerReconcile.Observe(d.Seconds())
 	}
 }

@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"encoding/json"
 	"time"
 
 	"kaas/actors/actor"
@@ -55,6 +56,10 @@ type GroupMeta struct {
 	Leader       string // the generation's leader; "" when Empty
 	// Members of the saved generation, in joining order; none when Empty.
 	Members []MemberMeta
+	// Consumer is the state of a consumer-protocol group (KIP-848: group epoch, target
+	// assignment, members with their epochs), opaque here: actors/group encodes it.
+	// nil for a classic group.
+	Consumer json.RawMessage
 }
 
 // MemberMeta is one member of a saved generation (Apache MemberMetadata as

@@ -197,6 +197,8 @@ type fileMeta struct {
 	Protocol jsonString   `json:"protocol,omitempty"`
 	Leader   jsonString   `json:"leader,omitempty"`
 	Members  []fileMember `json:"members,omitempty"`
+	// Consumer: a consumer-protocol group's state (GroupMeta.Consumer).
+	Consumer json.RawMessage `json:"consumer,omitempty"`
 }
 
 type fileMember struct {
@@ -278,6 +280,7 @@ func encodeMeta(m GroupMeta) (json.RawMessage, error) {
 		ProtocolType: jsonString(m.ProtocolType),
 		Generation:   m.Generation,
 		EmptySince:   m.EmptySince,
+		Consumer:     m.Consumer,
 	}
 	if len(m.Members) > 0 {
 		f.Protocol = jsonString(m.Protocol)
@@ -422,7 +425,8 @@ func (c *metaCache) encode(m GroupMeta) (json.RawMessage, error) {
 func sameMeta(a, b GroupMeta) bool {
 	return a.ProtocolType == b.ProtocolType && a.Generation == b.Generation && a.EmptySince == b.EmptySince &&
 		a.Protocol == b.Protocol && a.Leader == b.Leader && len(a.Members) == len(b.Members) &&
-		(len(a.Members) == 0 || &a.Members[0] == &b.Members[0])
+		(len(a.Members) == 0 || &a.Members[0] == &b.Members[0]) &&
+		len(a.Consumer) == len(b.Consumer) && (len(a.Consumer) == 0 || &a.Consumer[0] == &b.Consumer[0])
 }
 
 // decodeFile parses a file's content into its group id and state.
@@ -514,6 +518,9 @@ func (f fileMeta) toMeta() (GroupMeta, error) {
 		EmptySince:   f.EmptySince,
 		Protocol:     string(f.Protocol),
 		Leader:       string(f.Leader),
+	}
+	if len(f.Consumer) > 0 {
+		m.Consumer = append(json.RawMessage(nil), f.Consumer...)
 	}
 	n := len(f.Members)
 	if n == 0 {

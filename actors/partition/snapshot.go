@@ -19,6 +19,7 @@ import (
 // is the only data route. Reads are lock-free; only the manager writes.
 type Catalog struct {
 	p          atomic.Pointer[catalogSnap]
+	gens       atomic.Uint64 // each publish's number (TopicNames)
 	loaded     chan struct{} // closed by the first publish
 	loadedOnce sync.Once
 }
@@ -26,6 +27,7 @@ type Catalog struct {
 type catalogSnap struct {
 	topics map[string]*snapTopic
 	byID   map[TopicID]*snapTopic
+	gen    uint64 // the publish that made it
 	// met and log are the partitions' metrics and logger: a connection validating a
 	// batch counts and logs a refusal as the partition would (Route.ValidateBatch).
 	met *Metrics
@@ -181,7 +183,7 @@ func (m *manager) publish() {
 		return
 	}
 	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics)),
-		met: m.cfg.Metrics, log: m.cfg.Log}
+		met: m.cfg.Metrics, log: m.cfg.Log, gen: m.cfg.Catalog.gens.Add(1)}
 	for name, t := range m.topics {
 		if t.deleting {
 			continue
@@ -194,3 +196,37 @@ func (m *manager) publish() {
 	m.cfg.Catalog.p.Store(snap)
 	m.cfg.Catalog.loadedOnce.Do(func() { close(m.cfg.Catalog.loaded) })
 }
+
+// Topic is topic's id and partition count, false when there is no such topic (the
+// consumer-protocol groups assign from it, KIP-848).
+func (c *Catalog) Topic(name string) (TopicID, int32, bool) {
+	t, ok := c.p.Load().topics[name]
+	if !ok {
+		return TopicID{}, 0, false
+	}
+	return t.id, t.partitions, true
+}
+
+// TopicName is the name of the topic with id, false when there is none.
+func (c *Catalog) TopicName(id TopicID) (string, bool) {
+	t, ok := c.p.Load().byID[id]
+	if !ok {
+		return "", false
+	}
+	return t.name, true
+}
+
+// TopicNames lists every topic, with the number of the catalogue it comes from: a caller
+// that keeps the number knows the list is unchanged while TopicsGen returns it
+// (regular-expression subscriptions of consumer-protocol groups, KIP-848).
+func (c *Catalog) TopicNames() ([]string, uint64) {
+	snap := c.p.Load()
+	out := make([]string, 0, len(snap.topics))
+	for name := range snap.topics {
+		out = append(out, name)
+	}
+	return out, snap.gen
+}
+
+// TopicsGen is the number of the catalogue in force.
+func (c *Catalog) TopicsGen() uint64 { return c.p.Load().gen }

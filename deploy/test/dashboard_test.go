@@ -256,7 +256,8 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 		"kaas_log_cleaner_cleaned_bytes_total", "kaas_log_cleaner_dirty_ratio", "kaas_log_cleaner_last_clean_timestamp_seconds",
 		"kaas_log_cleaner_errors_total", "kaas_transactions_open", "kaas_transactions_oldest_open_seconds",
 		"kaas_transaction_aborts_total", "kaas_transaction_markers_total", "kaas_partition_lso_lag",
-		"kaas_producer_state_entries", "kaas_producer_state_expired_total", "kaas_producer_state_evicted_total"} {
+		"kaas_producer_state_entries", "kaas_producer_state_expired_total", "kaas_producer_state_evicted_total",
+		"kaas_consumer_group_members", "kaas_consumer_group_fences_total", "kaas_consumer_group_reconciliation_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
 		}

@@ -21,6 +21,10 @@ type Options struct {
 	Balancer kgo.GroupBalancer // nil: kgo's default (cooperative-sticky)
 	Static   bool              // give every member a group.instance.id (KIP-345)
 	Mixed    bool              // give even-numbered members a group.instance.id, the rest none
+	// ServerSide runs the members on the consumer group protocol (KIP-848,
+	// kgo.ServerSideBalancer): the broker assigns, and groups are described with
+	// ConsumerGroupDescribe.
+	ServerSide bool
 }
 
 // Client is the franz-go scenario client. Its admin half also serves the other clients.
@@ -139,6 +143,9 @@ func (c *Client) NewMember(_ context.Context, id int, t *scenario.Tracker) (scen
 	if c.opts.Balancer != nil {
 		opts = append(opts, kgo.Balancers(c.opts.Balancer))
 	}
+	if c.opts.ServerSide {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
 	if c.opts.Static || c.opts.Mixed && id%2 == 0 {
 		m.instance = m.name
 		opts = append(opts, kgo.InstanceID(m.instance))
@@ -211,8 +218,12 @@ func (c *Client) ListGroups(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// DescribeGroup describes one group with DescribeGroups.
+// DescribeGroup describes one group with DescribeGroups (ConsumerGroupDescribe for the
+// consumer group protocol).
 func (c *Client) DescribeGroup(ctx context.Context, group string) (scenario.Group, error) {
+	if c.opts.ServerSide {
+		return c.describeConsumerGroup(ctx, group)
+	}
 	described, err := c.adm.DescribeGroups(ctx, group)
 	if err != nil {
 		return scenario.Group{}, err
@@ -298,4 +309,27 @@ func logLevel() kgo.LogLevel {
 		return kgo.LogLevelDebug
 	}
 	return kgo.LogLevelWarn
+}
+
+// describeConsumerGroup describes a consumer-protocol group; a member holds partitions when
+// its current assignment has some.
+func (c *Client) describeConsumerGroup(ctx context.Context, group string) (scenario.Group, error) {
+	described, err := c.adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return scenario.Group{}, err
+	}
+	d, ok := described[group]
+	if !ok {
+		return scenario.Group{}, fmt.Errorf("group %s missing from the ConsumerGroupDescribe response", group)
+	}
+	if d.Err != nil {
+		return scenario.Group{}, d.Err
+	}
+	g := scenario.Group{State: d.State, Protocol: d.AssignorName, Members: len(d.Members)}
+	for _, m := range d.Members {
+		if len(m.Assignment) > 0 {
+			g.Assigned++
+		}
+	}
+	return g, nil
 }

@@ -1,0 +1,249 @@
+package group
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+)
+
+// A consumer-protocol group's state is durable the way a classic group's generation
+// is: the group file's meta (offsets.GroupMeta.Consumer, written through the offsets
+// journal before the heartbeat that changed it is answered). It holds the group epoch,
+// the target assignment and its epoch, and every member with its epoch, previous epoch,
+// state, subscription, assignor, rebalance timeout, assigned and revoking partitions and
+// the epochs they were given at. Sessions are not: after a load every member's session
+// starts afresh, so members that keep heartbeating carry on at their epochs and the others
+// expire and are fenced (as Apache does after a coordinator load).
+
+// savedConsumer is the JSON form (version 1).
+type savedConsumer struct {
+	Version     int   `json:"version"`
+	Epoch       int32 `json:"group_epoch"`
+	TargetEpoch int32 `json:"target_epoch"`
+	// Topics: the subscribed topics' partition counts the target was computed with.
+	Topics  map[string]int32 `json:"topic_partitions"`
+	Members []savedMember    `json:"members"`
+}
+
+type savedMember struct {
+	ID                 string             `json:"member_id"`
+	InstanceID         string             `json:"instance_id,omitempty"`
+	RackID             string             `json:"rack_id,omitempty"`
+	ClientID           string             `json:"client_id"`
+	ClientHost         string             `json:"client_host"`
+	Epoch              int32              `json:"member_epoch"`
+	PrevEpoch          int32              `json:"previous_member_epoch"`
+	State              string             `json:"state"`
+	RebalanceTimeoutMs int64              `json:"rebalance_timeout_ms"`
+	Subscribed         []string           `json:"subscribed_topics"`
+	Assignor           string             `json:"server_assignor,omitempty"`
+	Regex              string             `json:"subscribed_topic_regex,omitempty"`
+	Resolved           []string           `json:"regex_topics,omitempty"`
+	Assigned           assignment         `json:"assigned"`
+	Revoking           assignment         `json:"revoking,omitempty"`
+	Target             assignment         `json:"target"`
+	Since              map[string][]int32 `json:"assigned_epochs,omitempty"` // topic → partition, epoch pairs
+}
+
+const savedConsumerVersion = 1
+
+func (g *groupActor) consumerBlob() (json.RawMessage, error) {
+	cg := g.cg
+	s := savedConsumer{Version: savedConsumerVersion, Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Topics: cg.topicParts,
+		Members: make([]savedMember, 0, len(cg.members))}
+	ids := make([]string, 0, len(cg.members))
+	for id := range cg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := cg.members[id]
+		sm := savedMember{
+			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(),
+			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Subscribed: m.subscribed, Assignor: m.assignor,
+			Regex: m.regex, Resolved: m.resolved,
+			Assigned: m.assigned, Revoking: m.revoking, Target: cg.target[id],
+		}
+		if sm.Subscribed == nil {
+			sm.Subscribed = []string{}
+		}
+		if sm.Target == nil {
+			sm.Target = assignment{}
+		}
+		if len(m.since) > 0 {
+			sm.Since = map[string][]int32{}
+			m.assigned.each(func(t string, p int32) {
+				if e, ok := m.since[topicPartition{t, p}]; ok {
+					sm.Since[t] = append(sm.Since[t], p, e)
+				}
+			})
+			m.revoking.each(func(t string, p int32) {
+				if e, ok := m.since[topicPartition{t, p}]; ok {
+					sm.Since[t] = append(sm.Since[t], p, e)
+				}
+			})
+		}
+		s.Members = append(s.Members, sm)
+	}
+	return json.Marshal(s)
+}
+
+// saveWaiter is what waits for the save of the group's state: the request to answer
+// with an error should the group stop first, and what to run with the write's code.
+type saveWaiter struct {
+	client Request
+	then   func(code int16)
+}
+
+// saveConsumer has the group's state written to its file through the offsets actor;
+// then runs with 0 once it is durable, or the write's code. One save is in flight at a
+// time: what changes meanwhile is written by the next one, with every waiter that came
+// in between, so a burst of heartbeats in a big group costs one encoding and one
+// journal write per round, not one per heartbeat. client, if set, is answered with an
+// error should the group stop first.
+func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(code int16)) {
+	g.publishConsumer()
+	cg := g.cg
+	if cg == nil {
+		then(0)
+		return
+	}
+	cg.waiting = append(cg.waiting, saveWaiter{client: client, then: then})
+	if !cg.saving {
+		g.flushConsumer(ctx)
+	}
+}
+
+// flushConsumer writes the state as it is now for the waiters so far.
+func (g *groupActor) flushConsumer(ctx actor.Context) {
+	cg := g.cg
+	batch := cg.waiting
+	cg.waiting, cg.inflight = nil, batch
+	cg.dirty, cg.saving = false, true
+	blob, err := g.consumerBlob()
+	if err != nil {
+		panic(fmt.Errorf("group %q: encode consumer state: %w", g.cfg.Group, err)) // a broken invariant
+	}
+	g.generation = cg.epoch
+	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch, Consumer: blob}
+	if len(cg.members) == 0 {
+		meta.EmptySince = cg.emptySince.UnixMilli()
+	}
+	g.saveMeta(ctx, nil, meta, func(code int16) {
+		if g.cg != cg {
+			return // the group was reset meanwhile; shutdownConsumer answered the waiters
+		}
+		cg.saving, cg.inflight = false, nil
+		for _, w := range batch {
+			if w.client != nil {
+				actor.Handling(ctx, w.client)
+			}
+			w.then(code)
+		}
+		if len(cg.waiting) > 0 {
+			g.flushConsumer(ctx)
+		}
+	})
+}
+
+// loadConsumer brings a consumer-protocol group back from its file: every member at its
+// epoch with its assignment, on a fresh session timer, and its rebalance timer again if
+// it was revoking.
+func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) error {
+	var s savedConsumer
+	var err error
+	if err = json.Unmarshal(meta.Consumer, &s); err != nil {
+		return fmt.Errorf("decode consumer state: %w", err)
+	}
+	if s.Version != savedConsumerVersion {
+		return fmt.Errorf("consumer state version %d, this broker reads %d", s.Version, savedConsumerVersion)
+	}
+	cg := newConsumerGroup()
+	cg.epoch, cg.targetEpoch = s.Epoch, s.TargetEpoch
+	if meta.EmptySince > 0 {
+		cg.emptySince = time.UnixMilli(meta.EmptySince)
+	}
+	g.cg = cg
+	now := time.Now()
+	for _, sm := range s.Members {
+		m := &cMember{
+			id: sm.ID, instanceID: sm.InstanceID, rackID: sm.RackID, clientID: sm.ClientID, clientHost: sm.ClientHost,
+			epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, rebalanceTimeout: time.Duration(sm.RebalanceTimeoutMs) * time.Millisecond,
+			subscribed: sm.Subscribed, assignor: sm.Assignor, assigned: orEmptyAssignment(sm.Assigned),
+			regex: sm.Regex, resolved: sm.Resolved,
+			revoking: orEmptyAssignment(sm.Revoking), since: map[topicPartition]int32{},
+			deadline: now.Add(g.cfg.Settings.Consumer.SessionTimeout),
+		}
+		switch sm.State {
+		case memberUnrevoked.String():
+			m.state = memberUnrevoked
+		case memberUnreleased.String():
+			m.state = memberUnreleased
+		}
+		for t, pe := range sm.Since {
+			for i := 0; i+1 < len(pe); i += 2 {
+				m.since[topicPartition{t, pe[i]}] = pe[i+1]
+			}
+		}
+		cg.members[m.id] = m
+		cg.target[m.id] = orEmptyAssignment(sm.Target)
+		if m.instanceID != "" {
+			cg.instances[m.instanceID] = m.id
+		}
+		if m.regex != "" {
+			// Resolved again once the member heartbeats with its describe rights.
+			if m.re, err = compileRegex(m.regex); err != nil {
+				return fmt.Errorf("member %q: %w", m.id, err)
+			}
+		}
+		for _, t := range m.topics() {
+			cg.subscribed[t]++
+		}
+		for _, a := range []assignment{m.assigned, m.revoking} {
+			a.each(func(t string, p int32) { cg.owner[topicPartition{t, p}] = m.id })
+		}
+		g.armConsumerSession(ctx, m)
+		if m.state == memberUnrevoked {
+			g.armRebalance(ctx, m)
+		}
+	}
+	// The partition counts the target was made with: the first heartbeat compares them
+	// with the catalogue and bumps the epoch if a subscribed topic changed meanwhile.
+	for t, n := range s.Topics {
+		cg.topicParts[t] = n
+	}
+	g.protocolType = consumerProtocol
+	g.generation = cg.epoch
+	g.publishConsumer()
+	g.log.Info().Int32("group_epoch", cg.epoch).Int32("target_epoch", cg.targetEpoch).Int("members", len(cg.members)).
+		Msg("consumer_group_loaded_with_its_members")
+	return nil
+}
+
+func orEmptyAssignment(a assignment) assignment {
+	if a == nil {
+		return assignment{}
+	}
+	return a
+}
+
+// savedConsumerMembers is how many members a saved consumer-protocol state holds (0 for
+// none or one that does not decode): ListGroups lists a group whose actor is not running
+// from its file.
+func savedConsumerMembers(blob json.RawMessage) int {
+	if len(blob) == 0 {
+		return 0
+	}
+	var s struct {
+		Members []json.RawMessage `json:"members"`
+	}
+	if json.Unmarshal(blob, &s) != nil {
+		return 0
+	}
+	return len(s.Members)
+}
