@@ -29,7 +29,8 @@ const (
 // Commands names the subcommands for the broker's own --help.
 const Commands = `Subcommands (run one with --help for its flags):
   kaas groups list | describe | lag | reset-offsets | delete-offsets | delete | probe
-  kaas topics list | describe | create | delete | alter-config | delete-records`
+  kaas topics list | describe | create | delete | alter-config | delete-records
+  kaas transactions list | describe | describe-producers | abort`
 
 // verb is one subcommand: its flags, and what it does once they are parsed.
 type verb struct {
@@ -59,11 +60,11 @@ type cmd struct {
 	failed bool // an item failed and was reported; the exit code is 1
 }
 
-// Main runs one `kaas groups|topics ...` command with args (args[0] is "groups" or
-// "topics") and returns the process exit code.
+// Main runs one `kaas groups|topics|transactions ...` command with args (args[0] is
+// "groups", "topics" or "transactions") and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "kaas: want groups or topics")
+		fmt.Fprintln(stderr, "kaas: want groups, topics or transactions")
 		return exitUsage
 	}
 	var verbs []verb
@@ -72,8 +73,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		verbs = groupVerbs
 	case "topics":
 		verbs = topicVerbs
+	case "transactions":
+		verbs = txnVerbs
 	default:
-		fmt.Fprintf(stderr, "kaas: unknown command %q: want groups or topics\n", bounded(args[0]))
+		fmt.Fprintf(stderr, "kaas: unknown command %q: want groups, topics or transactions\n", bounded(args[0]))
 		return exitUsage
 	}
 	if len(args) < 2 {

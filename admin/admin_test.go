@@ -649,6 +649,13 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topics", "delete-records", "--topic", "t"},
 		{"topics", "delete-records", "--topic", "t", "--offset", "1", "--partition", "x"},
 		{"groups", "list", "--timeout", "0s"},
+		{"transactions", "describe"},
+		{"transactions", "describe-producers", "--topic", "t"},
+		{"transactions", "abort", "--topic", "t", "--partition", "0"},
+		{"transactions", "abort", "--topic", "t", "--partition", "0", "--start-offset", "1", "--producer-id", "5", "--producer-epoch", "0"},
+		{"transactions", "abort", "--topic", "t", "--partition", "0", "--producer-id", "5"},
+		{"transactions", "abort", "--transactional-id", "x", "--topic", "t"},
+		{"transactions", "list", "--producer-id", "x"},
 	} {
 		r := run(args...)
 		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "kaas: ") || r.stdout != "" {
@@ -698,7 +705,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("kaas groups reset-offsets: exit %d\n%s", code, out)
 	}
 	out, code = execute(t, bin, "--help")
-	if code != 0 || !strings.Contains(out, "kaas groups") || !strings.Contains(out, "kaas topics") {
+	if code != 0 || !strings.Contains(out, "kaas groups") || !strings.Contains(out, "kaas topics") || !strings.Contains(out, "kaas transactions") {
 		t.Fatalf("kaas --help: exit %d, lacks the subcommands\n%s", code, out)
 	}
 }

@@ -47,6 +47,9 @@ type Broker struct {
 	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
 	// after the transactions manager.
 	txnJournal *actor.PID
+	// txns is Env.Txns for the partitions' orphan checks, which start before it does
+	// (txnChecker).
+	txns atomic.Pointer[actor.PID]
 	// catalog is the topic catalogue the topics manager publishes; made before the
 	// groups manager, whose consumer-protocol groups assign from it.
 	catalog *partition.Catalog

@@ -26,6 +26,7 @@ func (b *Broker) startTopics() error {
 		Log:      b.log,
 		Metrics:  b.partitionMetrics(),
 		Restarts: b.met.ActorRestarts.WithLabelValues("partition"),
+		Txns:     b.txnChecker(),
 		Brokers: func() []int32 {
 			var ids []int32
 			for _, br := range b.env.Registry.Brokers() {

@@ -50,6 +50,7 @@ func (b *Broker) startTxns() error {
 		return fmt.Errorf("start transactions manager: %w", err)
 	}
 	b.env.Txns = pid
+	b.txns.Store(pid)
 	// The partitions' verification of a transactional batch (contract 2) and
 	// TxnOffsetCommit's of its group (contract 3) ask this coordinator.
 	if b.env.VerifyTxn == nil { // tests may stand in for it (WithTxnVerifier)
@@ -97,5 +98,34 @@ func (b *Broker) stopTxns(timeout time.Duration) {
 		if err := b.sys.Poison(b.txnJournal, timeout); err != nil {
 			b.log.Error().Err(err).Msg("transactions_journal_stop_timed_out")
 		}
+	}
+}
+
+// txnChecker is the partitions' orphan check (partition.TxnChecker): a recovered open
+// transaction is asked of the coordinator (txn.CheckTxn). The topics manager starts
+// before the coordinator, so a partition that opens first gets no answer and asks again.
+// Nil in a cluster, which has no coordinator yet, and with a test's stand-in verifier
+// (WithTxnVerifier), whose transactions the coordinator never holds.
+func (b *Broker) txnChecker() *partition.TxnChecker {
+	if b.cluster != nil || b.env.VerifyTxn != nil {
+		return nil
+	}
+	return &partition.TxnChecker{
+		Ask: func(ctx actor.Context, q partition.OpenTxn, reply actor.Promise) bool {
+			pid := b.txns.Load()
+			if pid == nil {
+				return false
+			}
+			ctx.Send(pid, &txn.CheckTxn{Topic: q.Topic, Partition: q.Partition, ProducerID: q.ProducerID,
+				ProducerEpoch: q.ProducerEpoch, Reply: reply})
+			return true
+		},
+		Held: func(v any) (held, known bool) {
+			r, ok := v.(*txn.TxnChecked)
+			if !ok || r == nil {
+				return false, false
+			}
+			return r.Held, true
+		},
 	}
 }

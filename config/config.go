@@ -95,6 +95,10 @@ type Config struct {
 	TransactionalIDExpiration time.Duration
 	TransactionMaxOpen        int32
 	TransactionMaxPartitions  int32
+	// Producer state per partition (actors/partition/producerstate.go).
+	ProducerIDExpiration      time.Duration
+	ProducerIDExpirationCheck time.Duration
+	ProducerStateMaxEntries   int32
 
 	// Topics and logs.
 	AutoCreateTopics         bool
@@ -259,6 +263,9 @@ func Default() Config {
 		TransactionalIDExpiration: 604800000 * time.Millisecond,
 		TransactionMaxOpen:        100000,
 		TransactionMaxPartitions:  10000,
+		ProducerIDExpiration:      86400000 * time.Millisecond,
+		ProducerIDExpirationCheck: 600000 * time.Millisecond,
+		ProducerStateMaxEntries:   10000,
 
 		AutoCreateTopics:              true,
 		NumPartitions:                 1,
@@ -415,6 +422,9 @@ func settings(c *Config) []setting {
 		msSetting("transactional.id.expiration.ms", "forget a transactional id idle this long with no transaction running", &c.TransactionalIDExpiration),
 		intSetting("transaction.max.open", "most transactions running at once on the coordinator; past it a new transaction gets COORDINATOR_LOAD_IN_PROGRESS (retriable; no Apache key)", &c.TransactionMaxOpen),
 		intSetting("transaction.max.partitions", "most partitions and groups one transaction may hold; past it INVALID_TXN_STATE (no Apache key)", &c.TransactionMaxPartitions),
+		msSetting("producer.id.expiration.ms", "forget a partition's producer idle this long with no open transaction there (its duplicate detection ends)", &c.ProducerIDExpiration),
+		msSetting("producer.id.expiration.check.interval.ms", "how often partitions look for expired producers", &c.ProducerIDExpirationCheck),
+		intSetting("producer.state.max.entries", "most producers one partition keeps; a new one past it evicts the longest idle without an open transaction (no Apache key)", &c.ProducerStateMaxEntries),
 
 		{"auto.create.topics.enable", "create a topic when a client asks for one that does not exist",
 			func(c *Config, v string) (err error) { c.AutoCreateTopics, err = strconv.ParseBool(v); return err },
@@ -589,6 +599,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("transactional.id.expiration.ms must be at least 1")
 	case c.TransactionMaxOpen < 1 || c.TransactionMaxPartitions < 1:
 		return fmt.Errorf("transaction.max.open and transaction.max.partitions must be at least 1")
+	case c.ProducerIDExpiration < time.Millisecond || c.ProducerIDExpirationCheck < time.Millisecond:
+		return fmt.Errorf("producer.id.expiration.ms and producer.id.expiration.check.interval.ms must be at least 1")
+	case c.ProducerStateMaxEntries < 1:
+		return fmt.Errorf("producer.state.max.entries must be at least 1")
 	case c.NumPartitions < 1:
 		return fmt.Errorf("num.partitions must be at least 1")
 	case c.LogFlushIntervalMessages < 1:

@@ -47,6 +47,9 @@ type Config struct {
 	BeforeCatalogWrite func()
 	// Cluster, when set, makes this manager one of several on a shared data dir.
 	Cluster *ClusterConfig
+	// Txns, when set, is the transaction coordinator every partition's orphan check asks
+	// (orphans.go).
+	Txns *TxnChecker
 }
 
 // ClusterConfig is what a topics manager of a cluster asks the ownership controller.
@@ -299,6 +302,11 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		Metrics:        m.cfg.Metrics,
 		FS:             m.cfg.FS,
 		Gate:           m.gate(),
+		// producer.id.expiration.ms and the producer-state bound (producerstate.go).
+		ProducerExpiration:  c.ProducerIDExpiration,
+		ProducerExpiryCheck: c.ProducerIDExpirationCheck,
+		MaxProducers:        int(c.ProducerStateMaxEntries),
+		Txns:                m.cfg.Txns,
 	}
 }
 

@@ -22,7 +22,8 @@ type Metrics struct {
 	writeErrors     *prometheus.CounterVec // by op
 	locksBroken     prometheus.Counter
 	staleIgnored    prometheus.Counter
-	cleaner         *metrics.Cleaner // compaction passes, per compacted partition
+	cleaner         *metrics.Cleaner   // compaction passes, per compacted partition
+	producers       *metrics.Producers // producer-state entries, LSO lag (producerstate.go)
 
 	// Offsets, when set, receives each partition's high watermark (kaas_log_end_offset
 	// and consumer lag); set it before the first partition starts.
@@ -71,6 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	m.cleaner = metrics.NewCleaner(reg)
+	m.producers = metrics.NewProducers(reg)
 	for _, op := range []string{"open", "append", "fsync"} {
 		m.writeErrors.WithLabelValues(op) // every series from the start, at 0
 	}
@@ -148,4 +150,11 @@ func (m *Metrics) cleanerMetrics() *metrics.Cleaner {
 		return nil
 	}
 	return m.cleaner
+}
+
+func (m *Metrics) producerMetrics() *metrics.Producers {
+	if m == nil {
+		return nil
+	}
+	return m.producers
 }

@@ -64,6 +64,17 @@ type PartitionConfig struct {
 	// process keeps its locks) breaks the lock instead of waiting for it: the new epoch
 	// it begins keeps the paused leader's late writes out of the log. Nil: never.
 	Lapsed func(id int32) bool
+	// ProducerExpiration is producer.id.expiration.ms: a producer without an open
+	// transaction idle this long is forgotten (producerstate.go); 0: never.
+	// ProducerExpiryCheck is how often that is looked for (0: 10 minutes).
+	ProducerExpiration  time.Duration
+	ProducerExpiryCheck time.Duration
+	// MaxProducers is producer.state.max.entries: a new producer past it evicts the
+	// longest idle one without an open transaction; 0: no bound.
+	MaxProducers int
+	// Txns, when set, is the transaction coordinator the orphan check asks about the
+	// transactions recovery found open (orphans.go).
+	Txns *TxnChecker
 }
 
 // pendingAck is a produce written but not yet durable.
@@ -146,6 +157,15 @@ type partitionActor struct {
 	// timer (timeroll.go).
 	clock       rollClock
 	flushCancel actor.Cancel
+	// producerMt publishes the producer-state entries and LSO lag; stopExpiry is the
+	// producer expiry's timer (producerstate.go).
+	producerMt *metrics.PartitionProducers
+	stopExpiry actor.Cancel
+	// The orphan check's questions in flight, its retry timer and backoff (orphans.go).
+	orphanAsks    map[uint64]orphanAsk
+	orphanTimer   actor.Cancel
+	orphanGen     uint64
+	orphanBackoff time.Duration
 }
 
 // PartitionProps makes the props of one partition actor.
@@ -219,6 +239,12 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 			p.takeLock(ctx)
 			p.unpark(ctx)
 		}
+	case *producerExpiryTick:
+		p.expireProducers()
+	case *orphanRetryTick:
+		p.onOrphanRetry(ctx, m)
+	case *actor.Settled:
+		p.onSettled(ctx, m) // orphans.go
 	}
 }
 
@@ -332,6 +358,12 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	p.repair, p.synced = false, syncedTo{seg: l.active(), size: l.active().size}
 	p.end = p.cfg.Metrics.offsets().LogEnd(p.cfg.Topic, p.cfg.Partition)
 	p.end.Set(p.highWatermark())
+	if p.producerMt == nil {
+		p.producerMt = p.cfg.Metrics.producerMetrics().Partition(p.cfg.Topic, p.cfg.Partition)
+	}
+	p.publishProducers()
+	p.startProducerExpiry(ctx)
+	p.checkOrphans(ctx)
 	if p.cfg.RetentionCheck > 0 {
 		p.stopRetention = actor.Every(ctx, p.cfg.RetentionCheck, &retentionTick{})
 	}
@@ -361,6 +393,10 @@ func (p *partitionActor) onStopping(ctx actor.Context) {
 		p.stopRetention()
 	}
 	p.end.Remove()
+	p.producerMt.Remove()
+	p.producerMt = nil
+	p.stopProducerExpiry()
+	p.stopOrphans()
 	code := kerr.NotLeaderForPartition.Code
 	if p.disk != nil && p.fenced() {
 		// Another broker may lead the partition by now: nothing more is written here
@@ -405,6 +441,10 @@ func (p *partitionActor) onRestarting(ctx actor.Context) {
 		p.stopRetention()
 	}
 	p.end.Remove()
+	p.producerMt.Remove()
+	p.producerMt = nil
+	p.stopProducerExpiry()
+	p.stopOrphans()
 	for _, w := range p.pending {
 		w.fail(kerr.NotLeaderForPartition.Code)
 	}
@@ -482,6 +522,9 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	h, records := m.batch.h, m.batch.records
 	neverWritten := p.disk.EndOffset() == 0
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
+	if code == 0 && !isDup {
+		code = suspectCode(p.producers[h.ProducerID], &h) // orphans.go
+	}
 	switch {
 	case code != 0:
 		p.cfg.Metrics.rejectedBatch(kerr.ErrorForCode(code).Error())
@@ -505,6 +548,7 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	opens := h.Attributes&attrTransactional != 0 && (p.producers[h.ProducerID] == nil || p.producers[h.ProducerID].txnFirst < 0)
+	p.makeRoom(h.ProducerID) // producerstate.go
 	base, err := p.disk.append(records, &h, p.epoch)
 	if err != nil {
 		p.cfg.Metrics.writeFailed("append")
@@ -513,6 +557,9 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 		return
 	}
 	p.producers.record(&h)
+	if h.ProducerID >= 0 {
+		p.producers[h.ProducerID].seenMS = p.cfg.Now().UnixMilli()
+	}
 	if opens {
 		p.openTxns++
 	}
@@ -733,6 +780,7 @@ func (p *partitionActor) handleWatch(ctx actor.Context, m *watch) {
 func (p *partitionActor) notifyWatchers(ctx actor.Context) {
 	hw := p.highWatermark()
 	p.end.Set(hw)
+	p.publishProducers()
 	if len(p.watchers) == 0 {
 		return
 	}

@@ -27,6 +27,12 @@ type producerEntry struct {
 	txnFirst   int64
 	markers    uint32
 	seqZero    bool
+	// seenMS is when the producer last wrote here, on the broker's clock (recovery: its
+	// batch's timestamp, no later than the recovery): producer.id.expiration.ms counts
+	// from it (producerstate.go). suspect marks an open transaction recovery found that
+	// the coordinator has not yet confirmed (orphans.go).
+	seenMS  int64
+	suspect bool
 }
 
 func newProducerEntry(epoch int16) *producerEntry {

@@ -267,6 +267,8 @@ func (p *partitionActor) endTxn(h *header, commit bool, coordEpoch int32) (abort
 	}
 	e.coordEpoch = max(e.coordEpoch, coordEpoch)
 	e.markers++
+	e.seenMS = max(e.seenMS, min(h.MaxTimestamp, p.cfg.Now().UnixMilli()))
+	e.suspect = false
 	first := e.txnFirst
 	if first < 0 {
 		return abortedTxn{}, false
@@ -294,6 +296,10 @@ func (p *partitionActor) visitBatch(h *header, b []byte) (abortedTxn, bool) {
 	if h.Attributes&attrControl == 0 {
 		opened := h.Attributes&attrTransactional != 0 && (p.producers[h.ProducerID] == nil || p.producers[h.ProducerID].txnFirst < 0)
 		p.producers.record(h)
+		if h.ProducerID >= 0 {
+			e := p.producers[h.ProducerID]
+			e.seenMS = max(e.seenMS, min(h.MaxTimestamp, p.cfg.Now().UnixMilli()))
+		}
 		if opened && h.ProducerID >= 0 {
 			p.openTxns++
 		}

@@ -61,12 +61,14 @@ type manager struct {
 	cfg ManagerConfig
 	log zerolog.Logger
 
-	ids     map[string]*entry
-	byPID   map[string]*entry
-	gen     uint64
-	ops     actor.Pending[func(any)]
-	tick    actor.Cancel
-	closing bool
+	ids   map[string]*entry
+	byPID map[string]*entry
+	// byProducer finds the id that holds a producer id (AdminAbort, CheckTxn).
+	byProducer map[int64]*entry
+	gen        uint64
+	ops        actor.Pending[func(any)]
+	tick       actor.Cancel
+	closing    bool
 }
 
 type metricsTick struct{ actor.Tick }
@@ -97,11 +99,17 @@ func (mg *manager) Receive(ctx actor.Context) {
 		mg.handleDescribe(ctx, m)
 	case *List:
 		mg.handleList(m)
+	case *AdminAbort:
+		mg.handleAdminAbort(ctx, m)
+	case *CheckTxn:
+		mg.handleCheck(ctx, m)
 	case *summary:
 		if e := mg.ids[m.id]; e != nil {
+			mg.indexProducer(e, m.pid)
 			e.sum = *m
 			if m.state == Dead {
 				e.stopping = true
+				mg.unindexProducer(e)
 			}
 		}
 	case *actor.Terminated:
@@ -118,6 +126,7 @@ func (mg *manager) Receive(ctx actor.Context) {
 func (mg *manager) onStarted(ctx actor.Context) {
 	mg.ids = map[string]*entry{}
 	mg.byPID = map[string]*entry{}
+	mg.byProducer = map[int64]*entry{}
 	if r := mg.cfg.Replayed; r != nil {
 		ids := make([]string, 0, len(r.States))
 		for id := range r.States {
@@ -139,7 +148,7 @@ func (mg *manager) spawn(ctx actor.Context, id string, m *Meta) (*entry, error) 
 	mg.gen++
 	props := Props(Config{
 		ID: id, Meta: m, Journal: mg.cfg.Journal, FS: mg.cfg.FS, Dir: mg.cfg.Dir, Settings: mg.cfg.Settings,
-		Sides: mg.cfg.Sides, Topics: mg.cfg.Topics, Log: mg.cfg.Log, Now: mg.cfg.Now,
+		Sides: mg.cfg.Sides, Topics: mg.cfg.Topics, Log: mg.cfg.Log, Now: mg.cfg.Now, Metrics: mg.cfg.Metrics,
 	})
 	// Quoted, with a generation: an expired id's actor may still be stopping when the
 	// id comes back.
@@ -154,6 +163,9 @@ func (mg *manager) spawn(ctx actor.Context, id string, m *Meta) (*entry, error) 
 	}
 	mg.ids[id] = e
 	mg.byPID[pid.Id] = e
+	if e.sum.state != Dead {
+		mg.indexProducer(e, e.sum.pid)
+	}
 	return e, nil
 }
 
@@ -191,6 +203,7 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		return
 	}
 	delete(mg.byPID, m.Who.Id)
+	mg.unindexProducer(e)
 	if mg.ids[e.id] == e {
 		delete(mg.ids, e.id)
 	}

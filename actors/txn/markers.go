@@ -88,7 +88,11 @@ func (a *txnActor) onMarkers(ctx actor.Context, round uint64, effects []sideEffe
 			v = results[i]
 		}
 		code := a.cfg.Sides.code(v)
-		switch outcomeOf(code) {
+		out := outcomeOf(code)
+		if e.marker != nil {
+			a.cfg.Metrics.marker(out)
+		}
+		switch out {
 		case markerRetry:
 			retry = append(retry, e)
 		case markerDropped:

@@ -228,3 +228,52 @@ type AddPartitionsBatch struct {
 }
 
 func (m *AddPartitionsBatch) AnswerCrash(*actor.Crashed) { m.Reply.Resolve([]any(nil)) }
+
+// AdminAbort is an operator's abort of a producer's transaction on some partitions: an
+// abort WriteTxnMarkers (kafka-transactions.sh abort, kadm.WriteTxnMarkers, `kaas
+// transactions abort`), which Apache writes on the partitions without its coordinator
+// knowing. When an id of this coordinator holds the producer's transaction Ongoing at
+// that epoch with any of the partitions, the transaction is aborted through it, as a
+// timeout aborts it (the epoch bumped, the producer fenced, a marker on every partition
+// of the transaction), so the coordinator and the partitions agree; the partitions it
+// does not hold get the operator's marker as Apache writes it. A transaction being
+// committed (PrepareCommit) is not aborted: CONCURRENT_TRANSACTIONS for its partitions;
+// one being aborted (PrepareAbort) gets the operator's markers as they are.
+// Sent by the WriteTxnMarkers handler. Reply: *AdminAborted, once every marker is
+// written (the coordinator's Complete* durable).
+type AdminAbort struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
+	Partitions       map[string][]int32
+	Reply            actor.Promise
+}
+
+// AdminAborted answers AdminAbort: a code per partition, and the transactional id that
+// aborted it ("" when the markers were written without the coordinator).
+type AdminAborted struct {
+	Codes           map[string]map[int32]int16
+	TransactionalID string
+}
+
+func (m *AdminAbort) AnswerCrash(c *actor.Crashed) {
+	m.Reply.Resolve(&AdminAborted{Codes: allCodes(m.Partitions, crashCode(c))})
+}
+
+// CheckTxn asks whether a partition's open transaction has a coordinator that will end
+// it: an id of this coordinator holds the producer Ongoing or Prepare* with the
+// partition, at the batch's epoch or a newer one. Sent by a partition that recovered a
+// transaction still open (the orphan check, issue 27). Reply: *TxnChecked.
+type CheckTxn struct {
+	Topic         string
+	Partition     int32
+	ProducerID    int64
+	ProducerEpoch int16
+	Reply         actor.Promise
+}
+
+// TxnChecked answers CheckTxn: Held, the coordinator will end the transaction; else it
+// is an orphan the partition aborts.
+type TxnChecked struct{ Held bool }
+
+func (m *CheckTxn) AnswerCrash(*actor.Crashed) { m.Reply.Resolve(nil) }

@@ -100,6 +100,8 @@ type Config struct {
 	Topics *actor.PID
 	Log    zerolog.Logger
 	Now    func() time.Time
+	// Metrics count aborts by reason and markers by result (nil: not counted).
+	Metrics *Metrics
 }
 
 // Props makes an id's actor.
@@ -153,6 +155,8 @@ type txnActor struct {
 	remaining   []sideEffect
 	backoff     time.Duration
 	retry       actor.Cancel
+	// completion waits for the running transaction's Complete* (an operator's abort).
+	completion []func(done bool)
 }
 
 // Internal messages.
@@ -255,6 +259,7 @@ func (a *txnActor) onStopping() {
 	}
 	a.queue, a.parked = nil, nil
 	a.waits.Drain(func(then func(any)) { then(nil) })
+	a.notifyComplete(false)
 	if a.counted {
 		a.cfg.Settings.Open.release()
 		a.counted = false
@@ -326,6 +331,10 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 		})
 	case *EndTxn:
 		a.handleEnd(ctx, m, noPID)
+	case *abortFor:
+		a.handleAdminAbort(ctx, m) // admin.go
+	case *checkFor:
+		a.handleCheck(m)
 	}
 }
 
@@ -422,7 +431,12 @@ func (a *txnActor) handleInit(ctx actor.Context, m *InitProducerID, newPID int64
 		m.fail(plan.code)
 	case plan.fence:
 		a.log.Info().Int64("producer_id", a.meta.ProducerID).Int16("epoch", a.meta.Epoch).Msg("transaction_fenced_by_new_producer")
-		a.fence(ctx, plan.next, func(ok bool) { m.fail(pick(ok, codeConcurrent, codeNotCoord)) })
+		a.fence(ctx, plan.next, func(ok bool) {
+			if ok {
+				a.cfg.Metrics.aborted(abortFence)
+			}
+			m.fail(pick(ok, codeConcurrent, codeNotCoord))
+		})
 	default:
 		a.write(ctx, plan.next, func(ok bool) {
 			if !ok {
@@ -486,6 +500,9 @@ func (a *txnActor) handleEnd(ctx actor.Context, m *EndTxn, newPID int64) {
 		if !ok {
 			m.fail(codeNotCoord)
 			return
+		}
+		if plan.next.State == PrepareAbort {
+			a.cfg.Metrics.aborted(abortClient)
 		}
 		// The Prepare* is durable: the decision is made, the client may go on. The
 		// markers follow (startMarkers, from changed).
@@ -564,6 +581,7 @@ func (a *txnActor) changed(ctx actor.Context, prev *Meta) {
 		if len(a.parked) > 0 {
 			a.unpark(ctx, true) // drained by write's continuation
 		}
+		a.notifyComplete(true)
 	}
 }
 
@@ -601,6 +619,9 @@ func (a *txnActor) onDeadline(ctx actor.Context, m *deadlineFired) {
 	a.log.Info().Int64("producer_id", a.meta.ProducerID).Int16("epoch", a.meta.Epoch).
 		Int32("timeout_ms", a.meta.TimeoutMs).Msg("transaction_timed_out_aborting")
 	a.fence(ctx, fenced(a.meta, a.now()), func(ok bool) {
+		if ok {
+			a.cfg.Metrics.aborted(abortTimeout)
+		}
 		if !ok && !a.stopping { // look again shortly: the abort must happen
 			a.deadline = actor.After(ctx, time.Second, &deadlineFired{gen: a.deadlineGen})
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -44,6 +45,7 @@ type coord struct {
 	mgr    *actor.PID
 	sent   chan sent
 	answer func(Marker) *int16
+	met    *Metrics
 }
 
 func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
@@ -59,7 +61,7 @@ func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate
 // startCoordFS is startCoordWith with the journal's file access fsys.
 func startCoordFS(t *testing.T, dir string, fsys storage.FS, answer func(Marker) *int16, mutate func(*Settings)) *coord {
 	t.Helper()
-	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer}
+	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer, met: NewMetrics(prometheus.NewRegistry())}
 	c.sys = actor.NewSystem(zerolog.Nop())
 	rep, err := Replay(storage.OSFS{}, dir, zerolog.Nop())
 	if err != nil {
@@ -88,7 +90,7 @@ func startCoordFS(t *testing.T, dir string, fsys storage.FS, answer func(Marker)
 	}
 	c.mgr, err = c.sys.SpawnNamed(ManagerProps(ManagerConfig{
 		Replayed: rep, Journal: c.jpid, Dir: IDsDir(dir), Topics: topics, Sides: sides, Log: zerolog.Nop(),
-		Settings: settings,
+		Settings: settings, Metrics: c.met,
 	}), "transactions")
 	if err != nil {
 		t.Fatal(err)

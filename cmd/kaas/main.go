@@ -1,7 +1,8 @@
 // Command kaas runs one kaas broker. With no flags it is a single broker on
 // 127.0.0.1:9092 keeping its data under ./data; `kaas --help` lists every setting.
-// `kaas groups ...` and `kaas topics ...` are the operator's tools (package admin),
-// which talk to any Kafka-compatible cluster instead of starting a broker.
+// `kaas groups ...`, `kaas topics ...` and `kaas transactions ...` are the operator's
+// tools (package admin), which talk to any Kafka-compatible cluster instead of
+// starting a broker.
 package main
 
 import (
@@ -27,7 +28,7 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	// A subcommand is dispatched before the broker's settings are read.
-	if len(os.Args) > 1 && (os.Args[1] == "groups" || os.Args[1] == "topics") {
+	if len(os.Args) > 1 && (os.Args[1] == "groups" || os.Args[1] == "topics" || os.Args[1] == "transactions") {
 		return admin.Main(os.Args[1:], os.Stdout, os.Stderr)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "users" {

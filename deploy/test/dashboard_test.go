@@ -187,6 +187,18 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A transaction left open: its partition's LSO lag is exported while it is.
+	txc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("dash"), kgo.TransactionTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txc.Close()
+	if err := txc.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txc.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("t")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	scrape := func() map[string]*dto.MetricFamily {
 		t.Helper()
 		resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics")
@@ -243,6 +255,8 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 		"kaas_registry_brokers_alive", "kaas_lease_held", "kaas_ownership_moves_total", "kaas_connections_open",
 		"kaas_log_cleaner_cleaned_bytes_total", "kaas_log_cleaner_dirty_ratio", "kaas_log_cleaner_last_clean_timestamp_seconds",
 		"kaas_log_cleaner_errors_total", "kaas_transactions_open", "kaas_transactions_oldest_open_seconds",
+		"kaas_transaction_aborts_total", "kaas_transaction_markers_total", "kaas_partition_lso_lag",
+		"kaas_producer_state_entries", "kaas_producer_state_expired_total", "kaas_producer_state_evicted_total",
 		"kaas_consumer_group_members", "kaas_consumer_group_fences_total", "kaas_consumer_group_reconciliation_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)
