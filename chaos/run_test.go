@@ -111,9 +111,9 @@ func (s singleBroker) Stop() error {
 	return s.b.Stop(ctx)
 }
 
-// run is one chaos run: producers and consumer groups run against the target while the
-// injector fires for d, then faults stop and the five invariants are checked. A failing
-// run logs its seed and schedule.
+// run is one chaos run: producers, consumer groups and transactional clients run against
+// the target while the injector fires for d, then faults stop and the six invariants are
+// checked. A failing run logs its seed and schedule.
 func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (target, error)) {
 	leakOpts := actortest.LeakOptions(goleak.IgnoreCurrent())
 	var kinds []Kind
