@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"kaas/actors/actor/actortest"
 	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // panicOnce panics the first actor of kind that gets a message of type msgType.
@@ -314,12 +316,19 @@ func TestTransactionPanicTakesUpTheAnswer(t *testing.T) {
 	if !p.fired.Load() {
 		t.Fatal("no panic injected")
 	}
-	// The partition is stable: its last stable offset is its end (the marker's).
-	lso, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, "t")
-	if err != nil {
+	// The partition becomes stable: its last stable offset reaches its end, past the
+	// commit marker the coordinator writes once the EndTxn is answered. Polling the
+	// broker's state: no event to wait on.
+	if err := testwait.Until(10*time.Second, 20*time.Millisecond, func() error {
+		lso, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		if o, _ := lso.Lookup("t", 0); o.Offset != 2 {
+			return fmt.Errorf("last stable offset %d, want 2 (the record and its commit marker)", o.Offset)
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
-	}
-	if o, _ := lso.Lookup("t", 0); o.Offset != 2 {
-		t.Fatalf("last stable offset %d, want 2 (the record and its commit marker)", o.Offset)
 	}
 }
