@@ -44,6 +44,10 @@ const (
 	eosInputMax = 3000
 	// clientOpTimeout bounds a flush or an EndTxn; past it the client is made anew.
 	clientOpTimeout = 10 * time.Second
+	// metadataMinAge: a produce that failed with KAFKA_STORAGE_ERROR (a disk fault) is
+	// retried after a metadata refresh, which franz-go spaces by this (5 s by default,
+	// past txnTimeout: every such fault would cost the transaction its timeout).
+	metadataMinAge = 250 * time.Millisecond
 )
 
 var txnTopics = []string{txnTopic, eosIn, eosOut}
@@ -148,7 +152,8 @@ func (tw *txnWorkload) ledger() []*txnRec {
 func (tw *txnWorkload) produceTxns(id string) {
 	newClient := func() *kgo.Client {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(tw.addr...), kgo.TransactionalID(id), kgo.TransactionTimeout(txnTimeout),
-			kgo.DefaultProduceTopic(txnTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RetryBackoffFn(backoff))
+			kgo.DefaultProduceTopic(txnTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RetryBackoffFn(backoff),
+			kgo.MetadataMinAge(metadataMinAge))
 		if err != nil {
 			tw.t.Errorf("transactional client %s: %v", id, err)
 			return nil
@@ -266,7 +271,7 @@ func (tw *txnWorkload) member(id string) {
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.SessionTimeout(sessionTimeout), kgo.RebalanceTimeout(rebalanceTimeout),
 			kgo.HeartbeatInterval(300*time.Millisecond), kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.DefaultProduceTopic(eosOut), kgo.RetryBackoffFn(backoff))
+			kgo.DefaultProduceTopic(eosOut), kgo.RetryBackoffFn(backoff), kgo.MetadataMinAge(metadataMinAge))
 		if err != nil {
 			tw.t.Errorf("pipeline member %s: %v", id, err)
 			return nil
