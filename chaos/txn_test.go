@@ -46,7 +46,8 @@ const (
 	clientOpTimeout = 10 * time.Second
 	// metadataMinAge: a produce that failed with KAFKA_STORAGE_ERROR (a disk fault) is
 	// retried after a metadata refresh, which franz-go spaces by this (5 s by default,
-	// past txnTimeout: every such fault would cost the transaction its timeout).
+	// past txnTimeout: every such fault would cost the transaction its timeout, and the
+	// pipeline its input).
 	metadataMinAge = 250 * time.Millisecond
 )
 
@@ -234,7 +235,8 @@ func (tw *txnWorkload) set(r *txnRec, t told, commit bool, err error) {
 // produceInput fills the pipeline's input with records keyed and valued "in-<n>", an
 // idempotent producer's, paced so that the pipeline runs through the fault phase.
 func (tw *txnWorkload) produceInput() {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tw.addr...), kgo.DefaultProduceTopic(eosIn), kgo.RetryBackoffFn(backoff))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tw.addr...), kgo.DefaultProduceTopic(eosIn), kgo.RetryBackoffFn(backoff),
+		kgo.MetadataMinAge(metadataMinAge))
 	if err != nil {
 		tw.t.Errorf("input producer: %v", err)
 		return
