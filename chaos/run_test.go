@@ -598,8 +598,10 @@ func checkLog(acked []ackedRecord, logged map[string][]loggedRecord) []string {
 
 // checkMetrics: every retriable error the injector answered is counted in
 // kaas_requests_total under its API and code (the APIs whose code is top-level); every
-// panic of a group, offsets or partition actor in kaas_actor_restarts_total; of the
-// journal among its failed writes.
+// panic of a group, offsets, partition or transaction actor in kaas_actor_restarts_total
+// (a transaction actor's resume); of the offsets journal among its failed writes. (The
+// transaction coordinator's journal has no metrics of its own: its panics, kind
+// txn_journal, are not checked here.)
 func checkMetrics(reg prometheus.Gatherer, injected map[[2]int16]int, panics map[string]int) []string {
 	mfs, err := reg.Gather()
 	if err != nil {
