@@ -243,8 +243,9 @@ const maxRedeliveries = 3
 func (a *txnActor) Panicked(ctx actor.Context, reason any) {
 	msg := ctx.Message()
 	switch msg.(type) {
-	case request, *actor.Started, *actor.Stopping:
-		return
+	case *actor.Settled, *deadlineFired, *parkExpired, *expiryFired, *retryMarkers, *saveNow, *saveDone, *describeOne:
+	default:
+		return // a request (answered by the actor layer), or nothing of the actor's own
 	}
 	if msg != a.redo {
 		a.redo, a.redos = msg, 0
