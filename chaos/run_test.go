@@ -32,8 +32,9 @@ var (
 
 // shortSeeds run in `go test` (make test); longSeeds in `make chaos`. A seed that found
 // a bug stays here as a regression seed (1: connection restart, journal Append, partition
-// read; 3: journal flush, group request; 11: group request; 23: offsets commit), and each
-// bug has a test of its own in regress_test.go.
+// read, a transaction actor's dropped answer; 3: journal flush, group request, a failed
+// Complete* write retried late; 11: group request; 23: offsets commit), and each bug has
+// a test of its own in regress_test.go (the late retry's in actors/txn).
 var (
 	shortSeeds = []uint64{1, 7}
 	longSeeds  = []uint64{1, 2, 3, 5, 7, 11, 13, 17, 23}
