@@ -45,6 +45,7 @@ func (b *Broker) startTxns() error {
 		// offsets' ends through the groups manager to each group's offsets actor.
 		Sides:   txnSides(b.env.Topics, b.env.Groups),
 		Metrics: txn.NewMetrics(b.met.Registry),
+		Resumes: b.met.ActorRestarts.WithLabelValues("transaction"),
 	}), "transactions")
 	if err != nil {
 		return fmt.Errorf("start transactions manager: %w", err)

@@ -215,12 +215,21 @@ func (in *Injector) Report() string {
 	return b.String()
 }
 
-// actorKind names the actors that take faults: group, offsets, journal, partition,
-// connection; "" for the rest (managers, gathers).
+// actorKind names the actors that take faults: group, offsets, journal (the offsets
+// journal), txn_journal (the transaction coordinator's, another instance of the same
+// actor), transaction (one transactional id's coordinator), partition, connection; ""
+// for the rest (managers, gathers).
 func (in *Injector) actorKind(a actor.Actor) string {
 	t := reflect.TypeOf(a)
 	if k, ok := in.types.Load(t); ok {
 		return k.(string)
+	}
+	if j, ok := a.(interface{ JournalName() string }); ok {
+		// Two journals of one type: told apart by name, never cached by type.
+		if j.JournalName() == "transactions_journal" {
+			return "txn_journal"
+		}
+		return "journal"
 	}
 	k := ""
 	switch t.String() {
@@ -228,8 +237,8 @@ func (in *Injector) actorKind(a actor.Actor) string {
 		k = "group"
 	case "*offsets.offsetsActor":
 		k = "offsets"
-	case "*journal.journalActor":
-		k = "journal"
+	case "*txn.txnActor":
+		k = "transaction"
 	case "*partition.partitionActor":
 		k = "partition"
 	case "*conn.connActor":
@@ -304,6 +313,12 @@ func fileKind(path string) string {
 		return "group_file"
 	case strings.Contains(path, "__cluster"):
 		return "cluster"
+	case under(path, "transactions", "journal"):
+		return "txn_journal" // the transaction coordinator's journal
+	case under(path, "transactions", "ids"):
+		return "txn_id" // a transactional id's file
+	case strings.HasSuffix(name, ".txnindex"):
+		return "txnindex" // a segment's aborted-transaction index
 	case strings.HasSuffix(name, ".log"):
 		return "log" // a partition segment
 	case name == "recovery-point":
@@ -317,6 +332,13 @@ func fileKind(path string) string {
 	default:
 		return "catalog" // topic.json, producer ids
 	}
+}
+
+// under: path is the directory data.dir/elems... or is in it (a directory's own fsync
+// names the directory).
+func under(path string, elems ...string) bool {
+	sep := string(filepath.Separator)
+	return strings.Contains(path+sep, sep+strings.Join(elems, sep)+sep)
 }
 
 // disk is the storage hook: writes, fsyncs and renames of every file kind, and reads of

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"kaas/actors/actor/actortest"
 	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
 )
 
 // panicOnce panics the first actor of kind that gets a message of type msgType.
@@ -277,5 +279,56 @@ func TestOffsetsPanicAnswersTheCommit(t *testing.T) {
 	}
 	if o, _ := offs.Lookup("t", 0); o.At != 4 {
 		t.Fatalf("committed %d, want 4", o.At)
+	}
+}
+
+// A transactional id's actor that panics before it takes up an answer it waits for (here
+// the producer id its InitProducerId asked the topics manager for; likewise a journal
+// write's, the markers') takes it up after the panic. Found by seed 1: the actor resumes
+// with its state after a panic (a fresh one could not rebuild it), but the answer was
+// gone with the panic, so the actor stayed busy for ever: every later request of the id
+// queued unanswered and its transaction stayed in PrepareAbort, holding back the last
+// stable offset of its partitions.
+func TestTransactionPanicTakesUpTheAnswer(t *testing.T) {
+	p := &panicOnce{in: New(0, nil), kind: "transaction", msgType: "*actor.Settled"}
+	defer actor.SetFaults(p)()
+	b := brokertest.Start(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"),
+		kgo.RetryBackoffFn(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("produce through a transaction actor panic: %v", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit through a transaction actor panic: %v", err)
+	}
+	if !p.fired.Load() {
+		t.Fatal("no panic injected")
+	}
+	// The partition becomes stable: its last stable offset reaches its end, past the
+	// commit marker the coordinator writes once the EndTxn is answered. Polling the
+	// broker's state: no event to wait on.
+	if err := testwait.Until(10*time.Second, 20*time.Millisecond, func() error {
+		lso, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		if o, _ := lso.Lookup("t", 0); o.Offset != 2 {
+			return fmt.Errorf("last stable offset %d, want 2 (the record and its commit marker)", o.Offset)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

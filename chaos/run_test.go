@@ -32,8 +32,9 @@ var (
 
 // shortSeeds run in `go test` (make test); longSeeds in `make chaos`. A seed that found
 // a bug stays here as a regression seed (1: connection restart, journal Append, partition
-// read; 3: journal flush, group request; 11: group request; 23: offsets commit), and each
-// bug has a test of its own in regress_test.go.
+// read, a transaction actor's dropped answer; 3: journal flush, group request, a failed
+// Complete* write retried late; 11: group request; 23: offsets commit), and each bug has
+// a test of its own in regress_test.go (the late retry's in actors/txn).
 var (
 	shortSeeds = []uint64{1, 7}
 	longSeeds  = []uint64{1, 2, 3, 5, 7, 11, 13, 17, 23}
@@ -111,9 +112,9 @@ func (s singleBroker) Stop() error {
 	return s.b.Stop(ctx)
 }
 
-// run is one chaos run: producers and consumer groups run against the target while the
-// injector fires for d, then faults stop and the five invariants are checked. A failing
-// run logs its seed and schedule.
+// run is one chaos run: producers, consumer groups and transactional clients run against
+// the target while the injector fires for d, then faults stop and the six invariants are
+// checked. A failing run logs its seed and schedule.
 func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (target, error)) {
 	leakOpts := actortest.LeakOptions(goleak.IgnoreCurrent())
 	var kinds []Kind
@@ -161,14 +162,23 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	if _, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...); err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
+	if _, err := adm.CreateTopics(ctx, txnPartitions, 1, nil, txnTopics...); err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
 
 	w := newWorkload(t, addr)
 	w.start()
 	defer w.close()
+	tw := newTxnWorkload(t, addr)
+	tw.start()
+	defer tw.stopPipeline()
 	// Faults start once every group has been Stable once: a run measures recovery, not
 	// a first join under fire.
 	if err := waitStable(ctx, adm, 30*time.Second); err != nil {
 		t.Fatalf("groups before faults: %v", err)
+	}
+	if err := waitGroup(ctx, adm, eosGroup, eosMembers, 30*time.Second); err != nil {
+		t.Fatalf("pipeline group before faults: %v", err)
 	}
 	in.On()
 	time.Sleep(d) // the fault phase: load runs while the injector fires
@@ -182,6 +192,7 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	}
 	t.Logf("stable %v after faults stopped", time.Since(healStart).Round(time.Millisecond))
 	acked := w.stopProducers()
+	tw.stopProducers()
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		t.Fatalf("end offsets: %v", err)
@@ -190,10 +201,15 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	if err := waitCaughtUp(ctx, adm, ends, 60*time.Second); err != nil {
 		t.Errorf("invariant 4: consumers did not catch up: %v", err)
 	}
+	// Invariant 6 (the pipeline): it copies the whole input; then its members stop.
+	if err := waitPipeline(ctx, adm, 60*time.Second); err != nil {
+		t.Errorf("invariant 6: pipeline did not reach the input's end: %v", err)
+	}
 	for _, v := range rec.CheckRequests(false) {
 		t.Error(v)
 	}
 	w.closeConsumers()
+	tw.stopPipeline()
 
 	// Invariant 1: acknowledged commits are what the broker holds, never backwards.
 	committed := map[Partition]int64{}
@@ -226,6 +242,7 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	for _, v := range w.checkConsumed(ends) {
 		t.Error(v)
 	}
+	txnCounts := checkTransactions(t, ctx, adm, addr, tw)
 	// Invariant 5: what was injected and surfaced is counted.
 	for _, v := range checkMetrics(tg.Metrics(), rec.Injected(), in.Panics()) {
 		t.Error(v)
@@ -242,8 +259,8 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	if err := goleak.Find(leakOpts...); err != nil {
 		t.Errorf("invariant 5: goroutines outlive the run: %v", err)
 	}
-	t.Logf("seed %d: faults %v; %d requests, %d acknowledged commits, %d generations, %d acknowledged records checked",
-		seed, in.Counts(), rec.Requests(), nCommits, nGens, len(acked))
+	t.Logf("seed %d: faults %v; %d requests, %d acknowledged commits, %d generations, %d acknowledged records checked; transactions %s",
+		seed, in.Counts(), rec.Requests(), nCommits, nGens, len(acked), txnCounts)
 }
 
 // workload is the run's clients: two producers and the consumer groups.
@@ -582,8 +599,10 @@ func checkLog(acked []ackedRecord, logged map[string][]loggedRecord) []string {
 
 // checkMetrics: every retriable error the injector answered is counted in
 // kaas_requests_total under its API and code (the APIs whose code is top-level); every
-// panic of a group, offsets or partition actor in kaas_actor_restarts_total; of the
-// journal among its failed writes.
+// panic of a group, offsets, partition or transaction actor in kaas_actor_restarts_total
+// (a transaction actor's resume); of the offsets journal among its failed writes. (The
+// transaction coordinator's journal has no metrics of its own: its panics, kind
+// txn_journal, are not checked here.)
 func checkMetrics(reg prometheus.Gatherer, injected map[[2]int16]int, panics map[string]int) []string {
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -624,7 +643,7 @@ func checkMetrics(reg prometheus.Gatherer, injected map[[2]int16]int, panics map
 		}
 	}
 	var out []string
-	for _, kind := range []string{"group", "offsets", "partition"} {
+	for _, kind := range []string{"group", "offsets", "partition", "transaction"} {
 		if restarts[kind] != float64(panics[kind]) {
 			out = append(out, fmt.Sprintf("invariant 5: %d %s actor panics injected, kaas_actor_restarts_total{actor=%q} counts %v", panics[kind], kind, kind, restarts[kind]))
 		}

@@ -56,7 +56,7 @@ type Metrics struct {
 	OwnershipMoves       *prometheus.CounterVec
 
 	// ActorRestarts counts actors restarted after a panic, by kind (group, offsets,
-	// partition).
+	// partition; transaction: a transactional id's actor, resumed with its state).
 	ActorRestarts *prometheus.CounterVec
 }
 
@@ -119,7 +119,7 @@ func New() *Metrics {
 		Name: "kaas_lease_held", Help: "1 while this broker holds its lease and may write its groups and partitions, else 0.",
 	})
 	m.ActorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, offsets, partition).",
+		Name: "kaas_actor_restarts_total", Help: "Actors restarted after a panic in their Receive, by kind (group, offsets, partition; transaction: resumed with its state).",
 	}, []string{"actor"})
 	m.OwnershipMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaas_ownership_moves_total", Help: "Groups and partitions this broker adopted or released as the broker set changed, by kind (group, partition) and direction (adopted, released).",

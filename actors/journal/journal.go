@@ -188,6 +188,10 @@ type journalActor struct {
 	spareFailedLog *logs.Limiter
 }
 
+// JournalName is the journal's Config.Name: the chaos suite's fault sites tell the
+// offsets journal from the transaction coordinator's by it.
+func (j *journalActor) JournalName() string { return j.cfg.Name }
+
 func (j *journalActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -28,6 +29,8 @@ type ManagerConfig struct {
 	Now      func() time.Time
 	// Metrics, when set, get the open transactions and the oldest one's age.
 	Metrics *Metrics
+	// Resumes, when set, counts id actors resumed after a panic in their Receive.
+	Resumes prometheus.Counter
 }
 
 // ManagerProps makes the transactions manager: it routes every per-id request to the
@@ -45,6 +48,9 @@ func ManagerProps(cfg ManagerConfig) *actor.Props {
 	log := cfg.Log.With().Str("actor", "transactions").Logger()
 	strategy := actor.ResumeChildren(func(reason any) {
 		log.Error().Interface("reason", reason).Msg("transaction_actor_failed_resuming")
+		if cfg.Resumes != nil {
+			cfg.Resumes.Inc()
+		}
 	})
 	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
 }

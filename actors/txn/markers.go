@@ -118,9 +118,12 @@ func (a *txnActor) complete(ctx actor.Context) {
 	}
 	a.write(ctx, completed(a.meta, a.now()), func(ok bool) {
 		if !ok && !a.stopping {
-			// The markers are idempotent: write them again, then the Complete*.
+			// The markers are written: write the Complete* again after the markers'
+			// backoff (one failed fdatasync must not hold the id's next transaction for
+			// the longest one).
 			a.remaining = nil
-			a.retry = actor.After(ctx, maxMarkerBackoff, &retryMarkers{round: a.round})
+			a.backoff = min(max(2*a.backoff, a.cfg.Settings.MarkerBackoff), maxMarkerBackoff)
+			a.retry = actor.After(ctx, a.backoff, &retryMarkers{round: a.round})
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,10 @@ type txnActor struct {
 	retry       actor.Cancel
 	// completion waits for the running transaction's Complete* (an operator's abort).
 	completion []func(done bool)
+
+	// redo is the message a panic dropped and Panicked sent again, redos how often.
+	redo  any
+	redos int
 }
 
 // Internal messages.
@@ -223,6 +228,40 @@ func (a *txnActor) Receive(ctx actor.Context) {
 }
 
 func (a *txnActor) now() int64 { return a.cfg.Now().UnixMilli() }
+
+// maxRedeliveries bounds how often one message a panic dropped is sent again.
+const maxRedeliveries = 3
+
+// Panicked takes up what a panic in the actor's turn dropped (actor.PanicHandler). The
+// actor resumes with its state (ResumeChildren), so a message of its own that the panic
+// took is not done by anyone else: the answer to a journal write, to a producer id
+// request or to a round of markers (lost, the actor stays busy for ever, every later
+// request of the id queued behind it, or its transaction stays in Prepare*), a timer
+// (the deadline, a marker retry, the expiry, a save) or a save's end. Such a message is
+// sent to the actor again, after what it has queued; a panic that comes back with the
+// same message is a bug of its handling, and after maxRedeliveries it is logged and
+// dropped rather than looped on. Every handler is guarded (an answer taken once, a
+// timer's generation or round), so one that the panic interrupted half way is ignored
+// when it comes again. A request is answered by the actor layer (AnswerCrash), and its
+// client retries.
+func (a *txnActor) Panicked(ctx actor.Context, reason any) {
+	msg := ctx.Message()
+	switch msg.(type) {
+	case *actor.Settled, *deadlineFired, *parkExpired, *expiryFired, *retryMarkers, *saveNow, *saveDone, *describeOne:
+	default:
+		return // a request (answered by the actor layer), or nothing of the actor's own
+	}
+	if msg != a.redo {
+		a.redo, a.redos = msg, 0
+	}
+	if a.redos >= maxRedeliveries {
+		a.log.Error().Interface("reason", reason).Str("message", fmt.Sprintf("%T", msg)).Int("times", a.redos).Msg("transaction_message_dropped_after_panics")
+		a.redo, a.redos = nil, 0
+		return
+	}
+	a.redos++
+	ctx.Send(ctx.Self(), msg)
+}
 
 // onStarted takes up a replayed state: a Prepare* is driven to its Complete* (the
 // markers are idempotent), an Ongoing transaction keeps its deadline.

@@ -482,3 +482,28 @@ func TestFailedWriteAnswersNothingDone(t *testing.T) {
 	}
 	c.waitState("tx", CompleteCommit)
 }
+
+// A Complete* whose journal write fails is written again after the markers' backoff, not
+// after the longest one: one failed fdatasync must not hold the id's next transaction
+// (its implicit adds wait for the completion) for maxMarkerBackoff. Found by the chaos
+// suite's seed 3, whose transactional producer stalled on it.
+func TestFailedCompleteRetriedSoon(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	c := startCoordFS(t, t.TempDir(), fsys, func(Marker) *int16 {
+		fsys.FailNext(storage.OpSync, nil) // the Complete*'s fdatasync, the next one
+		return ok16()
+	}, nil)
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	start := time.Now()
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	testwait.For(t, maxMarkerBackoff/2, 5*time.Millisecond, func() error {
+		if d := c.describe("tx"); d.State != CompleteCommit {
+			return fmt.Errorf("state %v %v after the EndTxn, want CompleteCommit well before %v", d.State, time.Since(start), maxMarkerBackoff)
+		}
+		return nil
+	})
+}
