@@ -49,10 +49,7 @@ func handleIncrementalAlterConfigs(c *Call) {
 	fwd := configForward{
 		request: func(idx []int) kmsg.Request {
 			r := *req
-			r.Resources = nil
-			for _, i := range idx {
-				r.Resources = append(r.Resources, req.Resources[i])
-			}
+			r.Resources = pick(req.Resources, idx)
 			return &r
 		},
 		answers: func(r kmsg.Response) []configAnswer {

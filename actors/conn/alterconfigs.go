@@ -179,6 +179,15 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 // makes the request of the resources listed (the topics that passed preprocessing; a
 // broker resource is this broker's and answered here), answers reads the writer's
 // answer to it, one per resource in order.
+// pick is all's elements at idx, in idx's order: the resources a forward carries.
+func pick[T any](all []T, idx []int) []T {
+	out := make([]T, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, all[i])
+	}
+	return out
+}
+
 type configForward struct {
 	request func(resources []int) kmsg.Request
 	answers func(kmsg.Response) []configAnswer

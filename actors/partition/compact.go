@@ -184,8 +184,8 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 			if h.Attributes&(attrControl|attrTransactional) == 0 {
 				// A transactional record maps no key: an aborted one must never
 				// shadow an older value, and committed ones are kept whole with their
-				// batches (Apache's finer rules, which drop aborted records and
-				// markers, are not implemented).
+				// batches. Apache's finer rules, which drop aborted records and
+				// markers, are planned (docs/data-path.md, Compaction).
 				recs, err := batchRecords(h, b)
 				if err != nil {
 					return err
