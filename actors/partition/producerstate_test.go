@@ -126,9 +126,10 @@ kaas_partition_lso_lag{partition="0",topic="t"} 2
 # TYPE kaas_producer_state_entries gauge
 kaas_producer_state_entries 2
 `
-	if err := testutil.CollectAndCompare(met.producers, strings.NewReader(lag), "kaas_partition_lso_lag", "kaas_producer_state_entries"); err != nil {
-		t.Fatal(err)
-	}
+	// Published after the acknowledgement, when the high watermark moves: waited for.
+	testwait.For(t, 5*time.Second, 5*time.Millisecond, func() error {
+		return testutil.CollectAndCompare(met.producers, strings.NewReader(lag), "kaas_partition_lso_lag", "kaas_producer_state_entries")
+	})
 	clk.add(30 * time.Minute)
 	if r := s.append(testBatch(9, 0, 0, 1, 0, []byte("j")), false); r.ErrorCode != 0 {
 		t.Fatalf("idempotent append: %+v", r)
