@@ -153,7 +153,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			{"unknown name", incResource(topic, "ia", incOp{"no.such.config", set, sp("1")}), kerr.InvalidConfig.Code, "Unknown topic config name: no.such.config"},
 			{"bad value", incResource(topic, "ia", incOp{"retention.ms", set, sp("soon")}), kerr.InvalidConfig.Code, "retention.ms"},
 			{"no cleanup", incResource(topic, "ia", incOp{"cleanup.policy", set, sp("")}), kerr.InvalidConfig.Code, "cleanup.policy"},
-			{"unapplied lag", incResource(topic, "ia", incOp{"max.compaction.lag.ms", set, sp("60000")}), kerr.InvalidConfig.Code, "max.compaction.lag.ms"},
+			{"lags out of order", incResource(topic, "ia", incOp{"min.compaction.lag.ms", set, sp("60001")}, incOp{"max.compaction.lag.ms", set, sp("60000")}), kerr.InvalidConfig.Code, "conflict topic config setting min.compaction.lag.ms (60001) > max.compaction.lag.ms (60000)"},
 			{"append to a long", incResource(topic, "ia", incOp{"retention.ms", app, sp("5")}), kerr.InvalidConfig.Code, "Can't APPEND to key retention.ms because its type is not LIST."},
 			{"unknown topic", incResource(topic, "nope", incOp{"retention.ms", set, sp("5")}), kerr.UnknownTopicOrPartition.Code, "The topic 'nope' does not exist."},
 			{"default topic", incResource(topic, "", incOp{"retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Default topic resources are not allowed."},

@@ -231,8 +231,9 @@ func TestTopicAdminWire(t *testing.T) {
 		{"rf", 1, 3, nil, kerr.InvalidReplicationFactor},
 		{"cfg", 1, 1, map[string]*string{"no.such.config": kmsg.StringPtr("1")}, kerr.InvalidConfig},
 		{"none", 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("")}, kerr.InvalidConfig},
-		// Not applied, so not accepted.
-		{"lag", 1, 1, map[string]*string{"max.compaction.lag.ms": kmsg.StringPtr("60000")}, kerr.InvalidConfig},
+		// Apache's LogConfig.validateValues: the lags in order, and max at least 1.
+		{"lag", 1, 1, map[string]*string{"min.compaction.lag.ms": kmsg.StringPtr("60001"), "max.compaction.lag.ms": kmsg.StringPtr("60000")}, kerr.InvalidConfig},
+		{"maxlag", 1, 1, map[string]*string{"max.compaction.lag.ms": kmsg.StringPtr("0")}, kerr.InvalidConfig},
 		// Apache's ranges of the compaction settings.
 		{"ratio", 1, 1, map[string]*string{"min.cleanable.dirty.ratio": kmsg.StringPtr("1.5")}, kerr.InvalidConfig},
 		{"minlag", 1, 1, map[string]*string{"min.compaction.lag.ms": kmsg.StringPtr("-1")}, kerr.InvalidConfig},

@@ -29,10 +29,14 @@ import (
 type CleanerConfig struct {
 	// Delete: cleanup.policy also holds delete, so retention.ms and retention.bytes
 	// delete segments too (compact,delete); without it they delete nothing.
-	Delete            bool
-	MinDirtyRatio     float64 // min.cleanable.dirty.ratio
-	MinLagMS          int64   // min.compaction.lag.ms
-	DeleteRetentionMS int64   // delete.retention.ms
+	Delete        bool
+	MinDirtyRatio float64 // min.cleanable.dirty.ratio
+	MinLagMS      int64   // min.compaction.lag.ms
+	// MaxLagMS is max.compaction.lag.ms (KIP-354): a pass is due, whatever the dirty
+	// ratio, once a dirty segment's first batch is older than it, and the active
+	// segment rolls by age at min(segment.ms, it) so that it becomes cleanable.
+	MaxLagMS          int64
+	DeleteRetentionMS int64 // delete.retention.ms
 	// MaxKeys bounds a pass's key map, as log.cleaner.dedupe.buffer.size does Apache's
 	// (0: defaultCleanerKeys).
 	MaxKeys int
@@ -77,7 +81,8 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 	if keys <= 0 {
 		keys = defaultCleanerKeys
 	}
-	pol := cleanPolicy{minDirtyRatio: cc.MinDirtyRatio, minLagMS: cc.MinLagMS, deleteRetentionMS: cc.DeleteRetentionMS, maxKeys: keys}
+	pol := cleanPolicy{minDirtyRatio: cc.MinDirtyRatio, minLagMS: cc.MinLagMS, maxLagMS: cc.MaxLagMS,
+		deleteRetentionMS: cc.DeleteRetentionMS, maxKeys: keys}
 	j := p.disk.planClean(pol, max(p.cleanedTo, p.disk.StartOffset()), p.cfg.Now().UnixMilli(), p.firstUnstable())
 	if j == nil {
 		return
@@ -136,7 +141,14 @@ func (p *partitionActor) onCleaned(ctx actor.Context, m *cleaned) {
 			j.removeCleaned()
 			return &cleanAborted{c: c}
 		}
-		return &cleanSwapped{c: c, err: j.swap()}
+		if err := j.swap(); err != nil {
+			return &cleanSwapped{c: c, err: err}
+		}
+		// The segments are in place: losing the checkpoint only costs a longer pass.
+		if err := writeCleanerCkpt(j.fs, j.dir, j.upTo); err != nil {
+			j.log.Warn().Err(err).Msg("partition_cleaner_checkpoint_write_failed")
+		}
+		return &cleanSwapped{c: c}
 	})
 }
 
@@ -227,6 +239,7 @@ func cleanerConfig(c *config.Config, overrides map[string]string) *CleanerConfig
 	}
 	cc.MinDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
 	cc.MinLagMS = effective(c, overrides, "min.compaction.lag.ms")
+	cc.MaxLagMS = effective(c, overrides, "max.compaction.lag.ms")
 	cc.DeleteRetentionMS = effective(c, overrides, "delete.retention.ms")
 	return cc
 }

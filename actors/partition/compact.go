@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,7 @@ import (
 //     pass that first kept it (KIP-534: the batch carries its delete horizon as its base
 //     timestamp, attribute bit 6). A record without a key is dropped. Each batch keeps
 //     its base offset, last offset delta, producer id, epoch and base sequence, with only
-//     its kept records (written uncompressed) and a new CRC; a batch left empty is
+//     its kept records (compressed again with its own codec) and a new CRC; a batch left empty is
 //     dropped unless it is its producer's last or the group's last (kept as a header:
 //     the first keeps sequence checks, the second the group's end offset on disk);
 //  3. a group's replacement is written aside as <base>.log.cleaned and fsynced, then
@@ -347,8 +348,8 @@ func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64) ([]by
 		}
 		kept = append(kept, r)
 	}
-	if len(kept) == len(recs) && h.Attributes&attrCompression == codecNone && (horizon || !tombstones) {
-		return b, nil
+	if len(kept) == len(recs) && (horizon || !tombstones) {
+		return b, nil // nothing to drop, no delete horizon to set: the batch as it is
 	}
 	if len(kept) == 0 {
 		if last, ok := j.lastOfProducer[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
@@ -357,7 +358,7 @@ func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64) ([]by
 		return nil, nil
 	}
 	base := h.BaseTimestamp
-	attrs := h.Attributes &^ attrCompression
+	attrs := h.Attributes
 	if tombstones && !horizon {
 		base = j.nowMS + j.deleteRetentionMS
 		attrs |= attrDeleteHorizon
@@ -373,7 +374,13 @@ func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64) ([]by
 		r.Length = int32(len(body))
 		recBytes = r.AppendTo(recBytes)
 	}
-	return encodeBatch(h, attrs, base, int32(len(kept)), recBytes), nil
+	// The kept records are compressed again with the batch's own codec, as Apache's
+	// cleaner writes a retained batch's records with its original compression.
+	payload, err := compress(attrs&attrCompression, recBytes)
+	if err != nil {
+		return nil, fmt.Errorf("compress cleaned batch at offset %d: %w", h.BaseOffset, err)
+	}
+	return encodeBatch(h, attrs, base, int32(len(kept)), payload), nil
 }
 
 // emptyBatch is h's batch with no records: its offsets, producer and sequence only.
@@ -508,6 +515,7 @@ func recoverCleaning(fs storage.FS, dir string, log zerolog.Logger) error {
 type cleanPolicy struct {
 	minDirtyRatio     float64 // min.cleanable.dirty.ratio
 	minLagMS          int64   // min.compaction.lag.ms
+	maxLagMS          int64   // max.compaction.lag.ms
 	deleteRetentionMS int64   // delete.retention.ms
 	maxKeys           int     // the key map's bound (log.cleaner.dedupe.buffer.size)
 }
@@ -515,7 +523,10 @@ type cleanPolicy struct {
 // planClean is the pass due now (in the actor's turn), or nil: the cleanable segments
 // are every one but the active one up to the first holding a record younger than
 // min.compaction.lag.ms; a pass is due once the bytes past dirtyFrom are at least
-// min.cleanable.dirty.ratio of them. A log with a quarantined range is not cleaned.
+// min.cleanable.dirty.ratio of them, or once a segment past dirtyFrom other than the
+// active one has a first batch older than max.compaction.lag.ms (Apache's
+// maxCompactionDelay: its first batch's max timestamp, when it has one). A log with a
+// quarantined range is not cleaned.
 //
 // Nothing at or past firstUnstable (-1: none), the first offset of a transaction not
 // decided, is cleaned (Apache's cleanable range ends at the first unstable offset): a
@@ -537,10 +548,24 @@ func (l *segmentLog) planClean(pol cleanPolicy, dirtyFrom, nowMS, firstUnstable 
 			dirty += s.size
 		}
 	}
-	if dirty == 0 || float64(dirty) < pol.minDirtyRatio*float64(total) {
+	if dirty == 0 || float64(dirty) < pol.minDirtyRatio*float64(total) && !l.compactionOverdue(pol.maxLagMS, dirtyFrom, nowMS) {
 		return nil
 	}
 	return j
+}
+
+// compactionOverdue says whether a segment past dirtyFrom, other than the active one,
+// began with a batch older than max.compaction.lag.ms.
+func (l *segmentLog) compactionOverdue(maxLagMS, dirtyFrom, nowMS int64) bool {
+	if maxLagMS <= 0 || maxLagMS == math.MaxInt64 {
+		return false
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if s.next > dirtyFrom && s.size > 0 && s.firstTS > 0 && s.firstTS < nowMS-maxLagMS {
+			return true
+		}
+	}
+	return false
 }
 
 // installCleaned puts each swapped-in group's segment in place of the old ones (the

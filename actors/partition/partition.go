@@ -281,6 +281,8 @@ func (p *partitionActor) open(ctx actor.Context) error {
 	if err == nil {
 		if err = p.loadLogStart(l); err != nil { // deleterecords.go
 			l.closeFiles()
+		} else if p.cfg.Cleaner != nil {
+			p.cleanedTo = p.loadCleanerCkpt(l) // cleanerckpt.go
 		}
 	}
 	if err != nil {

@@ -54,7 +54,13 @@ type rollClock struct {
 func (p *partitionActor) timeRollDue(h *header) bool {
 	t := p.cfg.Timing
 	s := p.disk.active()
-	if t.SegmentMS <= 0 || t.SegmentMS == math.MaxInt64 || s.size == 0 {
+	limit := t.SegmentMS
+	if c := p.cfg.Cleaner; c != nil && c.MaxLagMS > 0 {
+		// A compacted topic's active segment also rolls by max.compaction.lag.ms
+		// (Apache's LogConfig.maxSegmentMs), so that its records become cleanable.
+		limit = min(limit, c.MaxLagMS)
+	}
+	if limit <= 0 || limit == math.MaxInt64 || s.size == 0 {
 		return false
 	}
 	now := p.cfg.Now().UnixMilli()
@@ -68,7 +74,7 @@ func (p *partitionActor) timeRollDue(h *header) bool {
 	if s.firstTS >= 0 {
 		waited = h.MaxTimestamp - s.firstTS
 	}
-	return waited > t.SegmentMS-p.clock.jitter
+	return waited > limit-p.clock.jitter
 }
 
 // flushTick tells the actor flush.ms has passed since a batch was appended unsynced.

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,11 +42,11 @@ func msOf(d time.Duration) string {
 //   - applied: retention.ms, retention.bytes, segment.bytes, segment.ms and
 //     segment.jitter.ms (rolls, timeroll.go), max.message.bytes, flush.messages, flush.ms,
 //     cleanup.policy, min.cleanable.dirty.ratio, min.compaction.lag.ms,
-//     delete.retention.ms, message.timestamp.type and message.timestamp.before.max.ms,
+//     max.compaction.lag.ms, delete.retention.ms, message.timestamp.type and message.timestamp.before.max.ms,
 //     .after.max.ms and .difference.max.ms (timestamps.go), compression.type
 //     (recompress.go);
 //   - refused past what kaas does (INVALID_CONFIG): min.insync.replicas above 1,
-//     remote.storage.enable=true, max.compaction.lag.ms other than its default;
+//     remote.storage.enable=true;
 //   - accepted with no effect on one copy of the log on one volume, as the README's
 //     Limitations list them: the replication throttles, unclean.leader.election.enable,
 //     local.retention.ms and .bytes (no remote storage, as in Apache without it),
@@ -120,6 +121,18 @@ func validateTopicConfigs(configs map[string]string) error {
 				return err
 			}
 		}
+	}
+	// Apache's LogConfig.validateValues: the compaction lags, each an override or its
+	// default (0 and Long.MAX_VALUE), in order.
+	minLag, maxLag := int64(0), int64(math.MaxInt64)
+	if v, ok := configs["min.compaction.lag.ms"]; ok {
+		minLag, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := configs["max.compaction.lag.ms"]; ok {
+		maxLag, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if minLag > maxLag {
+		return fmt.Errorf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)
 	}
 	return nil
 }

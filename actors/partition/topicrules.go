@@ -2,7 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -34,17 +33,8 @@ var topicRules = map[string]func(name, v string) error{
 	"min.cleanable.dirty.ratio":           checkDirtyRatio,
 	"cleanup.policy":                      func(_, v string) error { return checkCleanupPolicy(v) },
 	"message.timestamp.type":              oneOf("CreateTime", "LogAppendTime"),
-	"max.compaction.lag.ms": func(name, v string) error {
-		if err := atLeast(1)(name, v); err != nil {
-			return err
-		}
-		if v != strconv.FormatInt(math.MaxInt64, 10) {
-			// A pass is planned by the dirty ratio only: refused rather than shown.
-			return fmt.Errorf("Invalid value %s for configuration %s: kaas does not apply it yet; only its default %d is accepted", v, name, int64(math.MaxInt64))
-		}
-		return nil
-	},
-	"compression.type": oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+	"max.compaction.lag.ms":               atLeast(1),
+	"compression.type":                    oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 	"min.insync.replicas": func(name, v string) error {
 		if err := atLeast(1)(name, v); err != nil {
 			return err
