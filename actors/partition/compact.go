@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/md5"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +34,8 @@ import (
 //     at most segment.bytes, keeping a record unless the map holds a newer offset for its
 //     key (shouldRetainRecord). A tombstone is kept until delete.retention.ms after the
 //     pass that first kept it (KIP-534: the batch carries its delete horizon as its base
-//     timestamp, attribute bit 6). A record without a key is dropped. Each batch keeps
+//     timestamp, attribute bit 6). A record without a key is dropped, and so is an
+//     aborted transaction's (txnFilter); markers are kept whole. Each batch keeps
 //     its base offset, last offset delta, producer id, epoch and base sequence, with only
 //     its kept records (compressed again with its own codec) and a new CRC; a batch left empty is
 //     dropped unless it is its producer's last or the group's last (kept as a header:
@@ -81,6 +84,10 @@ type cleanJob struct {
 	segmentBytes      int64
 	// lastOfProducer is each idempotent producer's last batch (its last offset).
 	lastOfProducer map[int64]int64
+	// aborted is every aborted transaction of the log (the segments' aborted-transaction
+	// indexes, the active one's too), by first offset: its batches map no key and are
+	// dropped.
+	aborted []abortedTxn
 	// throttle bounds what the pass reads and writes (log.cleaner.io.max.bytes.per.second).
 	throttle *Throttle
 
@@ -171,6 +178,7 @@ func batchRecords(h *header, b []byte) ([]kmsg.Record, error) {
 // maxKeys keys. upTo is where the map ends.
 func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 	keys := map[keyHash]int64{}
+	txns := txnFilter{q: j.aborted}
 	j.upTo = j.dirtyFrom
 	full := errors.New("full")
 	for _, s := range j.segs {
@@ -179,14 +187,13 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 		}
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
 			j.pace(len(b))
+			aborted := txns.aborted(h)
 			if h.LastOffset() < j.dirtyFrom {
 				return nil
 			}
-			if h.Attributes&(attrControl|attrTransactional) == 0 {
-				// A transactional record maps no key: an aborted one must never
-				// shadow an older value, and committed ones are kept whole with their
-				// batches. Apache's finer rules, which drop aborted records and
-				// markers, are planned (docs/data-path.md, Compaction).
+			// A marker maps no key, nor does an aborted transaction's record: it must
+			// never shadow an older value. A committed one maps its keys as any.
+			if h.Attributes&attrControl == 0 && !aborted {
 				recs, err := batchRecords(h, b)
 				if err != nil {
 					return err
@@ -277,6 +284,7 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	var pend []byte // a batch kept is written once the next one is read
 	var last header // the group's last batch, read so far
 	seen := false
+	txns := txnFilter{q: j.aborted}
 	for _, s := range g.olds {
 		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
 			j.pace(len(b) + len(pend)) // this batch read, the one before written
@@ -287,7 +295,7 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 				pos += int64(len(pend))
 				pend = nil
 			}
-			out, err := j.cleanBatch(h, b, keys)
+			out, err := j.cleanBatch(h, b, keys, txns.aborted(h))
 			if err != nil {
 				return err
 			}
@@ -318,12 +326,21 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	return nil
 }
 
-// cleanBatch is the batch with only the records kept (nil: dropped whole).
-func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64) ([]byte, error) {
-	if h.Attributes&(attrControl|attrTransactional) != 0 {
-		// Markers and transactional batches are kept whole: nothing a read_committed
-		// reader needs (a marker, the records of a committed transaction) is lost.
+// cleanBatch is the batch with only the records kept (nil: dropped whole). aborted: the
+// batch belongs to an aborted transaction.
+func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64, aborted bool) ([]byte, error) {
+	if h.Attributes&attrControl != 0 {
+		// Markers are kept whole: recovery rebuilds each partition's transactions and
+		// its aborted-transaction index from them.
 		return b, nil
+	}
+	if aborted {
+		// No reader ever gets an aborted transaction's records (Apache's cleaner drops
+		// them): only a header stays when it holds its producer's last sequence.
+		if last, ok := j.lastOfProducer[h.ProducerID]; ok && last == h.LastOffset() {
+			return emptyBatch(h), nil
+		}
+		return nil, nil
 	}
 	recs, err := batchRecords(h, b)
 	if err != nil {
@@ -551,6 +568,10 @@ func (l *segmentLog) planClean(pol cleanPolicy, dirtyFrom, nowMS, firstUnstable 
 	if dirty == 0 || float64(dirty) < pol.minDirtyRatio*float64(total) && !l.compactionOverdue(pol.maxLagMS, dirtyFrom, nowMS) {
 		return nil
 	}
+	for _, s := range l.segs {
+		j.aborted = append(j.aborted, s.aborted...)
+	}
+	slices.SortFunc(j.aborted, func(a, b abortedTxn) int { return cmp.Compare(a.first, b.first) })
 	return j
 }
 
@@ -612,4 +633,28 @@ func requireKeys(h *header, b []byte, topic string, partition int32) *produceErr
 		}
 	}
 	return nil
+}
+
+// txnFilter tells, batch by batch in offset order, whether a transactional batch
+// belongs to an aborted transaction (Apache's CleanedTransactionMetadata): q is the log's
+// aborted transactions by first offset, each known from its first offset on until its
+// marker.
+type txnFilter struct {
+	q  []abortedTxn
+	on map[int64]abortedTxn // by producer: the aborted transaction it may be in
+}
+
+func (f *txnFilter) aborted(h *header) bool {
+	for len(f.q) > 0 && f.q[0].first <= h.LastOffset() {
+		if f.on == nil {
+			f.on = map[int64]abortedTxn{}
+		}
+		f.on[f.q[0].producerID] = f.q[0]
+		f.q = f.q[1:]
+	}
+	if h.Attributes&attrTransactional == 0 || h.Attributes&attrControl != 0 {
+		return false
+	}
+	a, ok := f.on[h.ProducerID]
+	return ok && h.BaseOffset >= a.first && h.BaseOffset <= a.last
 }

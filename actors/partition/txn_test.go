@@ -166,47 +166,75 @@ func TestTxnLSOWaitsForTheMarkersFsync(t *testing.T) {
 	}
 }
 
-// Compaction keeps markers and transactional batches whole, and the abort entries of
-// the segments it replaces go to the new segment and its .txnindex file; an aborted
-// value never replaces an older committed one.
-func TestCompactKeepsTransactionsAndTheirIndex(t *testing.T) {
+// Compaction follows Apache's rules for transactions: an aborted transaction's records
+// are dropped and never replace an older value; a committed transaction's records are
+// cleaned as any (they shadow older values and are shadowed by newer ones); markers are
+// kept, and the abort entries of the segments it replaces go to the new segment and its
+// .txnindex file.
+func TestCompactTransactions(t *testing.T) {
 	dir := t.TempDir()
 	l := openTestLog(t, dir, 200)
-	appendKeyed(t, l, 1000, kv{k: "z", v: "committed"})
-	// An aborted transactional write of the same key, then its abort marker.
-	raw := keyedBatch(1000, kv{k: "z", v: "aborted"})
-	binary.BigEndian.PutUint64(raw[offProducerID:], 9)
-	binary.BigEndian.PutUint32(raw[offBaseSequence:], 0)
-	binary.BigEndian.PutUint16(raw[offAttributes:], attrTransactional)
-	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
-	h := parseHeader(raw)
-	first, err := l.append(raw, &h, 0)
-	if err != nil {
-		t.Fatal(err)
+	txnWrite := func(pid int64, commit bool, recs ...kv) (first, marker int64) {
+		t.Helper()
+		raw := keyedBatch(1000, recs...)
+		binary.BigEndian.PutUint64(raw[offProducerID:], uint64(pid))
+		binary.BigEndian.PutUint16(raw[offProducerEpoch:], 0)
+		binary.BigEndian.PutUint32(raw[offBaseSequence:], 0)
+		binary.BigEndian.PutUint16(raw[offAttributes:], attrTransactional)
+		binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
+		h := parseHeader(raw)
+		first, err := l.append(raw, &h, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mk := markerBatch(pid, 0, commit, 1, 1000)
+		mh := parseHeader(mk)
+		marker, err = l.append(mk, &mh, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !commit {
+			s := l.active()
+			s.aborted = append(s.aborted, abortedTxn{producerID: pid, first: first, last: marker, lso: marker + 1})
+			if err := l.writeAborted(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return first, marker
 	}
-	mk := markerBatch(9, 0, false, 1, 1000)
-	mh := parseHeader(mk)
-	last, err := l.append(mk, &mh, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := l.active()
-	s.aborted = append(s.aborted, abortedTxn{producerID: 9, first: first, last: last, lso: last + 1})
-	if err := l.writeAborted(s); err != nil {
-		t.Fatal(err)
-	}
+	appendKeyed(t, l, 1000, kv{k: "z", v: "committed"}, kv{k: "w", v: "plain"})
+	first, last := txnWrite(9, false, kv{k: "z", v: "aborted"}, kv{k: "gone", v: "aborted"})
+	txnWrite(10, true, kv{k: "y", v: "txn-old"})
+	appendKeyed(t, l, 1000, kv{k: "y", v: "newer"})
+	txnWrite(11, true, kv{k: "w", v: "txn-newest"})
 	writeOverwrites(t, l)
 	cleanNow(t, l, cleanPolicy{minDirtyRatio: 0, deleteRetentionMS: 100, maxKeys: 1000}, 0, 5000)
-	var kept []string
+	kept := map[string][]string{}
 	for _, r := range readRecords(t, l) {
-		if r.k == "z" {
-			kept = append(kept, r.v)
+		kept[r.k] = append(kept[r.k], r.v)
+	}
+	for k, want := range map[string][]string{"z": {"committed"}, "y": {"newer"}, "w": {"txn-newest"}, "gone": nil} {
+		if !slices.Equal(kept[k], want) {
+			t.Errorf("records of key %s kept: %v, want %v", k, kept[k], want)
 		}
 	}
-	if !slices.Equal(kept, []string{"committed", "aborted"}) {
-		// The aborted value, newer, must not replace the committed one; it is kept
-		// whole, in its transactional batch, for read_committed readers to drop.
-		t.Fatalf("records of key z kept: %v", kept)
+	markers := 0
+	for off := l.StartOffset(); off < l.EndOffset(); {
+		b, err := l.read(off, l.EndOffset(), 1<<20, true)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		for len(b) > 0 {
+			h := parseHeader(b)
+			if h.Attributes&attrControl != 0 {
+				markers++
+			}
+			off = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+	}
+	if markers != 3 {
+		t.Fatalf("%d markers after compaction, want the 3 written", markers)
 	}
 	got := l.abortedIn(0, l.EndOffset())
 	if len(got) != 1 || got[0] != (AbortedTxn{ProducerID: 9, FirstOffset: first}) {
@@ -218,13 +246,22 @@ func TestCompactKeepsTransactionsAndTheirIndex(t *testing.T) {
 			holder = s
 		}
 	}
-	raw, err = os.ReadFile(txnIndexPath(holder.path))
+	raw, err := os.ReadFile(txnIndexPath(holder.path))
 	if err != nil || len(raw) != txnIndexEntrySize || int64(binary.BigEndian.Uint64(raw[18:])) != last {
 		t.Fatalf("the new segment's .txnindex: %d bytes, %v", len(raw), err)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*.txnindex"))
 	if len(names) != 1 {
 		t.Fatalf(".txnindex files after compaction: %v", names)
+	}
+	// Recovered by a partition actor, the log has no transaction left open: each
+	// marker whose records went closes nothing.
+	end := l.EndOffset()
+	l.Close()
+	solo := startSolo(t, PartitionConfig{Dir: dir})
+	defer solo.stop()
+	if lso, _ := solo.committed(); lso != end {
+		t.Fatalf("LSO after recovery %d, want the log end %d", lso, end)
 	}
 }
 
