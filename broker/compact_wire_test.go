@@ -131,3 +131,99 @@ func consumeAll(ctx context.Context, addr, topic string, end int64) ([]*kgo.Reco
 		}
 	}
 }
+
+// TestCompactedTransactionalTopicWire: a compacted topic written by franz-go's
+// transactional producer (as an exactly-once Kafka Streams changelog is) is compacted as
+// Apache compacts it: a committed transaction's values replace older ones and are
+// replaced by newer ones, an aborted transaction's values are dropped, so even a
+// read_uncommitted reader from the start sees only each key's newest committed value;
+// a read_committed reader sees the same.
+func TestCompactedTransactionalTopicWire(t *testing.T) {
+	c := brokertest.Config(t)
+	c.LogRetentionCheck = 20 * time.Millisecond
+	b := brokertest.StartWith(t, c)
+	cl := mustClient(t, b.Addr())
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"cleanup.policy":            kmsg.StringPtr("compact"),
+		"segment.bytes":             kmsg.StringPtr("400"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0.01"),
+	}, "changelog")
+	if err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("changelog-writer"),
+		kgo.DefaultProduceTopic("changelog"), kgo.TransactionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const keys = 4
+	commits := []bool{true, true, true, false, true, false} // round 4 is the newest committed
+	for round, commit := range commits {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < keys; k++ {
+			rec := &kgo.Record{Key: []byte(fmt.Sprint("k", k)), Value: []byte(fmt.Sprint("v", round))}
+			if err := p.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("round %d end (commit %v): %v", round, commit, err)
+		}
+	}
+	// Enough after them that every transaction leaves the active segment.
+	for i := 0; i < 8; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "changelog", Key: []byte("filler"), Value: []byte(fmt.Sprint("f", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, "changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("changelog", 0)
+	read := func(level kgo.IsolationLevel) (map[string][]string, error) {
+		cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.FetchIsolationLevel(level),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"changelog": {0: kgo.NewOffset().AtStart()}}))
+		if err != nil {
+			return nil, err
+		}
+		defer cons.Close()
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer rcancel()
+		seen := map[string][]string{}
+		for {
+			fs := cons.PollFetches(rctx)
+			if err := fs.Err0(); err != nil {
+				return nil, fmt.Errorf("poll: %w", err)
+			}
+			done := false
+			fs.EachRecord(func(r *kgo.Record) {
+				seen[string(r.Key)] = append(seen[string(r.Key)], string(r.Value))
+				done = done || r.Offset >= end.Offset-1
+			})
+			if done {
+				return seen, nil
+			}
+		}
+	}
+	testwait.For(t, 30*time.Second, 100*time.Millisecond, func() error {
+		for _, level := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+			seen, err := read(level)
+			if err != nil {
+				return err
+			}
+			for k := 0; k < keys; k++ {
+				if got := seen[fmt.Sprint("k", k)]; fmt.Sprint(got) != "[v4]" {
+					return fmt.Errorf("key k%d: values %v, want [v4] (the newest committed)", k, got)
+				}
+			}
+		}
+		return nil
+	})
+}
