@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"kaas/broker"
 	"kaas/broker/brokertest"
@@ -215,7 +216,17 @@ func mustClient(t *testing.T, addr string) *kgo.Client {
 // (SeedBrokers()[0].Request), not to wherever the client would route them.
 func directClient(t *testing.T, addr string) *kgo.Client {
 	t.Helper()
-	return mustClient(t, addr)
+	// The raw OffsetCommit and OffsetFetch requests of these tests name topics, as v9
+	// does (v10 names them by id).
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(8, 9)
+	versions.SetMaxKeyVersion(9, 9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // A real producer and consumer group on a two-broker cluster: partitions are led by both
@@ -381,6 +392,18 @@ func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
 	if code := commitCode(t, cl, g, "orders", 5); code != 0 {
 		t.Fatalf("broker %d right after orders was created: commit for %s: %v", 1-writer, g, kerr.ErrorForCode(code))
 	}
+	// OffsetCommit v10 names the topic by id only: the id of a topic just created
+	// through the other broker is resolved the same way.
+	td, err := adm.CreateTopic(ctx, 1, 1, nil, "returns")
+	if err != nil || td.Err != nil {
+		t.Fatalf("create returns: %v %v", err, td.Err)
+	}
+	byID := kmsg.NewPtrOffsetCommitRequest()
+	byID.Group, byID.Generation = g, -1
+	byID.Topics = []kmsg.OffsetCommitRequestTopic{{TopicID: td.ID, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
+	if r := request[*kmsg.OffsetCommitResponse](t, other.Addr(), byID, 10); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("broker %d right after returns was created: commit by id for %s: %v", 1-writer, g, kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
 	create("payments")
 	if m := meta(cl, "payments"); len(m.Topics) != 1 || m.Topics[0].ErrorCode != 0 {
 		t.Fatalf("broker %d right after payments was created: Metadata %+v", 1-writer, m.Topics)
@@ -395,13 +418,13 @@ func TestClusterNewTopicKnownOnEveryBroker(t *testing.T) {
 		return names
 	}
 	create("refunds")
-	if got := listed(); !slices.Equal(got, []string{"orders", "payments", "refunds", "warm"}) {
+	if got := listed(); !slices.Equal(got, []string{"orders", "payments", "refunds", "returns", "warm"}) {
 		t.Fatalf("broker %d right after refunds was created lists %v", 1-writer, got)
 	}
 	if r, err := adm.DeleteTopic(ctx, "orders"); err != nil || r.Err != nil {
 		t.Fatalf("delete orders: %v %v", err, r.Err)
 	}
-	if got := listed(); !slices.Equal(got, []string{"payments", "refunds", "warm"}) {
+	if got := listed(); !slices.Equal(got, []string{"payments", "refunds", "returns", "warm"}) {
 		t.Fatalf("broker %d right after orders was deleted lists %v", 1-writer, got)
 	}
 }

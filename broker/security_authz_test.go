@@ -135,13 +135,16 @@ type groupCase struct {
 
 const topic = "authz-topic"
 
+// topicID is topic's id once made: OffsetCommit and OffsetFetch v10 name it so.
+var topicID [16]byte
+
 var groupCases = map[int16]groupCase{
 	8: {
 		req: func(v int16, g string) kmsg.Request {
 			r := kmsg.NewPtrOffsetCommitRequest()
 			r.Group, r.Generation = g, -1
 			t := kmsg.NewOffsetCommitRequestTopic()
-			t.Topic = topic
+			t.Topic, t.TopicID = topic, topicID
 			p := kmsg.NewOffsetCommitRequestTopicPartition()
 			p.Offset = 1
 			t.Partitions = append(t.Partitions, p)
@@ -160,7 +163,7 @@ var groupCases = map[int16]groupCase{
 			if v >= 8 {
 				rg := kmsg.NewOffsetFetchRequestGroup()
 				rg.Group = g
-				rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}
+				rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, TopicID: topicID, Partitions: []int32{0}}}
 				r.Groups = append(r.Groups, rg)
 			} else {
 				r.Group = g
@@ -359,9 +362,11 @@ func TestAuthzTableGroupAPIs(t *testing.T) {
 	addr := b.ListenerAddr("PLAINTEXT")
 	ctx := context.Background()
 	adm := kadm.NewClient(admin)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+	td, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+	if err != nil {
 		t.Fatal(err)
 	}
+	topicID = td.ID
 	off := kadm.Offsets{}
 	off.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1})
 	if r, err := adm.CommitOffsets(ctx, "grp-exists", off); err != nil || r.Error() != nil {

@@ -21,10 +21,13 @@ import (
 //	v9: member_id / member_epoch, checked for consumer-protocol groups (KIP-848): no
 //	    member id with a negative epoch is an admin fetch; otherwise UNKNOWN_MEMBER_ID or
 //	    STALE_MEMBER_EPOCH as the group's error. Classic groups ignore them (Apache).
+//	v10: topic ids instead of names (Apache 4.1): an asked id the catalogue does not have
+//	    is answered -1 with UNKNOWN_TOPIC_ID in each partition; every committed partition
+//	    (null topics) is answered for the topics that still exist, by id.
 //
 // An unknown group has every asked partition at -1 with no error; a group-level error
 // goes into every partition at v1, into error_code at v2-7 and into the group at v8+.
-func init() { register(9, 1, 9, handleOffsetFetch) }
+func init() { register(9, 1, 10, handleOffsetFetch) }
 
 func handleOffsetFetch(c *Call) {
 	req := c.Req.(*kmsg.OffsetFetchRequest)
@@ -75,6 +78,33 @@ func handleOffsetFetch(c *Call) {
 // fetchGroups is OffsetFetch v8+: one FetchOffsets per group, answered together.
 func fetchGroups(c *Call, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) {
 	resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
+	if c.Version < 10 {
+		fetchNamed(c, req, resp)
+		return
+	}
+	var ids [][16]byte
+	for _, g := range req.Groups {
+		for _, t := range g.Topics {
+			ids = append(ids, t.TopicID)
+		}
+	}
+	r := namesOfIDs(c, ids, func(names map[[16]byte]string) kmsg.Response {
+		// Authorization reads the answer's names (a DESCRIBE per topic, checkOffsetFetch).
+		for _, g := range req.Groups {
+			for i := range g.Topics {
+				g.Topics[i].Topic = names[g.Topics[i].TopicID] // "": unknown
+			}
+		}
+		fetchNamed(c, req, resp)
+		return nil
+	})
+	if r != nil {
+		c.Respond(r)
+	}
+}
+
+// fetchNamed is OffsetFetch v8+ once every topic has its name ("" in v10: an unknown id).
+func fetchNamed(c *Call, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) {
 	var batch group.Batch
 	var at []int
 	for i, g := range req.Groups {
@@ -109,6 +139,9 @@ func fetchGroups(c *Call, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchRe
 				continue
 			}
 			rg.Topics = fetchedTopics(req.Groups[i].Topics, req.Groups[i].Topics == nil, r)
+			if c.Version >= 10 {
+				rg.Topics = topicsByID(c, req.Groups[i].Topics, rg.Topics)
+			}
 		}
 		return resp
 	})
@@ -172,6 +205,40 @@ func fetchedTopics(asked []kmsg.OffsetFetchRequestGroupTopic, all bool, r *offse
 			out = append(out, rt)
 		}
 		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, part(tp))
+	}
+	return out
+}
+
+// topicsByID names an OffsetFetch v10 group's answered topics by id: an asked topic
+// keeps the id it was asked by (UNKNOWN_TOPIC_ID in each partition when the catalogue
+// has no such id); of every committed partition, a topic no longer in the catalogue is
+// left out, as Apache leaves out a topic without an id.
+func topicsByID(c *Call, asked []kmsg.OffsetFetchRequestGroupTopic, topics []kmsg.OffsetFetchResponseGroupTopic) []kmsg.OffsetFetchResponseGroupTopic {
+	if asked != nil {
+		for i := range topics {
+			t := &topics[i]
+			t.TopicID = asked[i].TopicID
+			if t.Topic != "" {
+				continue
+			}
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode = -1, -1, strPtr(""), kerr.UnknownTopicID.Code
+			}
+		}
+		return topics
+	}
+	if c.Env.Catalog == nil {
+		return topics
+	}
+	out := topics[:0]
+	for _, t := range topics {
+		id, _, ok := c.Env.Catalog.Topic(t.Topic)
+		if !ok {
+			continue
+		}
+		t.TopicID = id
+		out = append(out, t)
 	}
 	return out
 }

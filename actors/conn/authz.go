@@ -298,7 +298,7 @@ func checkOffsetCommit(c *Call) bool {
 	req := c.Req.(*kmsg.OffsetCommitRequest)
 	partitionsWith := func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
 		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
@@ -316,7 +316,7 @@ func checkOffsetCommit(c *Call) bool {
 	}
 	orig := req.Topics
 	kept, isDenied, some := keep(orig, func(t kmsg.OffsetCommitRequestTopic) bool {
-		return c.allowed(auth.Read, auth.Topic, t.Topic)
+		return c.topicAllowed(auth.Read, t.Topic, t.TopicID) // v10: by id
 	})
 	if !some {
 		return true
@@ -445,7 +445,9 @@ func checkOffsetFetch(c *Call) bool {
 			all := gi < len(kept) && kept[gi].Topics == nil
 			out := g.Topics[:0]
 			for _, t := range g.Topics {
-				if c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, t.Topic) {
+				// v10: a topic id no catalogue entry has is answered UNKNOWN_TOPIC_ID.
+				unknownID := t.Topic == "" && t.TopicID != [16]byte{}
+				if unknownID || c.Env.Authorizer.Authorize(c.Principal, c.Host, auth.Describe, auth.Topic, t.Topic) {
 					out = append(out, t)
 					continue
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -221,7 +222,10 @@ func commitAll(t *testing.T, ctx context.Context, adm *kadm.Client, topic string
 // and returns its error code.
 func (b *brokerSet) commitOn(ctx context.Context, i int, group, topic string, offset int64) int16 {
 	b.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:" + strconv.Itoa(b.ports[i])))
+	// The raw OffsetCommit below names its topic, as v9 does (v10 names it by id).
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(8, 9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:"+strconv.Itoa(b.ports[i])), kgo.MaxVersions(versions))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func runKgo(b *testing.B, addr string, committers, groups int, d time.Duration) 
 	nClients := min(committers, 16)
 	clients := make([]*kgo.Client, nClients)
 	for i := range clients {
-		// OffsetCommit v9 for both: kfake speaks v10 (topics by id), kaas v9 like Apache 4.0.
+		// OffsetCommit v9 for both (the requests name topics; v10 names them by id).
 		versions := kversion.Stable()
 		versions.SetMaxKeyVersion(8, 9)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.MaxVersions(versions))

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kaas/e2e/proc"
@@ -63,7 +64,12 @@ func (c *procCluster) client() *kgo.Client {
 	for _, p := range c.ports {
 		seeds = append(seeds, "127.0.0.1:"+strconv.Itoa(p))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestRetries(0))
+	// The raw OffsetCommit and OffsetFetch requests name topics, as v9 does (v10 names
+	// them by id).
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(8, 9)
+	versions.SetMaxKeyVersion(9, 9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestRetries(0), kgo.MaxVersions(versions))
 	if err != nil {
 		c.t.Fatal(err)
 	}
