@@ -281,9 +281,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			g.finishHeartbeat(ctx, r, res)
 			return
 		}
-		if !g.downgradable([]*cMember{m}) {
-			g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
-		}
+		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "left", r, func(code int16) {
 			if code != 0 {
 				r.Reply.Resolve(&ConsumerHeartbeatResult{ErrorCode: code, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})

@@ -659,7 +659,6 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, client Request,
 	leaving := map[string]bool{}
 	for _, m := range ms {
 		leaving[m.id] = true
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
 	}
 	ids := make([]string, 0, len(cg.members))
 	for id := range cg.members {

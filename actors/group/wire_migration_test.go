@@ -376,3 +376,110 @@ func TestMigrationSurvivesCrash(t *testing.T) {
 	}
 	wantCode(t, "ConsumerGroupDescribe of the classic group", w.cgDescribe(1, "g").Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
 }
+
+// What Apache's validateOnlineUpgrade refuses is GROUP_ID_NOT_FOUND, and a join the
+// converted group would refuse (a full group) leaves the classic group as it was.
+func TestMigrationUpgradeRefusals(t *testing.T) {
+	t.Run("not the consumer embedded protocol", func(t *testing.T) {
+		w := startWire(t, migrationProfile(""))
+		m, ch := w.dynJoin("g", joinOpts{ptype: "connect", session: 10000})
+		j := wait[*kmsg.JoinGroupResponse](t, ch, 10*time.Second)
+		wantCode(t, "sync", w.do(syncReq("g", m, j.Generation, map[string][]byte{m: {}})).(*kmsg.SyncGroupResponse).ErrorCode, 0)
+		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupIDNotFound.Code)
+	})
+	t.Run("malformed subscription", func(t *testing.T) {
+		w := startWire(t, migrationProfile(""))
+		m := w.stable1("g") // protocol type consumer, empty metadata
+		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupIDNotFound.Code)
+		wantCode(t, "classic heartbeat", w.do(hbReq("g", m, 1)).(*kmsg.HeartbeatResponse).ErrorCode, 0)
+	})
+	t.Run("larger than group.consumer.max.size", func(t *testing.T) {
+		w := startWire(t, func(c *config.Config) { migrationProfile("")(c); c.GroupConsumerMaxSize = 1 })
+		w.createTopics(2, "t")
+		w.classicGroup("g", 2, 2, "t")
+		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupIDNotFound.Code)
+	})
+	t.Run("no room for the joiner", func(t *testing.T) {
+		w := startWire(t, func(c *config.Config) { migrationProfile("")(c); c.GroupConsumerMaxSize = 2 })
+		w.createTopics(2, "t")
+		cs := w.classicGroup("g", 2, 2, "t")
+		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupMaxSizeReached.Code)
+		wantCode(t, "describe", w.cgDescribe(1, "g").Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
+		for _, cm := range cs {
+			wantCode(t, "classic heartbeat", cm.hb(), 0)
+		}
+		if dg := describe(w, 5, "g").Groups[0]; dg.State != "Stable" || len(dg.Members) != 2 {
+			t.Fatalf("classic group after the refused join: %+v", dg)
+		}
+	})
+}
+
+// A classic member that does not send the SyncGroup after its join, or the JoinGroup
+// after a REBALANCE_IN_PROGRESS, within its rebalance timeout is fenced (Apache's sync
+// and join timeouts).
+func TestMigrationClassicTimeouts(t *testing.T) {
+	w := startWire(t, migrationProfile(""))
+	w.createTopics(2, "t")
+	c := w.join("g", "t")
+	w.settle("g", c)
+	gone := func(id string) {
+		t.Helper()
+		testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+			if describedMember(w.cgDescribe(1, "g").Groups[0], id) != nil {
+				return fmt.Errorf("%s still a member", id)
+			}
+			return nil
+		})
+	}
+	newClassic := func() *cmember {
+		cm := &cmember{w: w, group: "g", own: map[string][]int32{}, topics: []string{"t"}}
+		cm.id = w.do(cm.joinReq()).(*kmsg.JoinGroupResponse).MemberID
+		return cm
+	}
+	short := func(cm *cmember) *kmsg.JoinGroupRequest {
+		r := cm.joinReq()
+		r.RebalanceTimeoutMillis = 200
+		return r
+	}
+	// No SyncGroup after the join.
+	a := newClassic()
+	wantCode(t, "join", w.do(short(a)).(*kmsg.JoinGroupResponse).ErrorCode, 0)
+	gone(a.id)
+	// No JoinGroup after REBALANCE_IN_PROGRESS.
+	b := newClassic()
+	j := w.do(short(b)).(*kmsg.JoinGroupResponse)
+	wantCode(t, "join", j.ErrorCode, 0)
+	b.gen = j.Generation
+	wantCode(t, "sync", w.do(b.syncReq(nil)).(*kmsg.SyncGroupResponse).ErrorCode, 0)
+	testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+		c.beat() // the consumer-protocol member gives up what b's target has
+		if code := b.hb(); code != kerr.RebalanceInProgress.Code {
+			return fmt.Errorf("b's heartbeat: %s", codeName(code))
+		}
+		return nil
+	})
+	gone(b.id)
+}
+
+// The last consumer-protocol member fenced at its session timeout downgrades the group
+// as a leave does.
+func TestMigrationDowngradeOnSessionExpiry(t *testing.T) {
+	w := startWire(t, func(c *config.Config) {
+		migrationProfile("")(c)
+		c.GroupConsumerSessionTimeout = 300 * time.Millisecond
+	})
+	w.createTopics(2, "t")
+	cs := w.classicGroup("g", 1, 2, "t")
+	c := w.join("g", "t")
+	w.settleMixed("g", 2, cs, []*member{c})
+	// c falls silent; the classic member keeps heartbeating.
+	testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+		cs[0].hb()
+		if dg := describe(w, 5, "g").Groups[0]; dg.ErrorCode != 0 || dg.State == "Dead" {
+			return fmt.Errorf("still a consumer-protocol group (%s)", codeName(dg.ErrorCode))
+		}
+		return nil
+	})
+	wantCode(t, "ConsumerGroupDescribe", w.cgDescribe(1, "g").Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
+	wantCode(t, "classic heartbeat", cs[0].hb(), kerr.RebalanceInProgress.Code)
+}
