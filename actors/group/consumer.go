@@ -404,7 +404,9 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 		// Apache throwIfInstanceIdIsUnreleased: while the instance id is held by a member
 		// not at -2 the joiner cannot join, even under the same member id (the reverse of
 		// classic static membership, where the old member is fenced).
-		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave {
+		// A classic member's instance id is taken over at once (Apache replaces a
+		// static member of the other protocol without this check).
+		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave && cg.members[oldID].classic == nil {
 			return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + *r.InstanceID +
 				" cannot join the group because the instance id is owned by " + oldID + " member."
 		}

@@ -23,6 +23,7 @@ type cmember struct {
 	own    map[string][]int32
 	topics []string
 	protos []string
+	inst   string // group.instance.id; "" for a dynamic member
 }
 
 // subscription is a ConsumerProtocol subscription (v1: with the partitions owned).
@@ -79,6 +80,9 @@ func (m *cmember) joinReq() *kmsg.JoinGroupRequest {
 	r := kmsg.NewPtrJoinGroupRequest()
 	r.Version = 5
 	r.Group, r.MemberID = m.group, m.id
+	if m.inst != "" {
+		r.InstanceID = kmsg.StringPtr(m.inst)
+	}
 	r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 10000, 5000
 	r.ProtocolType = "consumer"
 	protos := m.protos

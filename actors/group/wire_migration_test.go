@@ -483,3 +483,36 @@ func TestMigrationDowngradeOnSessionExpiry(t *testing.T) {
 	wantCode(t, "ConsumerGroupDescribe", w.cgDescribe(1, "g").Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
 	wantCode(t, "classic heartbeat", cs[0].hb(), kerr.RebalanceInProgress.Code)
 }
+
+// A static classic member's instance id is taken over by a consumer-protocol member
+// joining with it (Apache replaces a static member of the other protocol without the
+// UNRELEASED_INSTANCE_ID check), inheriting its assignment; the classic member id is
+// gone.
+func TestMigrationStaticTakeover(t *testing.T) {
+	w := startWire(t, migrationProfile(""))
+	w.createTopics(2, "t")
+	c := w.join("g", "t")
+	w.settle("g", c)
+	s := &cmember{w: w, group: "g", own: map[string][]int32{}, topics: []string{"t"}, inst: "i1"}
+	s.id = "static-classic"
+	wantCode(t, "static classic join", s.rejoin(), 0)
+	w.settleMixed("g", 2, []*cmember{s}, []*member{c})
+	if count(s.own) != 1 {
+		t.Fatalf("static classic member owns %v", s.own)
+	}
+	n := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}, inst: strp("i1")}
+	r := w.cgh("g", hbOpts{member: n.id, instance: n.inst, topics: []string{"t"}})
+	wantCode(t, "consumer join with the classic member's instance id", r.ErrorCode, 0)
+	n.apply(r)
+	if !samePartitions(n.own, s.own) {
+		t.Fatalf("the new member got %v, the classic one had %v", n.own, s.own)
+	}
+	d := w.cgDescribe(1, "g").Groups[0]
+	if describedMember(d, s.id) != nil || describedMember(d, n.id).MemberType != 1 {
+		t.Fatalf("after the take-over: %+v", d.Members)
+	}
+	hb := hbReq("g", s.id, s.gen)
+	hb.InstanceID = kmsg.StringPtr("i1")
+	wantCode(t, "the replaced classic member's heartbeat", w.do(hb).(*kmsg.HeartbeatResponse).ErrorCode, kerr.FencedInstanceID.Code)
+	wantCode(t, "the replaced classic member's heartbeat without its instance", s.hb(), kerr.UnknownMemberID.Code)
+}
