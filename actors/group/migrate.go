@@ -344,8 +344,10 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 		return
 	}
 	var m *cMember
+	replacedConsumer := false // the member replaced speaks the consumer protocol
 	if r.InstanceID != "" {
 		if oldID, ok := cg.instances[r.InstanceID]; ok && oldID != id {
+			replacedConsumer = cg.members[oldID].classic == nil
 			m = g.replaceConsumerMember(cg.members[oldID], id)
 		}
 	}
@@ -399,6 +401,20 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 		}
 	}
 	g.reconcileMember(ctx, m, owned)
+	if replacedConsumer && g.allClassicDowngradable() {
+		// The last consumer-protocol member was a static member this one replaced: the
+		// group goes back to the classic protocol without a rebalance, the joiner with
+		// the assignment it took over (Apache validateOnlineDowngradeWithReplacedMemberId).
+		g.log.Info().Str("member", logs.ID(m.id)).Msg("consumer_group_downgraded_by_static_replacement")
+		g.downgrade(ctx, nil, false, r, func(code int16) {
+			if code != 0 {
+				g.replyJoin(r, joinError(code, r.MemberID))
+				return
+			}
+			g.replyJoin(r, &JoinResult{Generation: g.generation, ProtocolType: consumerProtocol, ProtocolName: g.protocol, MemberID: m.id})
+		})
+		return
+	}
 	m.deadline = time.Now().Add(m.classic.sessionTimeout)
 	g.armConsumerSession(ctx, m)
 	g.classicOwe(ctx, m, owesSync)
@@ -603,7 +619,7 @@ func (g *groupActor) fenceConsumerMembers(ctx actor.Context, ms []*cMember, reas
 				g.cfg.Settings.Metrics.consumerFenced(reason)
 			}
 		}
-		g.downgrade(ctx, ms, client, then)
+		g.downgrade(ctx, ms, true, client, then)
 		return
 	}
 	for _, m := range ms {
@@ -648,13 +664,27 @@ func (g *groupActor) downgradable(ms []*cMember) bool {
 	return true
 }
 
+// allClassicDowngradable: every member is classic, the policy allows a downgrade and
+// they fit in group.max.size.
+func (g *groupActor) allClassicDowngradable() bool {
+	for _, m := range g.cg.members {
+		if m.classic == nil {
+			return false
+		}
+	}
+	return g.cfg.Settings.Consumer.downgradeEnabled() && len(g.cg.members) <= g.cfg.Settings.MaxSize
+}
+
 // downgrade turns the group into a classic group of its classic members, without ms
 // (Apache ClassicGroup.fromConsumerGroup): Stable at the group epoch as generation, each
 // member with its protocols and timeouts and its target assignment, the generation
 // written to the group file, then a rebalance (members get REBALANCE_IN_PROGRESS and
 // rejoin classically). then runs with the write's code, after every request that
 // waited for a save of the consumer-protocol state.
-func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, client Request, then func(code int16)) {
+//
+// Without rebalance (a static classic member that replaced the last consumer-protocol
+// member, Apache convertToClassicGroup with a joining member) the group stays Stable.
+func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool, client Request, then func(code int16)) {
 	cg := g.cg
 	leaving := map[string]bool{}
 	for _, m := range ms {
@@ -705,7 +735,9 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, client Request,
 	meta := g.generationMeta(func(m *member) []byte { return m.assignment })
 	g.log.Info().Int32("generation", g.generation).Int("members", len(ids)).Str("protocol", logs.ID(g.protocol)).
 		Msg("consumer_group_downgraded_to_classic")
-	g.prepareRebalance(ctx, causeDowngraded, "group "+g.cfg.Group+" downgraded from consumer to classic")
+	if rebalance {
+		g.prepareRebalance(ctx, causeDowngraded, "group "+g.cfg.Group+" downgraded from consumer to classic")
+	}
 	g.saveMeta(ctx, client, meta, func(code int16) {
 		if code != 0 {
 			g.log.Warn().Int16("error_code", code).Msg("group_meta_not_saved")

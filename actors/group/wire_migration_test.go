@@ -516,3 +516,35 @@ func TestMigrationStaticTakeover(t *testing.T) {
 	wantCode(t, "the replaced classic member's heartbeat", w.do(hb).(*kmsg.HeartbeatResponse).ErrorCode, kerr.FencedInstanceID.Code)
 	wantCode(t, "the replaced classic member's heartbeat without its instance", s.hb(), kerr.UnknownMemberID.Code)
 }
+
+// A static classic member replacing the last consumer-protocol member (the same
+// instance id) takes its assignment and the group goes back to the classic protocol
+// without a rebalance (Apache convertToClassicGroup with a joining member).
+func TestMigrationDowngradeByStaticReplacement(t *testing.T) {
+	w := startWire(t, migrationProfile(""))
+	w.createTopics(2, "t")
+	cs := w.classicGroup("g", 1, 2, "t")
+	n := &member{w: w, group: "g", id: newMemberID(), own: map[string][]int32{}, inst: strp("i2")}
+	r := w.cgh("g", hbOpts{member: n.id, instance: n.inst, topics: []string{"t"}})
+	wantCode(t, "static consumer-protocol join", r.ErrorCode, 0)
+	n.apply(r)
+	d := w.settleMixed("g", 2, cs, []*member{n})
+	s := &cmember{w: w, group: "g", own: map[string][]int32{}, topics: []string{"t"}, inst: "i2"}
+	j := w.do(s.joinReq()).(*kmsg.JoinGroupResponse)
+	wantCode(t, "static classic join replacing it", j.ErrorCode, 0)
+	s.id, s.gen = j.MemberID, j.Generation
+	if j.Generation != d.Epoch {
+		t.Fatalf("generation %d, group epoch %d", j.Generation, d.Epoch)
+	}
+	dg := describe(w, 5, "g").Groups[0]
+	if dg.ErrorCode != 0 || dg.State != "Stable" || len(dg.Members) != 2 {
+		t.Fatalf("after the replacement: %+v", dg)
+	}
+	sy := w.do(s.syncReq(nil)).(*kmsg.SyncGroupResponse)
+	wantCode(t, "sync", sy.ErrorCode, 0)
+	if got := readAssignment(sy.MemberAssignment); !samePartitions(got, n.own) {
+		t.Fatalf("the static classic member got %v, the replaced one had %v", got, n.own)
+	}
+	wantCode(t, "the other classic member's heartbeat", cs[0].hb(), 0)
+	wantCode(t, "ConsumerGroupDescribe", w.cgDescribe(1, "g").Groups[0].ErrorCode, kerr.GroupIDNotFound.Code)
+}
