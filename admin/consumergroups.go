@@ -92,7 +92,10 @@ func (c *cmd) consumerDoc(ctx context.Context, g kadm.DescribedConsumerGroup) gr
 		epoch := m.MemberEpoch
 		md := memberDoc{ConsumerID: m.MemberID, Host: m.ClientHost, ClientID: m.ClientID,
 			Assignment: topicDocs(m.Assignment), Target: topicDocs(m.TargetAssignment),
-			MemberEpoch: &epoch, MemberState: memberState(m)}
+			MemberEpoch: &epoch, MemberState: memberState(m), MemberProtocol: "consumer"}
+		if m.MemberType == 0 {
+			md.MemberProtocol = "classic"
+		}
 		if m.InstanceID != nil {
 			md.InstanceID = *m.InstanceID
 		}

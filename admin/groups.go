@@ -83,9 +83,12 @@ type memberDoc struct {
 	ClientID   string     `json:"client_id"`
 	Assignment []topicDoc `json:"assignment"`
 	// A consumer-protocol member's epoch, state and target assignment.
-	MemberEpoch *int32     `json:"member_epoch,omitempty"`
-	MemberState string     `json:"member_state,omitempty"`
-	Target      []topicDoc `json:"target_assignment,omitempty"`
+	MemberEpoch *int32 `json:"member_epoch,omitempty"`
+	MemberState string `json:"member_state,omitempty"`
+	// MemberProtocol: classic or consumer, the protocol a member of a consumer-protocol
+	// group speaks (a classic member of a group being migrated, KIP-1099).
+	MemberProtocol string     `json:"member_protocol,omitempty"`
+	Target         []topicDoc `json:"target_assignment,omitempty"`
 }
 
 type topicDoc struct {

@@ -60,6 +60,7 @@ func groupSettings(c *config.Config) group.Settings {
 			HeartbeatInterval: c.GroupConsumerHeartbeatInterval,
 			MaxSize:           int(c.GroupConsumerMaxSize),
 			Assignors:         c.GroupConsumerAssignors,
+			Migration:         c.GroupConsumerMigrationPolicy,
 		},
 	}
 }

@@ -75,7 +75,9 @@ type Config struct {
 	// consumer-protocol group may have, its server-side assignors (the first is the
 	// default), and the protocols served (group.coordinator.rebalance.protocols: without
 	// "consumer", ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION and clients fall
-	// back to classic).
+	// back to classic), and the online migration between the classic and consumer
+	// protocols allowed (group.consumer.migration.policy: bidirectional, upgrade,
+	// downgrade or disabled).
 	GroupConsumerSessionTimeout       time.Duration
 	GroupConsumerMinSessionTimeout    time.Duration
 	GroupConsumerMaxSessionTimeout    time.Duration
@@ -85,6 +87,7 @@ type Config struct {
 	GroupConsumerMaxSize              int32
 	GroupConsumerAssignors            []string
 	GroupRebalanceProtocols           []string
+	GroupConsumerMigrationPolicy      string
 	OffsetsRetention                  time.Duration
 	OffsetsRetentionCheck             time.Duration
 	OffsetMetadataMaxBytes            int
@@ -254,6 +257,7 @@ func Default() Config {
 		GroupConsumerMaxSize:              math.MaxInt32,
 		GroupConsumerAssignors:            []string{"uniform", "range"},
 		GroupRebalanceProtocols:           []string{"classic", "consumer"},
+		GroupConsumerMigrationPolicy:      "bidirectional",
 		OffsetsRetention:                  10080 * time.Minute,
 		OffsetsRetentionCheck:             600000 * time.Millisecond,
 		OffsetMetadataMaxBytes:            4096,
@@ -405,6 +409,12 @@ func settings(c *Config) []setting {
 		{"group.coordinator.rebalance.protocols", "group protocols served, comma-separated (classic, consumer); without consumer, ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION and clients fall back to classic",
 			func(c *Config, v string) (err error) { c.GroupRebalanceProtocols, err = parseProtocols(v); return err },
 			func(c *Config) string { return strings.Join(c.GroupRebalanceProtocols, ",") }},
+		{"group.consumer.migration.policy", "online migration of groups with members between the classic and consumer protocols: bidirectional, upgrade (a consumer-protocol member joining a classic group converts it), downgrade (the last consumer-protocol member leaving converts it back) or disabled; empty groups convert either way regardless",
+			func(c *Config, v string) (err error) {
+				c.GroupConsumerMigrationPolicy, err = parseMigrationPolicy(v)
+				return err
+			},
+			func(c *Config) string { return c.GroupConsumerMigrationPolicy }},
 		{"offsets.retention.minutes", "keep committed offsets of an empty group this long",
 			func(c *Config, v string) error {
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -855,6 +865,17 @@ func parseAssignors(v string) ([]string, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// parseMigrationPolicy reads group.consumer.migration.policy, case-insensitively as
+// Apache does.
+func parseMigrationPolicy(v string) (string, error) {
+	p := strings.ToLower(strings.TrimSpace(v))
+	switch p {
+	case "bidirectional", "upgrade", "downgrade", "disabled":
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown migration policy %q: want bidirectional, upgrade, downgrade or disabled", v)
 }
 
 // parseProtocols reads group.coordinator.rebalance.protocols: classic is required (as in

@@ -71,6 +71,7 @@ func TestBadSettingsAreRejected(t *testing.T) {
 		{"--transactional.id.expiration.ms=0"},
 		{"--transaction.max.open=0"},
 		{"--transaction.max.partitions=0"},
+		{"--group.consumer.migration.policy=sideways"},
 		{"stray"},
 	} {
 		if _, err := Parse(args, env(nil), &bytes.Buffer{}); err == nil {
@@ -80,6 +81,20 @@ func TestBadSettingsAreRejected(t *testing.T) {
 	if _, err := Parse(nil, env(map[string]string{"KAAS_NODE_ID": "x"}), &bytes.Buffer{}); err == nil ||
 		!strings.Contains(err.Error(), "KAAS_NODE_ID") {
 		t.Errorf("bad env value: %v", err)
+	}
+}
+
+// group.consumer.migration.policy takes Apache's four values, case-insensitively.
+func TestMigrationPolicySetting(t *testing.T) {
+	c, err := Parse(nil, env(nil), &bytes.Buffer{})
+	if err != nil || c.GroupConsumerMigrationPolicy != "bidirectional" {
+		t.Fatalf("default %q, %v", c.GroupConsumerMigrationPolicy, err)
+	}
+	for in, want := range map[string]string{"UPGRADE": "upgrade", "downgrade": "downgrade", "Disabled": "disabled", "bidirectional": "bidirectional"} {
+		c, err := Parse([]string{"--group.consumer.migration.policy=" + in}, env(nil), &bytes.Buffer{})
+		if err != nil || c.GroupConsumerMigrationPolicy != want {
+			t.Errorf("%s: %q, %v", in, c.GroupConsumerMigrationPolicy, err)
+		}
 	}
 }
 

@@ -77,7 +77,10 @@ func handleConsumerGroupDescribe(c *Call) {
 				}
 				gm.Assignment = describedAssignment(m.Assignment)
 				gm.TargetAssignment = describedAssignment(m.Target)
-				gm.MemberType = 1
+				gm.MemberType = 1 // consumer protocol; 0 classic (KIP-1099)
+				if m.Classic {
+					gm.MemberType = 0
+				}
 				g.Members = append(g.Members, gm)
 			}
 		}

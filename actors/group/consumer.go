@@ -85,6 +85,9 @@ type cMember struct {
 	assigned, revoking assignment
 	// since: the member epoch each held partition was given at (KIP-1251 commits).
 	since map[topicPartition]int32
+	// classic: a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in
+	// this group (online migration, migrate.go); nil for a consumer-protocol member.
+	classic *classicMember
 
 	deadline        time.Time
 	sessionSeq      uint64
@@ -151,15 +154,21 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 	switch m := r.(type) {
 	case *JoinGroup:
 		if len(cg.members) > 0 {
-			// A classic member joining a consumer-protocol group with members: mixed
-			// groups (online migration) are planned, so its protocols are not supported.
-			m.fail(kerr.InconsistentGroupProtocol.Code)
+			// A classic member joining a consumer-protocol group with members: a mixed
+			// group (Apache classicGroupJoinToConsumerGroup, migrate.go).
+			g.classicJoinConsumer(ctx, m)
 			return true
 		}
 		// An empty consumer-protocol group gives way to a classic one (Apache deletes
 		// the empty group); its offsets stay.
 		g.dropConsumer()
 		return false
+	case *SyncGroup:
+		g.classicSyncConsumer(ctx, m)
+		return true
+	case *Heartbeat:
+		g.classicHeartbeatConsumer(ctx, m)
+		return true
 	case *DescribeGroup:
 		// DescribeGroups of a consumer-protocol group (KIP-1043).
 		m.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
@@ -204,27 +213,38 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		r.fail(kerr.UnsupportedVersion.Code)
 		return
 	}
+	// upgraded: this join converts a classic group with members; its classic state is
+	// dropped once the join is accepted (committed), kept if the join is refused.
+	var upgraded *consumerGroup
+	committed := false
 	if g.cg == nil {
 		if r.MemberEpoch != 0 {
 			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.cfg.Group+" not found.")
 			return
 		}
 		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
-			// Online upgrade of a classic group is planned: Apache answers this when its
-			// migration policy does not allow it.
-			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.cfg.Group+" is not a consumer group.")
-			return
+			// Online upgrade (migrate.go); refused, Apache answers GROUP_ID_NOT_FOUND.
+			cg, why := g.upgrade()
+			if cg == nil {
+				g.log.Info().Str("reason", why).Msg("classic_group_not_upgraded")
+				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.cfg.Group+
+					" to consumer group because "+why+".")
+				return
+			}
+			g.cg, upgraded = cg, cg
+		} else {
+			// An empty classic group (offsets only) is replaced by a new consumer-protocol
+			// group, which starts at epoch 0 (Apache deletes the classic one); its offsets
+			// stay.
+			g.cg = newConsumerGroup()
+			g.cg.dirty = true
 		}
-		// An empty classic group (offsets only) is replaced by a new consumer-protocol
-		// group, which starts at epoch 0 (Apache deletes the classic one); its offsets stay.
-		g.cg = newConsumerGroup()
-		g.cg.dirty = true
-		// A join refused below leaves no group behind (Apache writes nothing then).
-		prevExists, prevType := g.exists, g.protocolType
+		// A join refused below leaves the group as it was (Apache writes nothing then).
+		prevExists, prevType, made := g.exists, g.protocolType, g.cg
 		g.exists, g.protocolType = true, consumerProtocol
 		answer := r.Reply
 		r = r.withReply(actor.PromiseFunc(func(v any) {
-			if res, ok := v.(*ConsumerHeartbeatResult); ok && res.ErrorCode != 0 && g.cg != nil && len(g.cg.members) == 0 {
+			if res, ok := v.(*ConsumerHeartbeatResult); ok && res.ErrorCode != 0 && !committed && g.cg == made {
 				g.cg, g.exists, g.protocolType = nil, prevExists, prevType
 			}
 			answer.Resolve(v)
@@ -254,13 +274,21 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.cfg.Group+".")
 			return
 		}
+		res := &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch,
+			HeartbeatInterval: int32(g.cfg.Settings.Consumer.HeartbeatInterval.Milliseconds())}
 		if r.MemberEpoch == epochStaticLeave {
 			g.staticLeave(m)
-		} else {
-			g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
-			g.removeConsumerMember(m, "left")
+			g.finishHeartbeat(ctx, r, res)
+			return
 		}
-		g.finishHeartbeat(ctx, r, &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})
+		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
+		g.fenceConsumerMembers(ctx, []*cMember{m}, "left", r, func(code int16) {
+			if code != 0 {
+				r.Reply.Resolve(&ConsumerHeartbeatResult{ErrorCode: code, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})
+				return
+			}
+			r.Reply.Resolve(res)
+		})
 		return
 	case len(cg.members) >= g.cfg.Settings.Consumer.MaxSize && (r.MemberID == "" || cg.members[r.MemberID] == nil):
 		// Apache throwIfConsumerGroupIsFull, before the member is looked up: a full group
@@ -300,7 +328,15 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			return
 		}
 	}
-	g.updateConsumerMember(m, r, re)
+	committed = true
+	if upgraded != nil {
+		// The join is accepted: the classic side goes, its members are now this group's.
+		g.dropClassicState()
+		g.armUpgraded(ctx, upgraded)
+		g.log.Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).
+			Msg("classic_group_upgraded_to_consumer_protocol")
+	}
+	g.updateConsumerMember(ctx, m, r, re)
 	g.refreshTopics()
 	if cg.bump {
 		// One bump for whatever this heartbeat changed (Apache bumpGroupEpoch).
@@ -368,7 +404,9 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 		// Apache throwIfInstanceIdIsUnreleased: while the instance id is held by a member
 		// not at -2 the joiner cannot join, even under the same member id (the reverse of
 		// classic static membership, where the old member is fenced).
-		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave {
+		// A classic member's instance id is taken over at once (Apache replaces a
+		// static member of the other protocol without this check).
+		if oldID, ok := cg.instances[*r.InstanceID]; ok && cg.members[oldID].epoch != epochStaticLeave && cg.members[oldID].classic == nil {
 			return nil, kerr.UnreleasedInstanceID.Code, "Static member " + r.MemberID + " with instance id " + *r.InstanceID +
 				" cannot join the group because the instance id is owned by " + oldID + " member."
 		}
@@ -435,9 +473,16 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 
 // updateConsumerMember takes what the heartbeat sets; a subscription or assignor change bumps
 // the group epoch.
-func (g *groupActor) updateConsumerMember(m *cMember, r *ConsumerHeartbeat, re *regexp.Regexp) {
+func (g *groupActor) updateConsumerMember(ctx actor.Context, m *cMember, r *ConsumerHeartbeat, re *regexp.Regexp) {
 	cg := g.cg
 	m.clientID, m.clientHost = r.ClientID, r.ClientHost
+	if m.classic != nil {
+		// A classic member now heartbeating with the consumer protocol (Apache clears
+		// its classic metadata).
+		g.classicOwe(ctx, m, owesNothing)
+		m.classic = nil
+		cg.dirty = true
+	}
 	if r.RackID != nil && *r.RackID != m.rackID {
 		m.rackID = *r.RackID
 		cg.dirty = true
@@ -655,6 +700,11 @@ func (g *groupActor) removeConsumerMember(m *cMember, reason string) {
 }
 
 func (g *groupActor) cancelConsumerTimers(m *cMember) {
+	if m.classic != nil && m.classic.owesCancel != nil {
+		m.classic.owesCancel()
+		m.classic.owesCancel = nil
+		m.classic.owes = owesNothing
+	}
 	if m.sessionCancel != nil {
 		m.sessionCancel()
 		m.sessionCancel = nil
@@ -710,20 +760,23 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 		}
 		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_session_expired_fenced")
 		g.cfg.Settings.Metrics.sessionExpired()
-		g.removeConsumerMember(m, "session_timeout")
+		g.fenceConsumerMembers(ctx, []*cMember{m}, "session_timeout", nil, logNotSaved(g))
 	case *consumerRebalanceCheck:
 		m := g.cg.members[t.member]
 		if m == nil || m.rebalanceSeq != t.seq || m.state != memberUnrevoked || m.epoch != t.epoch {
 			return
 		}
 		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_rebalance_timeout_fenced")
-		g.removeConsumerMember(m, "rebalance_timeout")
+		g.fenceConsumerMembers(ctx, []*cMember{m}, "rebalance_timeout", nil, logNotSaved(g))
 	}
-	g.saveConsumer(ctx, nil, func(code int16) {
+}
+
+func logNotSaved(g *groupActor) func(code int16) {
+	return func(code int16) {
 		if code != 0 {
 			g.log.Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
 		}
-	})
+	}
 }
 
 // consumerAdminLeave is a LeaveGroup on a consumer-protocol group: the admin removal of
@@ -732,6 +785,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 func (g *groupActor) consumerAdminLeave(ctx actor.Context, r *LeaveGroup) {
 	cg := g.cg
 	res := &LeaveResult{Members: make([]int16, len(r.Members))}
+	var gone []*cMember
 	for i, lm := range r.Members {
 		id := lm.MemberID
 		if lm.InstanceID != "" {
@@ -747,18 +801,18 @@ func (g *groupActor) consumerAdminLeave(ctx actor.Context, r *LeaveGroup) {
 			id = known
 		}
 		m := cg.members[id]
-		if m == nil {
+		if m == nil || slices.Contains(gone, m) {
 			res.Members[i] = kerr.UnknownMemberID.Code
 			continue
 		}
 		g.log.Info().Str("member", logs.ID(m.id)).Str("reason", logs.ID(lm.Reason)).Msg("consumer_member_removed_by_leave_group")
-		g.removeConsumerMember(m, "removed")
+		gone = append(gone, m)
 	}
-	if !cg.dirty {
+	if len(gone) == 0 && !cg.dirty {
 		r.Reply.Resolve(res)
 		return
 	}
-	g.saveConsumer(ctx, r, func(code int16) {
+	g.fenceConsumerMembers(ctx, gone, "removed", r, func(code int16) {
 		if code != 0 {
 			r.fail(code)
 			return
@@ -837,6 +891,7 @@ func (g *groupActor) handleConsumerDescribe(r *ConsumerDescribe) {
 			MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID, MemberEpoch: m.epoch,
 			ClientID: m.clientID, ClientHost: m.clientHost, Subscribed: slices.Clone(m.subscribed), Regex: m.regex,
 			Assignment: g.assignedTopics(m.assigned), Target: g.assignedTopics(tgt), State: m.stateName(),
+			Classic: m.classic != nil,
 		})
 	}
 	r.Reply.Resolve(d)
@@ -855,9 +910,14 @@ func (g *groupActor) consumerCommit(ctx actor.Context, r *CommitOffsets) bool {
 		r.fail(kerr.UnknownMemberID.Code)
 		return true
 	}
-	if r.Version < 9 {
+	if r.Version < 9 && m.classic == nil {
 		// A consumer-protocol member commits with v9+ (the member epoch).
 		r.fail(kerr.UnsupportedVersion.Code)
+		return true
+	}
+	if m.classic != nil && r.Generation != m.epoch {
+		// A classic member commits at its member epoch exactly (Apache validateMemberEpoch).
+		r.fail(kerr.IllegalGeneration.Code)
 		return true
 	}
 	codes := make([]int16, len(r.Entries))
@@ -878,7 +938,7 @@ func (g *groupActor) consumerCommit(ctx actor.Context, r *CommitOffsets) bool {
 		r.Reply.Resolve(&offsets.CommitResult{Codes: codes})
 		return true
 	}
-	m.deadline = time.Now().Add(g.cfg.Settings.Consumer.SessionTimeout) // a commit is a sign of life
+	m.deadline = time.Now().Add(g.sessionTimeoutOf(m)) // a commit is a sign of life
 	reply := r.Reply
 	g.ask(ctx, r, func(p actor.Promise) any { return &offsets.Commit{Entries: pass, Reply: p} }, func(v any) {
 		res, ok := v.(*offsets.CommitResult)
@@ -907,6 +967,10 @@ func (g *groupActor) consumerTxnCommit(ctx actor.Context, r *TxnCommitOffsets) b
 	m := cg.members[r.MemberID]
 	if m == nil {
 		r.fail(kerr.UnknownMemberID.Code)
+		return true
+	}
+	if m.classic != nil && r.Generation != m.epoch {
+		r.fail(kerr.IllegalGeneration.Code)
 		return true
 	}
 	codes := make([]int16, len(r.Entries))
@@ -960,6 +1024,9 @@ func (g *groupActor) consumerFetch(r *FetchOffsets) bool {
 	switch {
 	case m == nil:
 		r.fail(kerr.UnknownMemberID.Code)
+		return true
+	case r.MemberEpoch != m.epoch && m.classic != nil:
+		r.fail(kerr.IllegalGeneration.Code)
 		return true
 	case r.MemberEpoch != m.epoch:
 		r.fail(kerr.StaleMemberEpoch.Code)

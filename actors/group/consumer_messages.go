@@ -37,6 +37,9 @@ type ConsumerSettings struct {
 	Assignors []string
 	// Topics is the topic catalogue (nil: no topic exists).
 	Topics TopicLookup
+	// Migration is group.consumer.migration.policy (Migration*, migrate.go); "" is
+	// Apache's default, bidirectional.
+	Migration string
 }
 
 // OwnedTopic is one topic of the partitions a member reports it owns.
@@ -115,6 +118,8 @@ type ConsumerDescribedMember struct {
 	Assignment  []AssignedTopic
 	Target      []AssignedTopic
 	State       string
+	// Classic: the member speaks the classic protocol (member type 0 at v1; 1 otherwise).
+	Classic bool
 }
 
 // ConsumerDescription answers ConsumerDescribe. A group that does not exist or is not a

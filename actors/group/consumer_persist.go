@@ -47,9 +47,30 @@ type savedMember struct {
 	Revoking           assignment         `json:"revoking,omitempty"`
 	Target             assignment         `json:"target"`
 	Since              map[string][]int32 `json:"assigned_epochs,omitempty"` // topic → partition, epoch pairs
+	// Classic: a member speaking the classic protocol (version 2).
+	Classic *savedClassic `json:"classic,omitempty"`
 }
 
-const savedConsumerVersion = 1
+// savedClassic is a classic member's session timeout and protocols, in its preference
+// order (metadata as base64).
+type savedClassic struct {
+	SessionTimeoutMs int64           `json:"session_timeout_ms"`
+	Protocols        []savedProtocol `json:"protocols"`
+}
+
+type savedProtocol struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
+}
+
+// savedConsumerVersion is written for a group of consumer-protocol members only; a
+// group with classic members (a mixed group) is written as version 2, which a broker
+// without online migration refuses rather than mistaking them for consumer-protocol
+// members.
+const (
+	savedConsumerVersion = 1
+	savedMixedVersion    = 2
+)
 
 func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 	cg := g.cg
@@ -71,6 +92,13 @@ func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 		}
 		if sm.Subscribed == nil {
 			sm.Subscribed = []string{}
+		}
+		if c := m.classic; c != nil {
+			s.Version = savedMixedVersion
+			sm.Classic = &savedClassic{SessionTimeoutMs: c.sessionTimeout.Milliseconds()}
+			for _, p := range c.protocols {
+				sm.Classic.Protocols = append(sm.Classic.Protocols, savedProtocol{Name: p.Name, Metadata: p.Metadata})
+			}
 		}
 		if sm.Target == nil {
 			sm.Target = assignment{}
@@ -160,8 +188,8 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 	if err = json.Unmarshal(meta.Consumer, &s); err != nil {
 		return fmt.Errorf("decode consumer state: %w", err)
 	}
-	if s.Version != savedConsumerVersion {
-		return fmt.Errorf("consumer state version %d, this broker reads %d", s.Version, savedConsumerVersion)
+	if s.Version != savedConsumerVersion && s.Version != savedMixedVersion {
+		return fmt.Errorf("consumer state version %d, this broker reads %d and %d", s.Version, savedConsumerVersion, savedMixedVersion)
 	}
 	cg := newConsumerGroup()
 	cg.epoch, cg.targetEpoch = s.Epoch, s.TargetEpoch
@@ -177,8 +205,17 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 			subscribed: sm.Subscribed, assignor: sm.Assignor, assigned: orEmptyAssignment(sm.Assigned),
 			regex: sm.Regex, resolved: sm.Resolved,
 			revoking: orEmptyAssignment(sm.Revoking), since: map[topicPartition]int32{},
-			deadline: now.Add(g.cfg.Settings.Consumer.SessionTimeout),
 		}
+		if sc := sm.Classic; sc != nil {
+			if sc.SessionTimeoutMs <= 0 || len(sc.Protocols) == 0 {
+				return fmt.Errorf("member %q: classic member without session timeout or protocols", sm.ID)
+			}
+			m.classic = &classicMember{sessionTimeout: time.Duration(sc.SessionTimeoutMs) * time.Millisecond}
+			for _, p := range sc.Protocols {
+				m.classic.protocols = append(m.classic.protocols, Protocol{Name: p.Name, Metadata: p.Metadata})
+			}
+		}
+		m.deadline = now.Add(g.sessionTimeoutOf(m))
 		switch sm.State {
 		case memberUnrevoked.String():
 			m.state = memberUnrevoked

@@ -217,6 +217,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onPendingDeadline(ctx, m)
 	case *consumerSessionCheck, *consumerRebalanceCheck:
 		g.onConsumerTimer(ctx, m)
+	case *classicOwedCheck:
+		g.onClassicOwed(ctx, m)
 	case *retentionTick:
 		g.expire(ctx, false)
 	case *stopIfIdle:

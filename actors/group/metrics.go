@@ -23,7 +23,7 @@ type Metrics struct {
 }
 
 // Reasons a consumer-protocol member is fenced (kaas_consumer_group_fences_total).
-var fenceReasons = []string{"session_timeout", "rebalance_timeout", "epoch", "removed"}
+var fenceReasons = []string{"session_timeout", "rebalance_timeout", "epoch", "removed", "classic_join_timeout", "classic_sync_timeout"}
 
 // Rebalance causes, the reason label of the rebalance metrics.
 const (
@@ -36,10 +36,11 @@ const (
 	causeSyncTimeout      = "sync_timeout"
 	causeNotSaved         = "generation_not_saved"
 	causeMaxSize          = "group_max_size"
+	causeDowngraded       = "downgraded_from_consumer"
 )
 
 var causes = []string{causeMemberJoined, causeMemberRejoined, causeProtocolsChanged, causeStaticRejoined,
-	causeMemberLeft, causeSessionExpired, causeSyncTimeout, causeNotSaved, causeMaxSize}
+	causeMemberLeft, causeSessionExpired, causeSyncTimeout, causeNotSaved, causeMaxSize, causeDowngraded}
 
 // NewMetrics makes the collectors and registers them on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {

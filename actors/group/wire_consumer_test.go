@@ -114,9 +114,12 @@ func TestConsumerHeartbeatStateErrors(t *testing.T) {
 	}
 }
 
-// A consumer-protocol join to a classic group with members: without online migration
-// Apache answers GROUP_ID_NOT_FOUND; an empty classic group (offsets only) is taken
-// over. A classic JoinGroup to a consumer-protocol group with members is refused.
+// A consumer-protocol join to a classic group with members whose metadata is not the
+// consumer embedded protocol's: no upgrade, GROUP_ID_NOT_FOUND (online migration is
+// wire_migration_test.go); an empty classic group (offsets only) is taken over. A
+// classic JoinGroup to a consumer-protocol group with members joins it as a classic
+// member of the consumer embedded protocol (MEMBER_ID_REQUIRED first), and is refused
+// with another protocol type.
 func TestConsumerHeartbeatAndClassicGroups(t *testing.T) {
 	w := startWire(t, func(c *config.Config) { consumerProfile(c); ptProfile(c) })
 	w.createTopics(2, "t")
@@ -129,7 +132,9 @@ func TestConsumerHeartbeatAndClassicGroups(t *testing.T) {
 		t.Fatalf("join of an empty classic group: epoch %d, %v", m.epoch, m.own)
 	}
 	j := w.do(joinReq("simple", joinOpts{version: 5, member: "", protocols: []string{"range"}})).(*kmsg.JoinGroupResponse)
-	wantCode(t, "classic join of a consumer-protocol group", j.ErrorCode, kerr.InconsistentGroupProtocol.Code)
+	wantCode(t, "classic join of a consumer-protocol group", j.ErrorCode, kerr.MemberIDRequired.Code)
+	j = w.do(joinReq("simple", joinOpts{version: 5, member: "", ptype: "connect", protocols: []string{"range"}})).(*kmsg.JoinGroupResponse)
+	wantCode(t, "connect join of a consumer-protocol group", j.ErrorCode, kerr.InconsistentGroupProtocol.Code)
 }
 
 // Static membership the KIP-848 way (§1.5).
