@@ -23,7 +23,8 @@ import (
 //
 // kfake keeps no durable state across a restart, so its figure beside these is the time
 // it takes to make the same N groups in memory (its rate as BenchmarkLiveGroups reports
-// it): how long a kfake restart would take to have them again.
+// it): how long a kfake restart would take to have them again. restart_s, the figure
+// hack/benchtable sets beside it, is kaas's stop plus its start until it served.
 //
 //	go test -run NONE -bench RestartLiveGroups -benchtime 1x ./e2e/commitbench/
 func BenchmarkRestartLiveGroups(b *testing.B) {
@@ -72,7 +73,8 @@ func BenchmarkRestartLiveGroups(b *testing.B) {
 		b.ReportMetric(stop.Seconds(), "kaas_stop_s")
 		b.ReportMetric(started.Seconds(), "kaas_start_s")
 		b.ReportMetric(serving.Seconds(), "kaas_serving_s")
-		b.ReportMetric(mTime, "kfake_mem_make_s")
+		b.ReportMetric((stop + serving).Seconds(), "kaas_restart_s")
+		b.ReportMetric(mTime, "kfake_mem_restart_s")
 		b.Logf("%d live groups of 4 partitions: kaas stop %.2f s, start %.2f s (serving after %.2f s); kfake in memory makes them in %.2f s (%.0f groups/s): restart/remake %.2fx",
 			n, stop.Seconds(), started.Seconds(), serving.Seconds(), mTime, mRate, (stop+serving).Seconds()/mTime)
 	}
