@@ -50,6 +50,10 @@ type Broker struct {
 	// txns is Env.Txns for the partitions' orphan checks, which start before it does
 	// (txnChecker).
 	txns atomic.Pointer[actor.PID]
+	// groupsLeaving is set as Stop begins: the offsets actors of a broker alone then
+	// leave their group files behind the journal, which the next start replays
+	// (offsets.Config.LeaveToJournal).
+	groupsLeaving atomic.Bool
 	// catalog is the topic catalogue the topics manager publishes; made before the
 	// groups manager, whose consumer-protocol groups assign from it.
 	catalog *partition.Catalog
@@ -309,6 +313,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 func (b *Broker) stop(ctx context.Context) error {
 	start := time.Now()
 	close(b.quit)
+	b.groupsLeaving.Store(true)
 	b.closeListeners()
 	b.acceptWG.Wait()
 	b.mu.Lock()

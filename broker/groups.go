@@ -74,6 +74,13 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
+	// A broker alone is the only reader of its journal: as it stops, its groups leave
+	// their files to the replay at its next start. In a cluster a peer may take a group
+	// over and read its file, which must then be complete.
+	var leave func() bool
+	if b.cluster == nil {
+		leave = b.groupsLeaving.Load
+	}
 	settings := groupSettings(cfg)
 	settings.Metrics = group.NewMetrics(b.met.Registry)
 	if b.catalog != nil {
@@ -86,7 +93,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
 				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
 				Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
-				WriteSlots: slots, Gate: b.gate(),
+				WriteSlots: slots, Gate: b.gate(), LeaveToJournal: leave,
 			})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },

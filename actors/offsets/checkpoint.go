@@ -318,6 +318,20 @@ func (a *offsetsActor) flushSync(ctx actor.Context) {
 	a.checkpointNow(ctx, time.Now().Add(checkpointWait))
 }
 
+// journalSync makes everything accepted durable in the journal before the broker stops
+// (Config.LeaveToJournal): the queue goes to the journal (waited for, with flushSync's
+// bound); the file is not written. A checkpoint under way is left to finish on its own
+// (the file lock orders it before any later write of the file): what the file lacks is
+// in the journal's segments, which nothing has checkpointed past, and the next start
+// replays them.
+func (a *offsetsActor) journalSync(ctx actor.Context) {
+	a.waitInflight(ctx)
+	if len(a.queue) > 0 {
+		a.flush(ctx)
+		a.waitInflight(ctx)
+	}
+}
+
 // handleFlush answers m once everything accepted before it is durable and the file
 // written (settleFlushes), without waiting in the turn.
 func (a *offsetsActor) handleFlush(ctx actor.Context, m *Flush) {
@@ -330,12 +344,13 @@ func (a *offsetsActor) handleFlush(ctx actor.Context, m *Flush) {
 // settleFlushes answers the waiting Flushes once nothing accepted waits for the journal
 // and the file holds what it did: a checkpoint is started for them if the file is behind
 // (after one that tried to write everything, tried, they are answered whatever its
-// outcome: the journal holds every change).
+// outcome: the journal holds every change), unless the broker stops and leaves the file
+// to the replay at its next start (Config.LeaveToJournal).
 func (a *offsetsActor) settleFlushes(ctx actor.Context, tried bool) {
 	if len(a.flushes) == 0 || len(a.queue) > 0 || len(a.inflight) > 0 || a.ckpt != nil {
 		return
 	}
-	if !tried && a.lastSeq > a.fileSeq && a.startCheckpoint(ctx) {
+	if !tried && a.lastSeq > a.fileSeq && !a.leavingToJournal() && a.startCheckpoint(ctx) {
 		return
 	}
 	a.answerFlushes(&Result{})

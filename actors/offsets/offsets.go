@@ -104,6 +104,13 @@ type Config struct {
 	// the gate closed, and never writes its file over one of a newer epoch. Nil: a broker
 	// alone, which always may.
 	Gate func() bool
+	// LeaveToJournal, when it reports true, says that the broker is stopping and replays
+	// its journal at its next start (a broker alone: no other broker reads the group
+	// file): a Flush and a stopping actor then make everything accepted durable in the
+	// journal only, and leave the file behind it. The journal's segments keep the
+	// records the file lacks (nothing is checkpointed past them), so a stop costs no
+	// file write per group. Nil: the file is always written at stop.
+	LeaveToJournal func() bool
 
 	// slotWait, set by tests, is told of each checkpoint that finds every WriteSlot
 	// taken, before it waits for one.
@@ -341,12 +348,22 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 		a.failStash(codeWriteFailed)
 	}
 	if !a.claiming {
-		a.flushSync(ctx)
+		if a.leavingToJournal() {
+			a.journalSync(ctx)
+		} else {
+			a.flushSync(ctx)
+		}
 	}
 	a.answerFlushes(&Result{})
 	if a.ckptCancel != nil {
 		a.ckptCancel()
 	}
+}
+
+// leavingToJournal says whether the broker stops and leaves the group's file behind its
+// journal (Config.LeaveToJournal).
+func (a *offsetsActor) leavingToJournal() bool {
+	return a.cfg.LeaveToJournal != nil && a.cfg.Gate == nil && a.cfg.LeaveToJournal()
 }
 
 // onRestarting answers the queue of the failed incarnation without writing it: its state
