@@ -169,6 +169,12 @@ run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/co
 run_scenario sarama-txn need_nothing "$E2E_BIN/saramatxn"
 run_scenario kafkajs-txn need_kafkajs node "$e2e/js/kafkajs-txn.js"
 run_scenario confluent-kafka-python-txn need_python /usr/bin/python3 "$e2e/python/confluent_txn.py"
+# Admin (issue 28): a compacted topic created with configs, its configs described (values and
+# sources) and altered, the cluster and log dirs described, records deleted (the low watermark
+# and a consumer from the start follow), the topic deleted.
+run_scenario sarama-admin need_nothing "$E2E_BIN/saramaadmin"
+run_scenario kafkajs-admin need_kafkajs node "$e2e/js/kafkajs-admin.js"
+run_scenario confluent-kafka-python-admin need_python /usr/bin/python3 "$e2e/python/confluent_admin.py"
 
 summary="$passed passed, $failed failed"
 ((skipped > 0)) && summary+=", $skipped skipped"

@@ -341,6 +341,25 @@ func (c *Client) DeleteOffsets(ctx context.Context, group, topic string, partiti
 	return resps.Error()
 }
 
+// DeleteRecords moves the log start offset of each partition of topic to its offset with
+// DeleteRecords and returns the low watermarks answered.
+func (c *Client) DeleteRecords(ctx context.Context, topic string, offsets map[int32]int64) (map[int32]int64, error) {
+	o := make(kadm.Offsets)
+	for p, at := range offsets {
+		o.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1})
+	}
+	resps, err := c.adm.DeleteRecords(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := resps.Error(); err != nil {
+		return nil, err
+	}
+	low := make(map[int32]int64)
+	resps.Each(func(r kadm.DeleteRecordsResponse) { low[r.Partition] = r.LowWatermark })
+	return low, nil
+}
+
 // DeleteGroup deletes the group with DeleteGroups.
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	resps, err := c.adm.DeleteGroups(ctx, group)

@@ -12,6 +12,7 @@
 //	check admin                        the admin steps with kadm, printing their summary
 //	check delete-offsets P...          OffsetDelete for partitions P of E2E_TOPIC
 //	check delete-group                 DeleteGroups for E2E_GROUP
+//	check delete-records P OFFSET      DeleteRecords of E2E_TOPIC's partition P before OFFSET, printing the low watermark
 //	check stable-offsets               E2E_GROUP's offsets of E2E_TOPIC's E2E_PARTITIONS partitions, fetched
 //	                                   with require_stable, printed as "p:offset ..." (nothing: none)
 package main
@@ -48,7 +49,7 @@ func main() {
 
 func run(ctx context.Context, env scenario.Env, args []string) (string, error) {
 	if len(args) == 0 {
-		return "", errors.New("usage: check create-topic|wait-group|wait-committed|committed-now|consumed|admin|delete-offsets|delete-group")
+		return "", errors.New("usage: check create-topic|wait-group|wait-committed|committed-now|consumed|admin|delete-offsets|delete-group|delete-records|stable-offsets")
 	}
 	c, err := franz.New(env, franz.Options{})
 	if err != nil {
@@ -97,6 +98,20 @@ func run(ctx context.Context, env scenario.Env, args []string) (string, error) {
 		return "", c.DeleteOffsets(ctx, env.Group, env.Topic, ps)
 	case "delete-group":
 		return "", c.DeleteGroup(ctx, env.Group)
+	case "delete-records":
+		if len(args) != 3 {
+			return "", errors.New("usage: check delete-records P OFFSET")
+		}
+		p, err1 := strconv.ParseInt(args[1], 10, 32)
+		at, err2 := strconv.ParseInt(args[2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return "", err
+		}
+		low, err := c.DeleteRecords(ctx, env.Topic, map[int32]int64{int32(p): at})
+		if err != nil {
+			return "", fmt.Errorf("delete records of %s partition %d before %d: %w", env.Topic, p, at, err)
+		}
+		return strconv.FormatInt(low[int32(p)], 10), nil
 	case "stable-offsets":
 		got, err := c.StableOffsets(ctx, env.Group, env.Topic, env.Partitions)
 		if err != nil {
