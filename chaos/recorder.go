@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/conn"
@@ -26,6 +27,9 @@ type Recorder struct {
 	leader   map[genKey]map[string][]byte
 	got      map[genKey]map[string][]byte
 	injected map[[2]int16]int // by API key and code
+	// fences are the ConsumerGroupHeartbeats answered FENCED_MEMBER_EPOCH or
+	// UNKNOWN_MEMBER_ID (7), by group, each as "member code at epoch".
+	fences map[string][]string
 }
 
 // Partition is one group's committed partition.
@@ -51,7 +55,7 @@ func NewRecorder() *Recorder {
 	return &Recorder{
 		live: map[string]map[int32]*req{}, commits: map[Partition][]int64{},
 		leader: map[genKey]map[string][]byte{}, got: map[genKey]map[string][]byte{},
-		injected: map[[2]int16]int{},
+		injected: map[[2]int16]int{}, fences: map[string][]string{},
 	}
 }
 
@@ -159,6 +163,11 @@ func (r *Recorder) response(cn string, c *conn.Call, resp kmsg.Response) {
 				r.commits[k] = append(r.commits[k], off)
 			}
 		}
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		if resp.ErrorCode == kerr.FencedMemberEpoch.Code || resp.ErrorCode == kerr.UnknownMemberID.Code {
+			q := c.Req.(*kmsg.ConsumerGroupHeartbeatRequest)
+			r.fences[q.Group] = append(r.fences[q.Group], fmt.Sprintf("%s %s at epoch %d (%s)", q.MemberID, kerr.ErrorForCode(resp.ErrorCode), q.MemberEpoch, time.Now().Format("15:04:05.000")))
+		}
 	case *kmsg.SyncGroupResponse:
 		if resp.ErrorCode != 0 {
 			return
@@ -204,6 +213,18 @@ func (r *Recorder) Injected() map[[2]int16]int {
 	out := map[[2]int16]int{}
 	for k, v := range r.injected {
 		out[k] = v
+	}
+	return out
+}
+
+// Fences are the consumer-protocol heartbeats answered FENCED_MEMBER_EPOCH or
+// UNKNOWN_MEMBER_ID, by group.
+func (r *Recorder) Fences() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]string{}
+	for g, fs := range r.fences {
+		out[g] = append([]string(nil), fs...)
 	}
 	return out
 }

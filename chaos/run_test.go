@@ -42,8 +42,9 @@ var (
 
 // Client timeouts of the run: invariant 4's bound is rebalance + session.
 const (
-	sessionTimeout   = 3 * time.Second
-	rebalanceTimeout = 5 * time.Second
+	sessionTimeout    = 3 * time.Second
+	rebalanceTimeout  = 5 * time.Second
+	heartbeatInterval = 300 * time.Millisecond
 )
 
 func TestChaos(t *testing.T) {
@@ -71,12 +72,16 @@ type groupSpec struct {
 	members int
 	static  bool
 	eager   bool
+	// consumer: the consumer group protocol (KIP-848, kgo.ServerSideBalancer): the broker
+	// assigns, and the group is read with ConsumerGroupDescribe (invariant 7).
+	consumer bool
 }
 
 var groups = []groupSpec{
 	{name: "dynamic", members: 2},
 	{name: "static", members: 2, static: true},
 	{name: "eager", members: 3, eager: true},
+	{name: "consumer", members: 3, consumer: true},
 }
 
 var topics = []string{"plain", "idem"}
@@ -97,7 +102,12 @@ type target interface {
 type singleBroker struct{ b *broker.Broker }
 
 func startSingle(t *testing.T) (target, error) {
-	b, err := broker.Start(brokertest.Config(t), brokertest.Logger(t))
+	cfg := brokertest.Config(t)
+	// The consumer protocol's timers are the broker's: the same session timeout as the
+	// classic members', heartbeats as often.
+	cfg.GroupConsumerMinSessionTimeout, cfg.GroupConsumerSessionTimeout = time.Second, sessionTimeout
+	cfg.GroupConsumerMinHeartbeatInterval, cfg.GroupConsumerHeartbeatInterval = 100*time.Millisecond, heartbeatInterval
+	b, err := broker.Start(cfg, brokertest.Logger(t))
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +243,22 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	for _, v := range vs {
 		t.Error(v)
 	}
+	// Invariant 7: no partition held by two consumer-protocol members at one epoch, and
+	// no fencing storm.
+	vs, nHolds := w.owners.check()
+	for _, v := range vs {
+		t.Error(v)
+	}
+	nFences := 0
+	for g, fs := range rec.Fences() {
+		nFences += len(fs)
+		if len(fs) > 0 {
+			t.Logf("group %s: fences answered: %v", g, fs)
+		}
+	}
+	if nFences > maxFences() {
+		t.Errorf("invariant 7: %d consumer-protocol heartbeats answered FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID, more than %d", nFences, maxFences())
+	}
 	// Invariant 4: the log holds every acknowledged record, the idempotent producer's
 	// once, and every group consumed every offset below its commit.
 	logged := readLog(t, addr, ends)
@@ -259,8 +285,8 @@ func run(t *testing.T, seed uint64, d time.Duration, start func(*testing.T) (tar
 	if err := goleak.Find(leakOpts...); err != nil {
 		t.Errorf("invariant 5: goroutines outlive the run: %v", err)
 	}
-	t.Logf("seed %d: faults %v; %d requests, %d acknowledged commits, %d generations, %d acknowledged records checked; transactions %s",
-		seed, in.Counts(), rec.Requests(), nCommits, nGens, len(acked), txnCounts)
+	t.Logf("seed %d: faults %v; %d requests, %d acknowledged commits, %d generations, %d consumer-protocol holds (%d fences), %d acknowledged records checked; transactions %s",
+		seed, in.Counts(), rec.Requests(), nCommits, nGens, nHolds, nFences, len(acked), txnCounts)
 }
 
 // workload is the run's clients: two producers and the consumer groups.
@@ -282,6 +308,9 @@ type workload struct {
 	// consumed is every offset each group consumed: group -> topic -> partition.
 	consumedMu sync.Mutex
 	consumed   map[string]map[string]map[int32]map[int64]bool
+
+	// owners is what the consumer-protocol members were assigned, and at which epochs.
+	owners *owners
 }
 
 type ackedRecord struct {
@@ -294,6 +323,7 @@ type ackedRecord struct {
 type consumer struct {
 	w     *workload
 	group string
+	name  string
 	cl    *kgo.Client
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -301,7 +331,7 @@ type consumer struct {
 
 func newWorkload(t *testing.T, addr []string) *workload {
 	w := &workload{t: t, addr: addr, producers: map[string]*kgo.Client{},
-		consumed: map[string]map[string]map[int32]map[int64]bool{}}
+		consumed: map[string]map[string]map[int32]map[int64]bool{}, owners: newOwners()}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	plain, err := kgo.NewClient(kgo.SeedBrokers(addr...), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DefaultProduceTopic("plain"), kgo.ProducerLinger(5*time.Millisecond), kgo.RetryBackoffFn(backoff))
@@ -318,7 +348,7 @@ func newWorkload(t *testing.T, addr []string) *workload {
 			opts := []kgo.Opt{
 				kgo.SeedBrokers(addr...), kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(topics...),
 				kgo.SessionTimeout(sessionTimeout), kgo.RebalanceTimeout(rebalanceTimeout),
-				kgo.HeartbeatInterval(300 * time.Millisecond), kgo.AutoCommitInterval(200 * time.Millisecond),
+				kgo.HeartbeatInterval(heartbeatInterval), kgo.AutoCommitInterval(200 * time.Millisecond),
 				kgo.FetchMaxWait(200 * time.Millisecond), kgo.RetryBackoffFn(backoff),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			}
@@ -328,11 +358,16 @@ func newWorkload(t *testing.T, addr []string) *workload {
 			if g.eager {
 				opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
 			}
+			name := fmt.Sprintf("%s-%d", g.name, i)
+			if g.consumer {
+				opts = append(opts, kgo.ServerSideBalancer(), kgo.ClientID(name))
+				opts = append(opts, w.owners.hooks(name)...)
+			}
 			cl, err := kgo.NewClient(opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &consumer{w: w, group: g.name, cl: cl}
+			c := &consumer{w: w, group: g.name, name: name, cl: cl}
 			c.ctx, c.stop = context.WithCancel(context.Background())
 			w.consumers = append(w.consumers, c)
 		}
@@ -432,6 +467,9 @@ func (w *workload) closeConsumers() {
 	}
 	w.cwg.Wait()
 	for _, c := range w.consumers {
+		if _, epoch := c.cl.GroupMetadata(); c.name != "" {
+			w.owners.closing(c.name, epoch)
+		}
 		c.cl.Close()
 	}
 	w.consumers = nil
@@ -474,9 +512,11 @@ func (w *workload) checkConsumed(ends kadm.ListedOffsets) []string {
 
 // waitStable waits until every group is Stable with all its members.
 func waitStable(ctx context.Context, adm *kadm.Client, within time.Duration) error {
-	names := make([]string, len(groups))
-	for i, g := range groups {
-		names[i] = g.name
+	var names []string
+	for _, g := range groups {
+		if !g.consumer {
+			names = append(names, g.name)
+		}
 	}
 	// Polling the broker's state: no event to wait on.
 	return testwait.Until(within, 50*time.Millisecond, func() error {
@@ -486,6 +526,12 @@ func waitStable(ctx context.Context, adm *kadm.Client, within time.Duration) err
 		}
 		var last string
 		for _, g := range groups {
+			if g.consumer {
+				if err := converged(ctx, adm, g); err != nil {
+					last += fmt.Sprintf(" %s: %v", g.name, err)
+				}
+				continue
+			}
 			dg := ds[g.name]
 			if dg.Err != nil || dg.State != "Stable" || len(dg.Members) != g.members {
 				last += fmt.Sprintf(" %s=%s/%d members (err %v)", g.name, dg.State, len(dg.Members), dg.Err)

@@ -48,16 +48,17 @@ type cluster struct {
 	dir   string
 	ports []int
 	procs []*proc.Broker
+	extra []string // flags every broker of this cluster starts with
 }
 
 // newCluster starts three brokers; with inject, built with the chaos tag and the
 // injector on (KAAS_CHAOS_SEED, set by the caller).
-func newCluster(t testing.TB, inject bool) *cluster {
+func newCluster(t testing.TB, inject bool, extra ...string) *cluster {
 	bin := proc.Build(t)
 	if inject {
 		bin = proc.BuildTagged(t, "chaos")
 	}
-	c := &cluster{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "data")}
+	c := &cluster{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "data"), extra: extra}
 	for i := 0; i < brokers; i++ {
 		c.ports = append(c.ports, proc.FreePort(t))
 	}
@@ -131,9 +132,9 @@ func (c *cluster) peers() string {
 }
 
 func (c *cluster) start(i int) {
-	c.procs[i] = proc.Start(c.t, c.bin, c.dir, c.ports[i],
-		"--node.id="+strconv.Itoa(i), "--registry=static", "--registry.peers="+c.peers(),
-		"--group.initial.rebalance.delay.ms=0", "--offsets.checkpoint.interval.ms=500")
+	c.procs[i] = proc.Start(c.t, c.bin, c.dir, c.ports[i], append([]string{
+		"--node.id=" + strconv.Itoa(i), "--registry=static", "--registry.peers=" + c.peers(),
+		"--group.initial.rebalance.delay.ms=0", "--offsets.checkpoint.interval.ms=500"}, c.extra...)...)
 }
 
 func (c *cluster) seeds() []string {
