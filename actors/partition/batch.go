@@ -112,7 +112,9 @@ func validateProduced(records []byte, maxBytes int32) (header, *produceError) {
 		if len(records) >= offMagic+1 && records[offMagic] != 2 {
 			return header{}, &produceError{kerr.InvalidRecord.Code, "Produce requests with version 3 and above must use the v2 record batch format"}
 		}
-		return header{}, &produceError{kerr.CorruptMessage.Code, "record batch is shorter than its header"}
+		// Apache's record iterator finds no batch in fewer bytes than a header:
+		// ProduceRequest.validateRecords refuses that as INVALID_RECORD.
+		return header{}, &produceError{kerr.InvalidRecord.Code, "Produce requests with version 3 and above must have at least one record batch per partition"}
 	}
 	h := parseHeader(records)
 	switch {

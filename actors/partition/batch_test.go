@@ -41,7 +41,8 @@ func TestValidateProduced(t *testing.T) {
 		code int16
 	}{
 		{"good", good, 1 << 20, 0},
-		{"short", good[:20], 1 << 20, kerr.CorruptMessage.Code},
+		{"short", good[:20], 1 << 20, kerr.InvalidRecord.Code},
+		{"empty", nil, 1 << 20, kerr.InvalidRecord.Code},
 		{"crc", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), 1 << 20, kerr.CorruptMessage.Code},
 		{"length", mut(func(b []byte) []byte { return b[:len(b)-1] }), 1 << 20, kerr.CorruptMessage.Code},
 		{"two batches", append(append([]byte(nil), good...), good...), 1 << 20, kerr.InvalidRecord.Code},
