@@ -547,6 +547,12 @@ func TestRenderFails(t *testing.T) {
 		{"sasl users on plaintext", "security: {sasl: {users: [alice], usersSecret: u}}", "does not authenticate"},
 		{"reserved authorizer", "config: {authorizer: simple}", "the chart sets this setting itself"},
 		{"bad protocol", "security: {protocol: TLS}", "protocol"},
+		{"inter-broker user on plaintext", "security: {sasl: {interBroker: {user: bob}}}", "does not authenticate"},
+		{"inter-broker user not a user", "security: {protocol: SASL_PLAINTEXT, sasl: {usersSecret: u, users: [alice], interBroker: {user: bob}}}", "must be one of security.sasl.users"},
+		{"inter-broker mechanism not enabled", "security: {protocol: SASL_PLAINTEXT, sasl: {mechanisms: SCRAM-SHA-256, usersSecret: u, users: [bob], interBroker: {user: bob, mechanism: SCRAM-SHA-512}}}", "is not one of security.sasl.mechanisms"},
+		{"inter-broker password in values", "security: {protocol: SASL_PLAINTEXT, sasl: {usersSecret: u, users: [bob], interBroker: {user: bob, password: secret}}}", "password"},
+		{"reserved inter-broker user", "config: {inter.broker.sasl.username: bob}", "the chart sets this setting itself"},
+		{"reserved inter-broker password file", "config: {inter.broker.sasl.password.file: /tmp/p}", "the chart sets this setting itself"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(t, parse(t, c.values))
@@ -584,7 +590,7 @@ func TestSecurity(t *testing.T) {
 		cfg.SSLTruststoreLocation != "/etc/kaas/tls/ca.crt" || cfg.SSLClientAuth != "required" {
 		t.Errorf("ssl settings %q %q %q %q", cfg.SSLCertificateLocation, cfg.SSLKeyLocation, cfg.SSLTruststoreLocation, cfg.SSLClientAuth)
 	}
-	if cfg.Authorizer != "simple" || cfg.SuperUsers != "User:admin;User:CN=ops" {
+	if cfg.Authorizer != "simple" || cfg.SuperUsers != "User:admin;User:CN=ops;User:bob" {
 		t.Errorf("authorizer %q super users %q", cfg.Authorizer, cfg.SuperUsers)
 	}
 	mounted := map[string]string{}
@@ -594,14 +600,42 @@ func TestSecurity(t *testing.T) {
 	if mounted["tls"] != "/etc/kaas/tls" {
 		t.Errorf("tls mounted at %q", mounted["tls"])
 	}
+	if _, ok := mounted["users"]; ok {
+		t.Errorf("every user's password mounted into the broker, want the inter-broker user's alone")
+	}
 	secrets := map[string]string{}
 	for _, v := range r.sts.Spec.Template.Spec.Volumes {
 		if v.Secret != nil {
 			secrets[v.Name] = v.Secret.SecretName
 		}
 	}
-	if secrets["tls"] != "kaas-tls" || secrets["users"] != "kaas-users" {
+	if secrets["tls"] != "kaas-tls" || secrets["users"] != "kaas-users" || secrets["inter-broker"] != "kaas-users" {
 		t.Errorf("secret volumes %v", secrets)
+	}
+	// The inter-broker user: its mechanism and name as settings, its password a file
+	// holding the one key of the users Secret, mounted where the setting points; the
+	// password itself nowhere in the rendering.
+	if cfg.InterBrokerSASLMechanism != "SCRAM-SHA-512" || cfg.InterBrokerSASLUsername != "bob" ||
+		cfg.InterBrokerSASLPasswordFile != "/etc/kaas/inter-broker/password" {
+		t.Errorf("inter-broker settings %q %q %q", cfg.InterBrokerSASLMechanism, cfg.InterBrokerSASLUsername, cfg.InterBrokerSASLPasswordFile)
+	}
+	if mounted["inter-broker"] != "/etc/kaas/inter-broker" {
+		t.Errorf("inter-broker password mounted at %q", mounted["inter-broker"])
+	}
+	for _, v := range r.sts.Spec.Template.Spec.Volumes {
+		if v.Name != "inter-broker" {
+			continue
+		}
+		if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "bob" || v.Secret.Items[0].Path != "password" {
+			t.Errorf("inter-broker volume items %+v, want bob's key as password", v.Secret.Items)
+		}
+	}
+	for _, init := range r.sts.Spec.Template.Spec.InitContainers {
+		for _, m := range init.VolumeMounts {
+			if m.Name == "inter-broker" {
+				t.Errorf("init container %s mounts the inter-broker password", init.Name)
+			}
+		}
 	}
 	inits := r.sts.Spec.Template.Spec.InitContainers
 	if len(inits) != 2 {
@@ -621,6 +655,9 @@ func TestSecurity(t *testing.T) {
 	}
 	if n := len(d.sts.Spec.Template.Spec.InitContainers); n != 0 {
 		t.Errorf("defaults: %d init containers", n)
+	}
+	if dc := d.brokerConfig(t, 0); dc.InterBrokerSASLUsername != "" || dc.InterBrokerSASLPasswordFile != "" {
+		t.Errorf("defaults: inter-broker user %q password file %q", dc.InterBrokerSASLUsername, dc.InterBrokerSASLPasswordFile)
 	}
 }
 

@@ -61,7 +61,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* configData is the settings ConfigMap's data (KAAS_<KEY> variables). */}}
 {{- define "kaas.configData" -}}
-{{- $reserved := list "node.id" "listeners" "advertised.listeners" "listener.security.protocol.map" "data.dir" "http.listen" "registry" "registry.peers" "registry.service" "registry.namespace" "cluster.size" "lease.duration.ms" "lease.renew.interval.ms" "shutdown.timeout.ms" "ssl.certificate.location" "ssl.key.location" "ssl.truststore.location" "ssl.client.auth" "sasl.enabled.mechanisms" "authorizer" "super.users" -}}
+{{- $reserved := list "node.id" "listeners" "advertised.listeners" "listener.security.protocol.map" "data.dir" "http.listen" "registry" "registry.peers" "registry.service" "registry.namespace" "cluster.size" "lease.duration.ms" "lease.renew.interval.ms" "shutdown.timeout.ms" "ssl.certificate.location" "ssl.key.location" "ssl.truststore.location" "ssl.client.auth" "sasl.enabled.mechanisms" "authorizer" "super.users" "inter.broker.listener.name" "sasl.mechanism.inter.broker.protocol" "inter.broker.sasl.username" "inter.broker.sasl.password.file" -}}
 {{- range $k, $v := .Values.config }}
 {{- if has $k $reserved }}
 {{- fail (printf "config.%s: the chart sets this setting itself (see values.yaml)" $k) }}
@@ -108,6 +108,17 @@ assignment.json: {{ toJson .Values.assignment | quote }}
 {{- end -}}
 {{- if and $sec.sasl.users (not (hasPrefix "SASL" $sec.protocol)) -}}
 {{- fail (printf "security.sasl.users is set but security.protocol %s does not authenticate: use SASL_PLAINTEXT or SASL_SSL" $sec.protocol) -}}
+{{- end -}}
+{{- with $sec.sasl.interBroker.user -}}
+{{- if not (hasPrefix "SASL" $sec.protocol) -}}
+{{- fail (printf "security.sasl.interBroker.user is set but security.protocol %s does not authenticate: use SASL_PLAINTEXT or SASL_SSL" $sec.protocol) -}}
+{{- end -}}
+{{- if not (has . $sec.sasl.users) -}}
+{{- fail (printf "security.sasl.interBroker.user %s must be one of security.sasl.users (its credentials are written, and its password read, from security.sasl.usersSecret)" .) -}}
+{{- end -}}
+{{- if not (has $sec.sasl.interBroker.mechanism (splitList "," $sec.sasl.mechanisms)) -}}
+{{- fail (printf "security.sasl.interBroker.mechanism %s is not one of security.sasl.mechanisms %s" $sec.sasl.interBroker.mechanism $sec.sasl.mechanisms) -}}
+{{- end -}}
 {{- end -}}
 {{- if not .Values.persistence.existingClaim -}}
 {{- if not (has "ReadWriteMany" .Values.persistence.accessModes) -}}
