@@ -60,7 +60,7 @@ func (m *cpMember) sample() {
 	case epoch > 0 && m.id != "" && id != m.id:
 		m.resets = append(m.resets, fmt.Sprintf("%s: member id %s after %s", m.name, id, m.id))
 	}
-	if epoch > 0 && m.id == "" {
+	if epoch > 0 {
 		m.id = id
 	}
 	m.epoch = epoch
