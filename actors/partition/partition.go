@@ -524,6 +524,17 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 	h, records := m.batch.h, m.batch.records
 	neverWritten := p.disk.EndOffset() == 0
 	dupOffset, isDup, code := p.producers.check(&h, neverWritten)
+	if code == kerr.OutOfOrderSequenceNumber.Code && !m.verified && h.Attributes&attrTransactional != 0 {
+		// A pipelining producer's later batch of a transaction this partition has not
+		// verified yet: the batch before it is out for verification and not appended,
+		// so its sequence cannot be judged now. It is verified too and sent again after
+		// that batch, in the connection's order (txnproduce.go), and judged then.
+		if _, verify, token := p.txnCheck(&h, m); verify {
+			m.reply.Resolve(&Produced{ErrorCode: kerr.InvalidTxnState.Code, BaseOffset: -1, LogStartOffset: -1,
+				NeedsVerify: true, VerifyToken: token})
+			return
+		}
+	}
 	if code == 0 && !isDup {
 		code = suspectCode(p.producers[h.ProducerID], &h) // orphans.go
 	}

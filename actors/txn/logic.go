@@ -244,10 +244,8 @@ func planEnd(m *Meta, r endReq, newPID int64, now int64) endPlan {
 			return fail(pick(r.Commit, codeNone, codeState))
 		case CompleteAbort:
 			return fail(pick(!r.Commit, codeNone, codeState))
-		case PrepareCommit:
-			return fail(pick(r.Commit, codeConcurrent, codeState))
-		case PrepareAbort, PrepareEpochFence:
-			return fail(pick(!r.Commit, codeConcurrent, codeState))
+		case PrepareCommit, PrepareAbort, PrepareEpochFence:
+			return fail(codeConcurrent) // see the TV2 case below
 		}
 		return fail(codeState)
 	}
@@ -301,13 +299,13 @@ func planEnd(m *Meta, r endReq, newPID int64, now int64) endPlan {
 		}
 		return bump()
 	case PrepareCommit, PrepareAbort, PrepareEpochFence:
-		// A retry of the EndTxn whose Prepare this is, or the producer already at the
-		// bumped epoch: wait for the markers (Apache fences the latter; waiting is kinder
-		// and as safe, since nothing new is written).
-		if r.Commit == (m.State == PrepareCommit) {
-			return fail(codeConcurrent)
-		}
-		return fail(codeState)
+		// The markers are being written: Apache's coordinator has the Complete* pending
+		// then (prepareComplete as the markers are sent), and answers every EndTxn of a
+		// valid epoch CONCURRENT_TRANSACTIONS before it looks at the state. That is
+		// what a producer already at the bumped epoch needs when it aborts its next
+		// transaction at once (a rebalance): it retries and gets its empty abort once
+		// the Complete* is durable, where INVALID_TXN_STATE would fail it.
+		return fail(codeConcurrent)
 	}
 	return fail(codeState)
 }
