@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest k8sbin deploytest cluster chaos-cluster chaos
+.PHONY: all build test vet gotest deps e2e bench run fmt image imagetest k8sbin deploytest cluster chaos-cluster chaos peer peertest
 
 all: build
 
@@ -65,7 +65,7 @@ deploytest:
 # once k8sbin has run, KAAS_REQUIRE_K8S=1 makes a binary still missing fail the tests
 # instead of skipping them (KAAS_SKIP_K8S=1 still skips the tier explicitly).
 test:
-	@MAKE='$(MAKE)' hack/tiers.sh deps vet k8sbin gotest imagetest deploytest e2e
+	@MAKE='$(MAKE)' hack/tiers.sh deps vet k8sbin gotest imagetest deploytest e2e peertest
 
 # chaos runs the long set of fault-injection seeds (chaos/run_test.go) against one
 # in-process broker, 20 s of faults each, a few minutes in all; the short set runs in
@@ -74,6 +74,15 @@ test:
 chaos:
 	$(GO) test -race -timeout 30m ./chaos -run 'TestChaos$$' -chaos.long -count=1 -v
 	$(MAKE) chaos-cluster
+
+# peer runs franz-go's own integration tests (TestGroupETL, TestTxnEtl and their KIP-848
+# and static-member variants) against kaas and then kfake (e2e/peer.sh), timing each;
+# peertest, a tier of test, runs them against kaas alone.
+peer:
+	e2e/peer.sh
+
+peertest:
+	PEER_BROKERS=kaas e2e/peer.sh
 
 # bench runs every benchmark once and ends with one table of every figure kaas reports
 # beside kfake's in the same run, as ratios (hack/benchtable).
