@@ -142,15 +142,12 @@ func createdTopic(c *Call, version int16, name string, ti *partition.TopicInfo) 
 	rt.TopicID = ti.ID
 	rt.NumPartitions, rt.ReplicationFactor = int32(len(ti.Partitions)), ti.ReplicationFactor
 	if version >= 5 {
-		for _, e := range partition.TopicConfigs(c.Env.Config, ti.Configs) {
+		for _, e := range partition.TopicConfigs(c.Env.Config, brokerConfigsOf(c), c.Env.NodeID, ti.Configs) {
 			rc := kmsg.NewCreateTopicsResponseTopicConfig()
 			rc.Name = e.Name
 			v := e.Value
 			rc.Value = &v
-			rc.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
-			if e.Default {
-				rc.Source = int8(kmsg.ConfigSourceDefaultConfig)
-			}
+			rc.Source = int8(e.Source)
 			rt.Configs = append(rt.Configs, rc)
 		}
 	}

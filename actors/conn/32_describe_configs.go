@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,17 +16,25 @@ import (
 //	type. v4: flexible.
 //
 // Topics show every topic config: overrides (DYNAMIC_TOPIC_CONFIG) and the broker
-// defaults they fall back to (DEFAULT_CONFIG). The broker shows the log and topic
-// settings it runs with (STATIC_BROKER_CONFIG), which is what kadm and the usual tools
-// read. Broker loggers have nothing to show.
+// defaults they fall back to: a dynamic broker config (DYNAMIC_BROKER_CONFIG,
+// DYNAMIC_DEFAULT_BROKER_CONFIG) or the static default (DEFAULT_CONFIG). The broker (its
+// id) shows the log and topic settings it runs with, each its dynamic value over the one
+// it started with (STATIC_BROKER_CONFIG, or DEFAULT_CONFIG for the dynamic ones kaas has
+// no flag for), which is what kadm and the usual tools read; the cluster-wide resource
+// ("") shows its dynamic defaults only, as Apache. Synonyms list every source, most
+// precedent first. Broker loggers have nothing to show.
 func init() { register(32, 0, 4, handleDescribeConfigs) }
 
 func handleDescribeConfigs(c *Call) {
 	req := c.Req.(*kmsg.DescribeConfigsRequest)
 	var names []string
+	brokers := false
 	for _, r := range req.Resources {
-		if r.ResourceType == kmsg.ConfigResourceTypeTopic {
+		switch r.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
 			names = append(names, r.ResourceName)
+		case kmsg.ConfigResourceTypeBroker:
+			brokers = true
 		}
 	}
 	build := func(res *partition.Described) kmsg.Response {
@@ -45,12 +54,8 @@ func handleDescribeConfigs(c *Call) {
 					rr.ErrorCode = ti.ErrorCode
 					break
 				}
-				for _, e := range partition.TopicConfigs(c.Env.Config, ti.Configs) {
-					src := kmsg.ConfigSourceDynamicTopicConfig
-					if e.Default {
-						src = kmsg.ConfigSourceDefaultConfig
-					}
-					addConfig(&rr, req, r.ConfigNames, e.Name, e.Value, src, e.Type)
+				for _, e := range partition.TopicConfigs(c.Env.Config, brokerConfigsOf(c), c.Env.NodeID, ti.Configs) {
+					addConfig(&rr, req, r.ConfigNames, e)
 				}
 			case kmsg.ConfigResourceTypeBroker:
 				if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(c.Env.NodeID)) {
@@ -59,8 +64,8 @@ func handleDescribeConfigs(c *Call) {
 					rr.ErrorMessage = &msg
 					break
 				}
-				for _, e := range brokerConfigs(c) {
-					addConfig(&rr, req, r.ConfigNames, e.Name, e.Value, kmsg.ConfigSourceStaticBrokerConfig, e.Type)
+				for _, e := range brokerConfigs(c, r.ResourceName != "") {
+					addConfig(&rr, req, r.ConfigNames, e)
 				}
 			case kmsg.ConfigResourceTypeBrokerLogger:
 			default:
@@ -70,7 +75,7 @@ func handleDescribeConfigs(c *Call) {
 		}
 		return resp
 	}
-	if len(names) == 0 || noTopics(c) {
+	if len(names) == 0 && !brokers || noTopics(c) {
 		c.Respond(build(nil))
 		return
 	}
@@ -78,8 +83,8 @@ func handleDescribeConfigs(c *Call) {
 	askTopics(c, &partition.Describe{Names: names, Fresh: true, Reply: reply})
 }
 
-func addConfig(rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfigsRequest, only []string,
-	name, value string, src kmsg.ConfigSource, typ kmsg.ConfigType) {
+func addConfig(rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfigsRequest, only []string, e partition.ConfigEntry) {
+	name := e.Name
 	if only != nil {
 		found := false
 		for _, n := range only {
@@ -91,21 +96,60 @@ func addConfig(rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfi
 	}
 	rc := kmsg.NewDescribeConfigsResponseResourceConfig()
 	rc.Name = name
-	v := value
+	v := e.Value
 	rc.Value = &v
-	rc.Source = src
-	rc.IsDefault = src == kmsg.ConfigSourceDefaultConfig
-	rc.ConfigType = typ
+	rc.Source = e.Source
+	rc.IsDefault = e.Source == kmsg.ConfigSourceDefaultConfig
+	rc.ConfigType = e.Type
 	if req.IncludeSynonyms && req.Version >= 1 {
-		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-		syn.Name, syn.Value, syn.Source = name, &v, src
-		rc.ConfigSynonyms = append(rc.ConfigSynonyms, syn)
+		for _, s := range e.Synonyms {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			sv := s.Value
+			syn.Name, syn.Value, syn.Source = s.Name, &sv, s.Source
+			rc.ConfigSynonyms = append(rc.ConfigSynonyms, syn)
+		}
 	}
 	rr.Configs = append(rr.Configs, rc)
 }
 
-// brokerConfigs are the broker settings a topic falls back to, under Apache's names.
-func brokerConfigs(c *Call) []partition.ConfigEntry {
+// brokerConfigsOf are the dynamic broker configs in force, as the topics manager
+// published them with the catalogue.
+func brokerConfigsOf(c *Call) *partition.BrokerConfigs {
+	if c.Env.Catalog == nil {
+		return nil
+	}
+	return c.Env.Catalog.BrokerConfigs()
+}
+
+// brokerConfigs are the broker settings a topic falls back to, under Apache's names, as
+// broker id describes them (perBroker) or the cluster-wide resource "" does: only its
+// dynamic defaults.
+func brokerConfigs(c *Call, perBroker bool) []partition.ConfigEntry {
+	dyn := brokerConfigsOf(c)
+	listed := map[string]bool{}
+	var out []partition.ConfigEntry
+	for _, e := range staticBrokerConfigs(c) {
+		listed[e.Name] = true
+		out = append(out, dyn.BrokerEntry(e, kmsg.ConfigSourceStaticBrokerConfig, c.Env.NodeID, perBroker))
+	}
+	for _, e := range partition.DynamicBrokerStatics(c.Env.Config, listed) {
+		out = append(out, dyn.BrokerEntry(e, kmsg.ConfigSourceDefaultConfig, c.Env.NodeID, perBroker))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if perBroker {
+		return out
+	}
+	kept := out[:0]
+	for _, e := range out {
+		if e.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+// staticBrokerConfigs are the settings the broker started with.
+func staticBrokerConfigs(c *Call) []partition.ConfigEntry {
 	cfg := c.Env.Config
 	ms := func(d int64) string { return strconv.FormatInt(d, 10) }
 	retention := "-1"

@@ -12,8 +12,8 @@ import (
 //
 // The legacy whole-set replace: a TOPIC resource's overrides become exactly the configs
 // given (one not named goes back to its default), validate_only; written and applied as
-// IncrementalAlterConfigs' (alterconfigs.go). BROKER resources: refused as Apache
-// refuses a config that cannot be updated dynamically.
+// IncrementalAlterConfigs' (alterconfigs.go). BROKER resources: the whole set of the
+// resource's dynamic configs is replaced, as for a topic (alterconfigs.go).
 func init() { register(33, 0, 2, handleAlterConfigs) }
 
 func handleAlterConfigs(c *Call) {
@@ -21,8 +21,9 @@ func handleAlterConfigs(c *Call) {
 	rs := make([]configResource, len(req.Resources))
 	changes := make([]partition.TopicConfigChange, len(req.Resources))
 	for i, r := range req.Resources {
-		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, legacy: true}
-		ch := partition.TopicConfigChange{Name: r.ResourceName, Replace: true, Configs: map[string]string{}}
+		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, legacy: true, values: map[string]string{}}
+		ch := partition.TopicConfigChange{Name: r.ResourceName, Replace: true, Configs: map[string]string{},
+			Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker}
 		for _, cfg := range r.Configs {
 			cr.names = append(cr.names, cfg.Name)
 			cr.set = append(cr.set, cfg.Name)
@@ -31,6 +32,7 @@ func handleAlterConfigs(c *Call) {
 				continue
 			}
 			ch.Configs[cfg.Name] = *cfg.Value
+			cr.values[cfg.Name] = *cfg.Value
 		}
 		rs[i], changes[i] = cr, ch
 	}

@@ -13,8 +13,11 @@ import (
 // TOPIC resources: SET, DELETE (back to the default), APPEND and SUBTRACT (list configs),
 // each resource answered on its own, validate_only; the change is in the catalogue
 // before the answer and applied to the running partitions (alterconfigs.go,
-// actors/partition/alterconfigs.go). BROKER resources: kaas reads its settings at start,
-// so a change is refused as Apache refuses a config that cannot be updated dynamically.
+// actors/partition/alterconfigs.go). BROKER resources (the cluster-wide default "" or
+// this broker's id): the broker defaults of the topic configs kaas applies are changed
+// at runtime, kept with the catalogue and applied at once (alterconfigs.go,
+// actors/partition/brokerconfigs.go); any other is refused as Apache refuses a config
+// that cannot be updated dynamically.
 // BROKER_LOGGER resources: kaas has no runtime loggers; a change names one that does not
 // exist.
 func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
@@ -24,8 +27,8 @@ func handleIncrementalAlterConfigs(c *Call) {
 	rs := make([]configResource, len(req.Resources))
 	changes := make([]partition.TopicConfigChange, len(req.Resources))
 	for i, r := range req.Resources {
-		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1}
-		ch := partition.TopicConfigChange{Name: r.ResourceName}
+		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, values: map[string]string{}}
+		ch := partition.TopicConfigChange{Name: r.ResourceName, Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker}
 		for _, cfg := range r.Configs {
 			cr.names, cr.ops = append(cr.names, cfg.Name), append(cr.ops, int8(cfg.Op))
 			op := partition.ConfigOp{Name: cfg.Name, Op: int8(cfg.Op)}
@@ -37,6 +40,9 @@ func handleIncrementalAlterConfigs(c *Call) {
 			switch cfg.Op {
 			case kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 				cr.set = append(cr.set, cfg.Name)
+				if cfg.Op == kmsg.IncrementalAlterConfigOpSet && cfg.Value != nil {
+					cr.values[cfg.Name] = *cfg.Value
+				}
 			case kmsg.IncrementalAlterConfigOpDelete:
 			default:
 				cr.badOp = int8(cfg.Op)

@@ -8,12 +8,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/partition"
+	"kaas/peer"
 )
 
 // What AlterConfigs (33) and IncrementalAlterConfigs (44) share: Apache's
 // ConfigAdminManager.preprocess checks (a resource given twice, a config given twice, a
-// null value, the broker id), the answer for broker resources, and the gathering of the
-// topic resources' answers from the topics manager.
+// null value, the broker id, a broker config that cannot be changed at runtime or a bad
+// value of one), and the gathering of the topic and broker resources' answers from the
+// topics manager that writes the catalogue: dynamic broker configs are kept with it
+// (actors/partition/brokerconfigs.go).
 
 // configAnswer is one resource's outcome.
 type configAnswer struct {
@@ -32,10 +35,13 @@ type configResource struct {
 	badOp             int8   // an unknown operation (IncrementalAlterConfigs), or -1
 	ops               []int8 // the operation of each config named (IncrementalAlterConfigs)
 	legacy            bool
+	// values are the values of the configs set (SET, or every one in the legacy request).
+	values map[string]string
 }
 
 // preprocessConfigs answers what is answered without the topics manager: every resource
-// but the topics that passed, whose index it lists in topics.
+// but the topics that passed and the broker resources that change something, whose
+// index it lists in topics.
 func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topics []int) {
 	out = make([]*configAnswer, len(rs))
 	type key struct {
@@ -60,7 +66,7 @@ func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topic
 			out[i] = a
 			continue
 		}
-		if r.typ == kmsg.ConfigResourceTypeTopic {
+		if r.typ == kmsg.ConfigResourceTypeTopic || r.typ == kmsg.ConfigResourceTypeBroker && (len(r.names) > 0 || r.legacy) {
 			topics = append(topics, i)
 			continue
 		}
@@ -85,7 +91,8 @@ func checkConfigResource(c *Call, r configResource) *configAnswer {
 	case kmsg.ConfigResourceTypeTopic:
 		return nil
 	case kmsg.ConfigResourceTypeBroker:
-		if r.name != "" {
+		// A broker resource forwarded by another broker names that one.
+		if r.name != "" && !strings.HasPrefix(c.ClientID, peer.ClientIDPrefix) {
 			id, err := strconv.ParseInt(r.name, 10, 32)
 			if err != nil {
 				return invalid("Node id must be an integer, but it is: " + r.name)
@@ -97,19 +104,47 @@ func checkConfigResource(c *Call, r configResource) *configAnswer {
 		if r.badOp >= 0 {
 			return invalid("Unknown operations type " + strconv.Itoa(int(r.badOp)))
 		}
-		// kaas reads its broker settings at start only: every one is what Apache calls
-		// a config that cannot be updated dynamically. A DELETE removes no dynamic
-		// value (there is none) and is answered as Apache answers it: done.
-		if len(r.set) > 0 {
-			return invalid("Cannot update these configs dynamically: Set(" + strings.Join(r.set, ", ") + ")")
-		}
-		return nil
+		return checkBrokerChange(r)
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if !r.legacy {
 			return checkLoggers(c, r)
 		}
 	}
 	return invalid("Unknown resource type " + strconv.Itoa(int(r.typ)))
+}
+
+// checkBrokerChange checks the configs a BROKER resource sets as Apache's
+// DynamicBrokerConfig.validateConfigs does: one kaas never changes at runtime is what
+// Apache calls a config that cannot be updated dynamically (INVALID_REQUEST); one Apache
+// changes at runtime but kaas reads at start only is refused as not applied
+// (INVALID_CONFIG); a bad value is INVALID_REQUEST, as Apache's ConfigException there
+// (KAFKA-13609). A DELETE of any name is no error: it removes a dynamic value if there is
+// one.
+func checkBrokerChange(r configResource) *configAnswer {
+	var fixed, startOnly []string
+	for _, n := range r.set {
+		switch {
+		case partition.IsDynamicBrokerConfig(n):
+		case partition.IsStaticHere(n):
+			startOnly = append(startOnly, n)
+		default:
+			fixed = append(fixed, n)
+		}
+	}
+	if len(fixed) > 0 {
+		return &configAnswer{kerr.InvalidRequest.Code, "Cannot update these configs dynamically: Set(" + strings.Join(fixed, ", ") + ")"}
+	}
+	if len(startOnly) > 0 {
+		return &configAnswer{kerr.InvalidConfig.Code, "kaas applies these broker configs at start only, not dynamically: Set(" + strings.Join(startOnly, ", ") + ")"}
+	}
+	for _, n := range r.set {
+		if v, ok := r.values[n]; ok {
+			if err := partition.CheckBrokerConfig(n, v); err != nil {
+				return &configAnswer{kerr.InvalidRequest.Code, err.Error()}
+			}
+		}
+	}
+	return nil
 }
 
 // checkLoggers answers a BROKER_LOGGER resource as Apache's RuntimeLoggerManager does one
@@ -147,6 +182,9 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 	if len(topics) == 0 || noTopics(c) {
 		for _, i := range topics {
 			out[i] = &configAnswer{kerr.UnknownTopicOrPartition.Code, "The topic '" + changes[i].Name + "' does not exist."}
+			if changes[i].Broker {
+				out[i] = &configAnswer{kerr.UnknownServerError.Code, "no topics manager keeps the dynamic broker configs"}
+			}
 		}
 		c.Respond(build(out))
 		return
@@ -176,9 +214,9 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 }
 
 // configForward is how AlterConfigs or IncrementalAlterConfigs is forwarded: request
-// makes the request of the resources listed (the topics that passed preprocessing; a
-// broker resource is this broker's and answered here), answers reads the writer's
-// answer to it, one per resource in order.
+// makes the request of the resources listed (the topics that passed preprocessing and
+// the broker resources that change something; the writer keeps both), answers reads the
+// writer's answer to it, one per resource in order.
 // pick is all's elements at idx, in idx's order: the resources a forward carries.
 func pick[T any](all []T, idx []int) []T {
 	out := make([]T, 0, len(idx))

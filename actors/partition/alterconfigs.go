@@ -30,6 +30,14 @@ func (m *manager) handleAlterConfigs(ctx actor.Context, a *AlterTopicConfigs) {
 	}
 	w := newWaitAll(func() { a.Reply.Resolve(out) })
 	for i, ch := range a.Topics {
+		if ch.Broker {
+			w.add()
+			m.alterBrokerConfigs(ctx, ch, a.ValidateOnly, func(ti TopicInfo) {
+				out.Topics[i] = ti
+				w.done()
+			})
+			continue
+		}
 		t := m.topics[ch.Name]
 		if t != nil && t.deleting {
 			t = nil
@@ -92,10 +100,7 @@ func (m *manager) changedConfigs(base map[string]string, ch TopicConfigChange) (
 				}
 				return nil, kerr.InvalidConfig.Code, fmt.Sprintf("Can't %s to key %s because its type is not LIST.", verb, op.Name)
 			}
-			cur, ok := next[op.Name]
-			if !ok {
-				cur = def.def(m.cfg.Broker)
-			}
+			cur := m.defaults().of(next, op.Name)
 			next[op.Name] = editList(cur, op.Value, op.Op == int8(kmsg.IncrementalAlterConfigOpAppend))
 		default:
 			return nil, kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operation type %d", op.Op)
@@ -209,6 +214,7 @@ func (m *manager) refreshEntries(ctx actor.Context, names []string) {
 	if c == nil || c.Catalogue() && m.ownCatalogue || m.writing || len(m.jobs) > 0 {
 		return
 	}
+	m.readBrokerConfigs(ctx)
 	for _, n := range names {
 		t := m.topics[n]
 		if t == nil || t.deleting {

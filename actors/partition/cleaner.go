@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"kaas/actors/actor"
-	"kaas/config"
 )
 
 // The partition actor's side of log compaction (compact.go holds the pass itself).
@@ -204,7 +203,7 @@ func (p *partitionActor) abandonCleaning() {
 // the key map holds the keys Apache's dedupe buffer of that size holds (24 bytes a key
 // at its 0.9 load factor), and the passes share the manager's throttle.
 func (m *manager) cleanerConfig(overrides map[string]string) *CleanerConfig {
-	cc := cleanerConfig(m.cfg.Broker, overrides)
+	cc := cleanerConfig(m.defaults(), overrides)
 	if cc != nil {
 		if size := m.cfg.Broker.LogCleanerDedupeBufferSize; size > 0 {
 			cc.MaxKeys = int(min(size/24*9/10, math.MaxInt32))
@@ -215,11 +214,8 @@ func (m *manager) cleanerConfig(overrides map[string]string) *CleanerConfig {
 }
 
 // cleanerConfig is a topic's CleanerConfig, nil unless its cleanup.policy holds compact.
-func cleanerConfig(c *config.Config, overrides map[string]string) *CleanerConfig {
-	policy, ok := overrides["cleanup.policy"]
-	if !ok {
-		policy = topicConfigs["cleanup.policy"].def(c)
-	}
+func cleanerConfig(c defaults, overrides map[string]string) *CleanerConfig {
+	policy := c.of(overrides, "cleanup.policy")
 	cc := &CleanerConfig{}
 	compact := false
 	for _, p := range strings.Split(policy, ",") {
@@ -233,11 +229,7 @@ func cleanerConfig(c *config.Config, overrides map[string]string) *CleanerConfig
 	if !compact {
 		return nil
 	}
-	ratio, ok := overrides["min.cleanable.dirty.ratio"]
-	if !ok {
-		ratio = topicConfigs["min.cleanable.dirty.ratio"].def(c)
-	}
-	cc.MinDirtyRatio, _ = strconv.ParseFloat(ratio, 64)
+	cc.MinDirtyRatio, _ = strconv.ParseFloat(c.of(overrides, "min.cleanable.dirty.ratio"), 64)
 	cc.MinLagMS = effective(c, overrides, "min.compaction.lag.ms")
 	cc.MaxLagMS = effective(c, overrides, "max.compaction.lag.ms")
 	cc.DeleteRetentionMS = effective(c, overrides, "delete.retention.ms")

@@ -142,6 +142,12 @@ type manager struct {
 	readingEpochs bool
 	// held are the Describes waiting for a partition's leader (Describe.WaitLeader).
 	held []heldDescribe
+	// dyn are the dynamic broker configs in force (never nil once started), dynTopic
+	// the topic configs' defaults they give this broker, dynQueued the last queued write
+	// of them (brokerconfigs.go).
+	dyn       *BrokerConfigs
+	dynTopic  map[string]string
+	dynQueued *BrokerConfigs
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -231,6 +237,12 @@ func (m *manager) onStarted(ctx actor.Context) {
 		load = readCatalog // another broker may be writing it; leftovers are left alone
 		_ = m.cfg.FS.MkdirAll(m.root)
 	}
+	m.dyn, m.dynTopic, m.dynQueued = &BrokerConfigs{}, nil, nil
+	if dyn, err := loadBrokerConfigs(m.cfg.FS, m.root); err != nil {
+		m.log.Error().Err(err).Msg("dynamic_broker_configs_load_failed")
+	} else {
+		m.dyn, m.dynTopic = dyn, dyn.topicDefaults(m.cfg.NodeID)
+	}
 	metas, errs := load(m.cfg.FS, m.root)
 	for _, err := range errs {
 		m.log.Error().Err(err).Msg("topic_load_failed")
@@ -281,7 +293,7 @@ func (m *manager) dropTopic(ctx actor.Context, t *topicState) {
 }
 
 func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
-	c := m.cfg.Broker
+	c, d := m.cfg.Broker, m.defaults()
 	return PartitionConfig{
 		Dir:            partitionDir(m.root, meta.Name, p),
 		Topic:          meta.Name,
@@ -289,12 +301,12 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 		LeaderEpoch:    meta.LeaderEpochs[p],
 		NodeID:         m.cfg.NodeID,
 		Lapsed:         m.lapsed(),
-		SegmentBytes:   effective(c, meta.Configs, "segment.bytes"),
-		RetentionMS:    effective(c, meta.Configs, "retention.ms"),
-		RetentionBytes: effective(c, meta.Configs, "retention.bytes"),
-		FlushMessages:  max(1, effective(c, meta.Configs, "flush.messages")),
+		SegmentBytes:   effective(d, meta.Configs, "segment.bytes"),
+		RetentionMS:    effective(d, meta.Configs, "retention.ms"),
+		RetentionBytes: effective(d, meta.Configs, "retention.bytes"),
+		FlushMessages:  max(1, effective(d, meta.Configs, "flush.messages")),
 		RetentionCheck: c.LogRetentionCheck,
-		Timing:         timingOf(c, meta.Configs),
+		Timing:         timingOf(d, meta.Configs),
 		Cleaner:        m.cleanerConfig(meta.Configs),
 		IdleClose:      m.cfg.IdleClose,
 		Now:            m.cfg.Now,
@@ -313,7 +325,7 @@ func (m *manager) partitionConfig(meta *topicMeta, p int32) PartitionConfig {
 // maxMessageBytes is the topic's max.message.bytes (the configured default unless it
 // overrides it).
 func (m *manager) maxMessageBytes(meta *topicMeta) int32 {
-	return int32(effective(m.cfg.Broker, meta.Configs, "max.message.bytes"))
+	return int32(effective(m.defaults(), meta.Configs, "max.message.bytes"))
 }
 
 // lapsed is a partition actor's Lapsed in a cluster (nil: a broker alone).

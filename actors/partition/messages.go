@@ -259,6 +259,9 @@ type ConfigOp struct {
 // overrides replaced by Configs (the legacy AlterConfigs: a config not named goes back to
 // its default).
 type TopicConfigChange struct {
+	// Broker: a BROKER resource's dynamic configs (Name "" the cluster-wide defaults,
+	// else a broker id), not a topic's (brokerconfigs.go).
+	Broker  bool
 	Name    string
 	Ops     []ConfigOp
 	Replace bool

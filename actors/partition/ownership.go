@@ -77,6 +77,7 @@ func (m *manager) onCatalogTick(ctx actor.Context) {
 	if writer && m.ownCatalogue {
 		return // this broker's memory is the catalogue
 	}
+	m.readBrokerConfigs(ctx)
 	metas, errs := readCatalog(m.cfg.FS, m.root)
 	if len(errs) > 0 {
 		return // read again at the next tick

@@ -32,6 +32,8 @@ type catalogSnap struct {
 	// batch counts and logs a refusal as the partition would (Route.ValidateBatch).
 	met *Metrics
 	log zerolog.Logger
+	// brokerConfigs are the dynamic broker configs in force (brokerconfigs.go).
+	brokerConfigs *BrokerConfigs
 }
 
 // snapTopic is one topic as published: never changed once stored.
@@ -190,14 +192,15 @@ func (m *manager) publish() {
 		return
 	}
 	snap := &catalogSnap{topics: make(map[string]*snapTopic, len(m.topics)), byID: make(map[TopicID]*snapTopic, len(m.topics)),
-		met: m.cfg.Metrics, log: m.cfg.Log, gen: m.cfg.Catalog.gens.Add(1)}
+		met: m.cfg.Metrics, log: m.cfg.Log, gen: m.cfg.Catalog.gens.Add(1), brokerConfigs: m.dyn}
+	d := m.defaults()
 	for name, t := range m.topics {
 		if t.deleting {
 			continue
 		}
 		st := &snapTopic{name: name, id: t.id, partitions: t.meta.Partitions, pids: append([]*actor.PID(nil), t.pids...),
-			maxMessageBytes: m.maxMessageBytes(t.meta), compact: cleanerConfig(m.cfg.Broker, t.meta.Configs) != nil,
-			timestamps: timestampPolicyOf(m.cfg.Broker, t.meta.Configs), codec: topicCodec(t.meta.Configs["compression.type"]) + 1}
+			maxMessageBytes: m.maxMessageBytes(t.meta), compact: cleanerConfig(d, t.meta.Configs) != nil,
+			timestamps: timestampPolicyOf(d, t.meta.Configs), codec: topicCodec(d.of(t.meta.Configs, "compression.type")) + 1}
 		snap.topics[name] = st
 		snap.byID[t.id] = st
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"kaas/actors/actor"
-	"kaas/config"
 )
 
 // A partition's time-based settings: segment.ms and segment.jitter.ms roll the active
@@ -33,7 +32,7 @@ type Timing struct {
 }
 
 // timingOf is the Timing of a topic's configs.
-func timingOf(c *config.Config, overrides map[string]string) Timing {
+func timingOf(c defaults, overrides map[string]string) Timing {
 	t := Timing{SegmentMS: effective(c, overrides, "segment.ms"), SegmentJitterMS: effective(c, overrides, "segment.jitter.ms"),
 		FlushMS: effective(c, overrides, "flush.ms")}
 	if t.FlushMS == 0 {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"kaas/config"
 )
 
 // A topic's timestamp settings, applied to every produced batch in the connection's
@@ -40,13 +38,8 @@ type timestampPolicy struct {
 }
 
 // timestampPolicyOf is the policy of a topic's configs (their defaults where not set).
-func timestampPolicyOf(c *config.Config, overrides map[string]string) timestampPolicy {
-	get := func(name string) string {
-		if v, ok := overrides[name]; ok {
-			return v
-		}
-		return topicConfigs[name].def(c)
-	}
+func timestampPolicyOf(c defaults, overrides map[string]string) timestampPolicy {
+	get := func(name string) string { return c.of(overrides, name) }
 	num := func(name string) int64 {
 		n, err := strconv.ParseInt(get(name), 10, 64)
 		if err != nil {

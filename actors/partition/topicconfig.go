@@ -19,6 +19,10 @@ type ConfigEntry struct {
 	Value   string
 	Default bool // true: the broker default, no topic override
 	Type    kmsg.ConfigType
+	// Source is where Value comes from, Synonyms every source that sets the config,
+	// most precedent first (Value's the first), as Apache lists them.
+	Source   kmsg.ConfigSource
+	Synonyms []Synonym
 }
 
 // topicConfigDef is one of Apache's topic configs (TopicConfig / LogConfig): its type and
@@ -97,29 +101,11 @@ func validateTopicConfigs(configs map[string]string) error {
 	}
 	sort.Strings(names) // the first bad one by name, the same answer every time
 	for _, k := range names {
-		v := configs[k]
-		def, ok := topicConfigs[k]
-		if !ok {
+		if _, ok := topicConfigs[k]; !ok {
 			return fmt.Errorf("Unknown topic config name: %s", k)
 		}
-		var err error
-		switch def.typ {
-		case kmsg.ConfigTypeInt:
-			_, err = strconv.ParseInt(v, 10, 32)
-		case kmsg.ConfigTypeLong:
-			_, err = strconv.ParseInt(v, 10, 64)
-		case kmsg.ConfigTypeDouble:
-			_, err = strconv.ParseFloat(v, 64)
-		case kmsg.ConfigTypeBoolean:
-			_, err = strconv.ParseBool(v)
-		}
-		if err != nil {
-			return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, k, def.typ.String())
-		}
-		if rule := topicRules[k]; rule != nil {
-			if err := rule(k, v); err != nil {
-				return err
-			}
+		if err := checkTopicValue(k, k, configs[k]); err != nil {
+			return err
 		}
 	}
 	// Apache's LogConfig.validateValues: the compaction lags, each an override or its
@@ -137,17 +123,50 @@ func validateTopicConfigs(configs map[string]string) error {
 	return nil
 }
 
-// TopicConfigs lists every topic config of a topic: its overrides, the broker defaults
-// for the rest, sorted by name (DescribeConfigs).
-func TopicConfigs(c *config.Config, overrides map[string]string) []ConfigEntry {
+// checkTopicValue checks v as a value of the topic config topic (a value of its type
+// within its range), naming it name in the error: the topic config itself, or the
+// broker config it is the default of (brokerconfigs.go).
+func checkTopicValue(name, topic, v string) error {
+	def := topicConfigs[topic]
+	var err error
+	switch def.typ {
+	case kmsg.ConfigTypeInt:
+		_, err = strconv.ParseInt(v, 10, 32)
+	case kmsg.ConfigTypeLong:
+		_, err = strconv.ParseInt(v, 10, 64)
+	case kmsg.ConfigTypeDouble:
+		_, err = strconv.ParseFloat(v, 64)
+	case kmsg.ConfigTypeBoolean:
+		_, err = strconv.ParseBool(v)
+	}
+	if err != nil {
+		return fmt.Errorf("Invalid value %s for configuration %s: not a %s", v, name, def.typ.String())
+	}
+	if rule := topicRules[topic]; rule != nil {
+		return rule(name, v)
+	}
+	return nil
+}
+
+// TopicConfigs lists every topic config of a topic on broker node: its overrides
+// (DYNAMIC_TOPIC_CONFIG), the broker defaults for the rest: a dynamic broker config of
+// its synonym (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG), else the static
+// default (DEFAULT_CONFIG), sorted by name (DescribeConfigs, CreateTopics).
+func TopicConfigs(c *config.Config, dyn *BrokerConfigs, node int32, overrides map[string]string) []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(topicConfigs))
 	for name, def := range topicConfigs {
 		e := ConfigEntry{Name: name, Type: def.typ}
 		if v, ok := overrides[name]; ok {
-			e.Value = v
-		} else {
-			e.Value, e.Default = def.def(c), true
+			e.Synonyms = append(e.Synonyms, Synonym{name, v, kmsg.ConfigSourceDynamicTopicConfig})
 		}
+		static := name
+		if b, ok := topicToBroker[name]; ok {
+			e.Synonyms = append(e.Synonyms, dyn.layers(b, node, true)...)
+			static = b
+		}
+		e.Synonyms = append(e.Synonyms, Synonym{static, def.def(c), kmsg.ConfigSourceDefaultConfig})
+		e.Value, e.Source = e.Synonyms[0].Value, e.Synonyms[0].Source
+		e.Default = e.Source == kmsg.ConfigSourceDefaultConfig
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -155,26 +174,22 @@ func TopicConfigs(c *config.Config, overrides map[string]string) []ConfigEntry {
 }
 
 // effective is the value of a topic config: the override or the broker default.
-func effective(c *config.Config, overrides map[string]string, name string) int64 {
-	v, ok := overrides[name]
-	if !ok {
-		v = topicConfigs[name].def(c)
-	}
-	n, _ := strconv.ParseInt(v, 10, 64)
+func effective(d defaults, overrides map[string]string, name string) int64 {
+	n, _ := strconv.ParseInt(d.of(overrides, name), 10, 64)
 	return n
 }
 
 // checkCleanupPolicy accepts Apache's "delete", "compact" and both (compact.go). An
 // empty list (no cleanup at all in Apache) is refused: kaas would delete by retention.
-func checkCleanupPolicy(v string) error {
+func checkCleanupPolicy(name, v string) error {
 	for _, p := range strings.Split(v, ",") {
 		switch strings.TrimSpace(p) {
 		case "delete", "compact":
 		default:
 			if strings.TrimSpace(v) == "" {
-				return fmt.Errorf("Invalid value %q for configuration cleanup.policy: kaas applies only \"delete\" and \"compact\" (a topic without cleanup is not supported yet)", v)
+				return fmt.Errorf("Invalid value %q for configuration %s: kaas applies only \"delete\" and \"compact\" (a topic without cleanup is not supported yet)", v, name)
 			}
-			return fmt.Errorf("Invalid value %s for configuration cleanup.policy: String must be one of: compact, delete", v)
+			return fmt.Errorf("Invalid value %s for configuration %s: String must be one of: compact, delete", v, name)
 		}
 	}
 	return nil

@@ -31,7 +31,7 @@ var topicRules = map[string]func(name, v string) error{
 	"local.retention.ms":                  atLeast(-2),
 	"local.retention.bytes":               atLeast(-2),
 	"min.cleanable.dirty.ratio":           checkDirtyRatio,
-	"cleanup.policy":                      func(_, v string) error { return checkCleanupPolicy(v) },
+	"cleanup.policy":                      checkCleanupPolicy,
 	"message.timestamp.type":              oneOf("CreateTime", "LogAppendTime"),
 	"max.compaction.lag.ms":               atLeast(1),
 	"compression.type":                    oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
