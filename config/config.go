@@ -447,9 +447,9 @@ func settings(c *Config) []setting {
 				return err
 			},
 			func(c *Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) }},
-		intSetting("message.max.bytes", "largest record batch a producer may send", &c.MessageMaxBytes),
-		int64Setting("log.segment.bytes", "roll a partition's segment at this size", &c.LogSegmentBytes),
-		{"log.retention.ms", "delete segments older than this (-1: forever)",
+		intSetting("message.max.bytes", "largest record batch a producer may send; dynamic: a BROKER resource may change it at runtime", &c.MessageMaxBytes),
+		int64Setting("log.segment.bytes", "roll a partition's segment at this size; dynamic: a BROKER resource may change it at runtime", &c.LogSegmentBytes),
+		{"log.retention.ms", "delete segments older than this (-1: forever); dynamic: a BROKER resource may change it at runtime",
 			func(c *Config, v string) error {
 				n, err := strconv.ParseInt(v, 10, 64)
 				c.LogRetention = time.Duration(n) * time.Millisecond
@@ -461,8 +461,8 @@ func settings(c *Config) []setting {
 				}
 				return ms(c.LogRetention)
 			}},
-		int64Setting("log.retention.bytes", "delete old segments past this size per partition (-1: no limit)", &c.LogRetentionBytes),
-		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable", &c.LogFlushIntervalMessages),
+		int64Setting("log.retention.bytes", "delete old segments past this size per partition (-1: no limit); dynamic: a BROKER resource may change it at runtime", &c.LogRetentionBytes),
+		int64Setting("log.flush.interval.messages", "fsync after this many appended batches; 1 makes every acknowledged produce durable; dynamic: a BROKER resource may change it at runtime", &c.LogFlushIntervalMessages),
 		msSetting("log.retention.check.interval.ms", "how often log retention runs", &c.LogRetentionCheck),
 		int64Setting("log.cleaner.dedupe.buffer.size", "bytes of the log cleaner's key map per pass (24 bytes a key at a 0.9 load); a fuller dirty range is cleaned over several passes", &c.LogCleanerDedupeBufferSize),
 		{"log.cleaner.io.max.bytes.per.second", "bytes a second the log cleaner reads and writes, all compacted partitions together",

@@ -196,11 +196,17 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 	msg.Reply = c.Await(func(v any) kmsg.Response {
 		switch res := v.(type) {
 		case []configAnswer: // the writer's
+			reread := false
 			for k, i := range topics {
 				out[i] = &configAnswer{kerr.UnknownServerError.Code, "the controller left the resource out"}
 				if k < len(res) {
 					out[i] = &res[k]
+					reread = reread || changes[i].Broker && res[k].code == 0 && !validateOnly
 				}
+			}
+			if reread {
+				// Applied here at once rather than at the next catalogue tick.
+				c.Env.System.Send(c.Env.Topics, partition.ReadBrokerConfigsMessage())
 			}
 		case *partition.Created:
 			for k, i := range topics {

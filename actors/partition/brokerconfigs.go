@@ -334,6 +334,21 @@ func (m *manager) setBrokerConfigs(ctx actor.Context, b *BrokerConfigs) {
 		Msg("dynamic_broker_configs_applied")
 }
 
+// readBrokerConfigsAgain asks the topics manager to read the dynamic broker configs
+// again (a broker that forwarded a change of them to the writer).
+type readBrokerConfigsAgain struct{}
+
+// ReadBrokerConfigsMessage is the message that asks it.
+func ReadBrokerConfigsMessage() any { return &readBrokerConfigsAgain{} }
+
+func (m *manager) onReadBrokerConfigs(ctx actor.Context) {
+	c := m.cfg.Cluster
+	if c == nil || c.Catalogue() && m.ownCatalogue || m.stopping {
+		return
+	}
+	m.readBrokerConfigs(ctx)
+}
+
 // readBrokerConfigs reads the dynamic broker configs again (a broker that does not write
 // the catalogue) and applies them if they changed.
 func (m *manager) readBrokerConfigs(ctx actor.Context) {

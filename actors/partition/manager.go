@@ -201,6 +201,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.handleCreatePartitions(ctx, msg)
 	case *AlterTopicConfigs:
 		m.handleAlterConfigs(ctx, msg)
+	case *readBrokerConfigsAgain:
+		m.onReadBrokerConfigs(ctx)
 	case *PartitionsExist:
 		msg.Reply.Resolve(m.handleExist(ctx, msg))
 	case *resolveUnknown:

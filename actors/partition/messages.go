@@ -268,8 +268,9 @@ type TopicConfigChange struct {
 	Configs map[string]string
 }
 
-// AlterTopicConfigs changes topics' configs: each is checked on its own, written to the
-// catalogue (unless ValidateOnly) and then given to the topic's running partitions.
+// AlterTopicConfigs changes topics' configs (and BROKER resources' dynamic configs,
+// TopicConfigChange.Broker): each is checked on its own, written to the catalogue (unless
+// ValidateOnly) and then given to the running partitions.
 // Reply: *Created, one TopicInfo per change (ErrorCode and ErrorMessage).
 type AlterTopicConfigs struct {
 	Topics       []TopicConfigChange
