@@ -67,7 +67,8 @@ var brokerToTopic, topicToBroker = func() (map[string]string, map[string]string)
 }()
 
 // staticHere are broker configs Apache changes at runtime that kaas reads at start only
-// (the other log synonyms, the cleaner's, the connection quotas, producer-state expiry):
+// or has no use for (the other log synonyms, the cleaner's, the connection quotas,
+// producer-state expiry, the thread pools):
 // a change is refused with INVALID_CONFIG, since it would not be applied.
 var staticHere = map[string]bool{
 	"log.retention.minutes": true, "log.retention.hours": true, "log.roll.hours": true,
@@ -78,7 +79,8 @@ var staticHere = map[string]bool{
 	"log.cleaner.io.buffer.load.factor": true, "log.cleaner.io.buffer.size": true,
 	"log.cleaner.io.max.bytes.per.second": true, "log.cleaner.backoff.ms": true,
 	"max.connections": true, "max.connections.per.ip": true, "max.connections.per.ip.overrides": true,
-	"producer.id.expiration.ms": true,
+	"producer.id.expiration.ms": true, "num.io.threads": true, "num.network.threads": true,
+	"num.replica.fetchers": true, "num.recovery.threads.per.data.dir": true, "background.threads": true,
 }
 
 // IsDynamicBrokerConfig reports whether kaas changes the broker config name at runtime.
@@ -354,9 +356,14 @@ func (m *manager) onReadBrokerConfigs(ctx actor.Context) {
 func (m *manager) readBrokerConfigs(ctx actor.Context) {
 	b, err := loadBrokerConfigs(m.cfg.FS, m.root)
 	if err != nil {
-		m.log.Warn().Str("reason", clip(err.Error(), 256)).Msg("dynamic_broker_configs_not_read")
+		// Logged once per reason, not at every tick; the configs in force stay.
+		if reason := clip(err.Error(), 256); reason != m.dynReadErr {
+			m.dynReadErr = reason
+			m.log.Warn().Str("reason", reason).Msg("dynamic_broker_configs_not_read")
+		}
 		return
 	}
+	m.dynReadErr = ""
 	m.setBrokerConfigs(ctx, b)
 }
 

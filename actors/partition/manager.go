@@ -148,6 +148,8 @@ type manager struct {
 	dyn       *BrokerConfigs
 	dynTopic  map[string]string
 	dynQueued *BrokerConfigs
+	// dynReadErr is the last reason they could not be read again, logged once.
+	dynReadErr string
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
