@@ -142,6 +142,9 @@ type manager struct {
 	readingEpochs bool
 	// held are the Describes waiting for a partition's leader (Describe.WaitLeader).
 	held []heldDescribe
+	// groupCfgs are the per-group configs as written (groupconfigs.go), and
+	// groupCfgsQueued what they will be once the queued writes are made (nil: none).
+	groupCfgs, groupCfgsQueued map[string]map[string]string
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -243,6 +246,8 @@ func (m *manager) onStarted(ctx actor.Context) {
 		}
 		m.add(ctx, meta)
 	}
+	m.groupCfgs, m.groupCfgsQueued = nil, nil
+	m.loadGroupConfigs() // published before the catalogue is loaded (Catalog.Loaded)
 	m.publish()
 	m.log.Info().Int("topics", len(m.topics)).Msg("topics_loaded")
 	if c := m.cfg.Cluster; c != nil && c.Reload > 0 {
