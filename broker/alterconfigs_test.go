@@ -168,7 +168,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 			{"logger", incResource(kmsg.ConfigResourceTypeBrokerLogger, "2", incOp{"kafka.server", set, sp("DEBUG")}), kerr.InvalidConfig.Code, "Logger kafka.server does not exist!"},
 			{"logger append", incResource(kmsg.ConfigResourceTypeBrokerLogger, "2", incOp{"kafka.server", app, sp("DEBUG")}), kerr.InvalidRequest.Code, "APPEND operation is not allowed for the BROKER_LOGGER resource"},
 			{"other broker's logger", incResource(kmsg.ConfigResourceTypeBrokerLogger, "5", incOp{"kafka.server", set, sp("DEBUG")}), kerr.InvalidRequest.Code, "Unexpected node id."},
-			{"group", incResource(kmsg.ConfigResourceTypeGroupConfig, "g", incOp{"consumer.session.timeout.ms", set, sp("45000")}), kerr.InvalidRequest.Code, "Unknown resource type 32"},
+			{"client metrics", incResource(kmsg.ConfigResourceTypeClientMetrics, "m", incOp{"metrics", set, sp("org.apache")}), kerr.InvalidRequest.Code, "Unknown resource type 16"},
 			{"other broker", incResource(kmsg.ConfigResourceTypeBroker, "7", incOp{"log.retention.ms", set, sp("5")}), kerr.InvalidRequest.Code, "Unexpected broker id, expected 2, but received 7"},
 		} {
 			r := incAlter(t, addr, v, false, tc.res)

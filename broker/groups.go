@@ -85,6 +85,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	settings.Metrics = group.NewMetrics(b.met.Registry)
 	if b.catalog != nil {
 		settings.Consumer.Topics = b.catalog
+		settings.Consumer.GroupConfigs = b.catalog
 	}
 	return group.ManagerConfig{
 		Settings: settings,

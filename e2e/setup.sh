@@ -19,8 +19,11 @@ if ((${#missing[@]})); then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		log "installing ${missing[*]}"
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null 2>&1 || log "apt-get update failed"
-		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+		# Another apt (a fresh machine's unattended upgrades, a second setup) may hold the
+		# dpkg lock: wait for it rather than skip the clients.
+		lock=(-o DPkg::Lock::Timeout=300)
+		apt-get "${lock[@]}" update -qq >/dev/null 2>&1 || log "apt-get update failed"
+		apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
 			log "apt-get install ${missing[*]} failed: those clients will be skipped"
 	else
 		log "not root or no apt-get: ${missing[*]} stay missing (their clients will be skipped)"

@@ -3,6 +3,7 @@ package conn
 import (
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,12 +23,15 @@ import (
 // it started with (STATIC_BROKER_CONFIG, or DEFAULT_CONFIG for the dynamic ones kaas has
 // no flag for), which is what kadm and the usual tools read; the cluster-wide resource
 // ("") shows its dynamic defaults only, as Apache. Synonyms list every source, most
-// precedent first. Broker loggers have nothing to show.
+// precedent first. Broker loggers have nothing to show. Groups (KIP-848) show the group configs kaas
+// applies, as Apache's ConfigHelper: GROUP_CONFIG when the group sets one, else
+// DEFAULT_CONFIG with the broker's group.consumer.* setting; read again from the
+// catalogue first in a cluster, so a change made through any broker shows at once.
 func init() { register(32, 0, 4, handleDescribeConfigs) }
 
 func handleDescribeConfigs(c *Call) {
 	req := c.Req.(*kmsg.DescribeConfigsRequest)
-	var names []string
+	var names, groups []string
 	brokers := false
 	for _, r := range req.Resources {
 		switch r.ResourceType {
@@ -35,11 +39,15 @@ func handleDescribeConfigs(c *Call) {
 			names = append(names, r.ResourceName)
 		case kmsg.ConfigResourceTypeBroker:
 			brokers = true
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if r.ResourceName != "" {
+				groups = append(groups, r.ResourceName)
+			}
 		}
 	}
 	build := func(res *partition.Described) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		k := 0
+		k, kg := 0, 0
 		for _, r := range req.Resources {
 			rr := kmsg.NewDescribeConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
@@ -68,6 +76,18 @@ func handleDescribeConfigs(c *Call) {
 					addConfig(&rr, req, r.ConfigNames, e)
 				}
 			case kmsg.ConfigResourceTypeBrokerLogger:
+			case kmsg.ConfigResourceTypeGroupConfig:
+				if r.ResourceName == "" {
+					rr.ErrorCode = kerr.InvalidRequest.Code
+					rr.ErrorMessage = strPtr("Group name must not be empty")
+					break
+				}
+				var set map[string]string
+				if res != nil && kg < len(res.Groups) {
+					set = res.Groups[kg]
+				}
+				kg++
+				addGroupConfigs(c, &rr, req, r.ConfigNames, set)
 			default:
 				rr.ErrorCode = kerr.InvalidRequest.Code
 			}
@@ -75,14 +95,42 @@ func handleDescribeConfigs(c *Call) {
 		}
 		return resp
 	}
-	if len(names) == 0 && !brokers || noTopics(c) {
+	if len(names) == 0 && len(groups) == 0 && !brokers || noTopics(c) {
 		c.Respond(build(nil))
 		return
 	}
 	reply := c.Await(func(v any) kmsg.Response { return build(v.(*partition.Described)) })
-	askTopics(c, &partition.Describe{Names: names, Fresh: true, Reply: reply})
+	askTopics(c, &partition.Describe{Names: names, Groups: groups, Fresh: true, Reply: reply})
 }
 
+// addGroupConfigs adds a group's configs: those it sets (GROUP_CONFIG), the others at
+// the broker's setting (DEFAULT_CONFIG), with their documentation when asked (v3+).
+func addGroupConfigs(c *Call, rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfigsRequest, only []string, set map[string]string) {
+	cfg := c.Env.Config
+	for _, e := range []struct {
+		name string
+		def  int64
+	}{
+		{partition.GroupHeartbeatIntervalConfig, cfg.GroupConsumerHeartbeatInterval.Milliseconds()},
+		{partition.GroupSessionTimeoutConfig, cfg.GroupConsumerSessionTimeout.Milliseconds()},
+	} {
+		value, src := strconv.FormatInt(e.def, 10), kmsg.ConfigSourceDefaultConfig
+		if v, ok := set[e.name]; ok {
+			value, src = v, kmsg.ConfigSourceGroupConfig
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil {
+				value = strconv.FormatInt(n, 10) // as Apache shows the parsed value
+			}
+		}
+		n := len(rr.Configs)
+		addConfig(rr, req, only, partition.ConfigEntry{Name: e.name, Value: value, Type: kmsg.ConfigTypeInt,
+			Source: src, Synonyms: []partition.Synonym{{Name: e.name, Value: value, Source: src}}})
+		if len(rr.Configs) > n && req.IncludeDocumentation {
+			rr.Configs[n].Documentation = strPtr(partition.GroupConfigDocs[e.name])
+		}
+	}
+}
+
+// addConfig adds e unless only leaves it out, with its synonyms when asked (v1+).
 func addConfig(rr *kmsg.DescribeConfigsResponseResource, req *kmsg.DescribeConfigsRequest, only []string, e partition.ConfigEntry) {
 	name := e.Name
 	if only != nil {

@@ -12,18 +12,19 @@ import (
 //
 // The legacy whole-set replace: a TOPIC resource's overrides become exactly the configs
 // given (one not named goes back to its default), validate_only; written and applied as
-// IncrementalAlterConfigs' (alterconfigs.go). BROKER resources: the whole set of the
-// resource's dynamic configs is replaced, as for a topic (alterconfigs.go).
+// IncrementalAlterConfigs' (alterconfigs.go); a GROUP resource's configs likewise
+// (actors/partition/groupconfigs.go). BROKER resources: the whole set of the resource's
+// dynamic configs is replaced likewise (actors/partition/brokerconfigs.go).
 func init() { register(33, 0, 2, handleAlterConfigs) }
 
 func handleAlterConfigs(c *Call) {
 	req := c.Req.(*kmsg.AlterConfigsRequest)
 	rs := make([]configResource, len(req.Resources))
-	changes := make([]partition.TopicConfigChange, len(req.Resources))
+	changes := make([]configChange, len(req.Resources))
 	for i, r := range req.Resources {
 		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, legacy: true, values: map[string]string{}}
-		ch := partition.TopicConfigChange{Name: r.ResourceName, Replace: true, Configs: map[string]string{},
-			Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker}
+		ch := configChange{TopicConfigChange: partition.TopicConfigChange{Name: r.ResourceName, Replace: true, Configs: map[string]string{},
+			Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker}, Group: r.ResourceType == kmsg.ConfigResourceTypeGroupConfig}
 		for _, cfg := range r.Configs {
 			cr.names = append(cr.names, cfg.Name)
 			cr.set = append(cr.set, cfg.Name)
@@ -36,7 +37,7 @@ func handleAlterConfigs(c *Call) {
 		}
 		rs[i], changes[i] = cr, ch
 	}
-	out, topics := preprocessConfigs(c, rs)
+	out, writer := preprocessConfigs(c, rs)
 	fwd := configForward{
 		request: func(idx []int) kmsg.Request {
 			r := *req
@@ -51,7 +52,7 @@ func handleAlterConfigs(c *Call) {
 			return as
 		},
 	}
-	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, fwd, func(out []*configAnswer) kmsg.Response {
+	alterTopicConfigs(c, out, writer, changes, req.ValidateOnly, fwd, func(out []*configAnswer) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 		for i, r := range req.Resources {
 			rr := kmsg.NewAlterConfigsResponseResource()

@@ -13,11 +13,15 @@ import (
 // TOPIC resources: SET, DELETE (back to the default), APPEND and SUBTRACT (list configs),
 // each resource answered on its own, validate_only; the change is in the catalogue
 // before the answer and applied to the running partitions (alterconfigs.go,
-// actors/partition/alterconfigs.go). BROKER resources (the cluster-wide default "" or
-// this broker's id): the broker defaults of the topic configs kaas applies are changed
-// at runtime, kept with the catalogue and applied at once (alterconfigs.go,
-// actors/partition/brokerconfigs.go); any other is refused as Apache refuses a config
-// that cannot be updated dynamically.
+// actors/partition/alterconfigs.go). GROUP resources (KIP-848):
+// consumer.session.timeout.ms and consumer.heartbeat.interval.ms of one group, SET and
+// DELETE, validated as Apache's GroupConfig (APPEND and SUBTRACT refused: neither is a
+// list; a config kaas does not apply is INVALID_CONFIG), kept in the catalogue and
+// applied by the group's actor from its members' next heartbeat
+// (actors/partition/groupconfigs.go). BROKER resources (the cluster-wide default "" or
+// this broker's id): the broker defaults of the topic configs kaas applies are changed at
+// runtime, kept with the catalogue and applied at once (actors/partition/brokerconfigs.go);
+// any other is refused as Apache refuses a config that cannot be updated dynamically.
 // BROKER_LOGGER resources: kaas has no runtime loggers; a change names one that does not
 // exist.
 func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
@@ -25,10 +29,11 @@ func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 func handleIncrementalAlterConfigs(c *Call) {
 	req := c.Req.(*kmsg.IncrementalAlterConfigsRequest)
 	rs := make([]configResource, len(req.Resources))
-	changes := make([]partition.TopicConfigChange, len(req.Resources))
+	changes := make([]configChange, len(req.Resources))
 	for i, r := range req.Resources {
 		cr := configResource{typ: r.ResourceType, name: r.ResourceName, badOp: -1, values: map[string]string{}}
-		ch := partition.TopicConfigChange{Name: r.ResourceName, Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker}
+		ch := configChange{TopicConfigChange: partition.TopicConfigChange{Name: r.ResourceName, Broker: r.ResourceType == kmsg.ConfigResourceTypeBroker},
+			Group: r.ResourceType == kmsg.ConfigResourceTypeGroupConfig}
 		for _, cfg := range r.Configs {
 			cr.names, cr.ops = append(cr.names, cfg.Name), append(cr.ops, int8(cfg.Op))
 			op := partition.ConfigOp{Name: cfg.Name, Op: int8(cfg.Op)}
@@ -51,7 +56,7 @@ func handleIncrementalAlterConfigs(c *Call) {
 		}
 		rs[i], changes[i] = cr, ch
 	}
-	out, topics := preprocessConfigs(c, rs)
+	out, writer := preprocessConfigs(c, rs)
 	fwd := configForward{
 		request: func(idx []int) kmsg.Request {
 			r := *req
@@ -66,7 +71,7 @@ func handleIncrementalAlterConfigs(c *Call) {
 			return as
 		},
 	}
-	alterTopicConfigs(c, out, topics, changes, req.ValidateOnly, fwd, func(out []*configAnswer) kmsg.Response {
+	alterTopicConfigs(c, out, writer, changes, req.ValidateOnly, fwd, func(out []*configAnswer) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 		for i, r := range req.Resources {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()

@@ -14,9 +14,9 @@ import (
 // What AlterConfigs (33) and IncrementalAlterConfigs (44) share: Apache's
 // ConfigAdminManager.preprocess checks (a resource given twice, a config given twice, a
 // null value, the broker id, a broker config that cannot be changed at runtime or a bad
-// value of one), and the gathering of the topic and broker resources' answers from the
-// topics manager that writes the catalogue: dynamic broker configs are kept with it
-// (actors/partition/brokerconfigs.go).
+// value of one), and the gathering of the topic, group and broker resources' answers from
+// the topics manager (the catalogue's writer keeps all three:
+// actors/partition/alterconfigs.go, groupconfigs.go, brokerconfigs.go).
 
 // configAnswer is one resource's outcome.
 type configAnswer struct {
@@ -40,9 +40,9 @@ type configResource struct {
 }
 
 // preprocessConfigs answers what is answered without the topics manager: every resource
-// but the topics that passed and the broker resources that change something, whose
-// index it lists in topics.
-func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topics []int) {
+// but the topics and groups that passed and the broker resources that change something,
+// whose index it lists in writer.
+func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, writer []int) {
 	out = make([]*configAnswer, len(rs))
 	type key struct {
 		typ  kmsg.ConfigResourceType
@@ -66,13 +66,14 @@ func preprocessConfigs(c *Call, rs []configResource) (out []*configAnswer, topic
 			out[i] = a
 			continue
 		}
-		if r.typ == kmsg.ConfigResourceTypeTopic || r.typ == kmsg.ConfigResourceTypeBroker && (len(r.names) > 0 || r.legacy) {
-			topics = append(topics, i)
+		if r.typ == kmsg.ConfigResourceTypeTopic || r.typ == kmsg.ConfigResourceTypeGroupConfig ||
+			r.typ == kmsg.ConfigResourceTypeBroker && (len(r.names) > 0 || r.legacy) {
+			writer = append(writer, i)
 			continue
 		}
 		out[i] = &configAnswer{} // a broker (or broker logger) resource that changes nothing
 	}
-	return out, topics
+	return out, writer
 }
 
 func checkConfigResource(c *Call, r configResource) *configAnswer {
@@ -88,7 +89,7 @@ func checkConfigResource(c *Call, r configResource) *configAnswer {
 		return invalid("Null value not supported for : " + strings.Join(r.nulls, ", "))
 	}
 	switch r.typ {
-	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeGroupConfig:
 		return nil
 	case kmsg.ConfigResourceTypeBroker:
 		// A broker resource forwarded by another broker names that one.
@@ -174,30 +175,41 @@ func checkLoggers(c *Call, r configResource) *configAnswer {
 	return nil
 }
 
-// alterTopicConfigs asks the topics manager for the topic resources and then answers
-// through build, which gets every resource's outcome in request order.
-// fwd is how the request is forwarded to the catalogue's writer (forward.go).
-func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []partition.TopicConfigChange,
+// alterTopicConfigs asks the topics manager for the topic, group and broker resources (writer,
+// their indexes in request order) and then answers through build, which gets every
+// resource's outcome in request order. fwd is how the request is forwarded to the
+// catalogue's writer (forward.go).
+func alterTopicConfigs(c *Call, out []*configAnswer, writer []int, changes []configChange,
 	validateOnly bool, fwd configForward, build func([]*configAnswer) kmsg.Response) {
-	if len(topics) == 0 || noTopics(c) {
+	msg := &partition.AlterTopicConfigs{ValidateOnly: validateOnly}
+	var topics, groups []int
+	for _, i := range writer {
+		if changes[i].Group {
+			groups = append(groups, i)
+			msg.Groups = append(msg.Groups, changes[i].TopicConfigChange)
+		} else {
+			topics = append(topics, i)
+			msg.Topics = append(msg.Topics, changes[i].TopicConfigChange)
+		}
+	}
+	if len(writer) == 0 || noTopics(c) {
 		for _, i := range topics {
 			out[i] = &configAnswer{kerr.UnknownTopicOrPartition.Code, "The topic '" + changes[i].Name + "' does not exist."}
 			if changes[i].Broker {
-				out[i] = &configAnswer{kerr.UnknownServerError.Code, "no topics manager keeps the dynamic broker configs"}
+				out[i] = &configAnswer{kerr.UnknownServerError.Code, "this broker has no topic catalogue to keep dynamic broker configs in"}
 			}
+		}
+		for _, i := range groups {
+			out[i] = &configAnswer{kerr.UnknownServerError.Code, "this broker has no topic catalogue to keep group configs in"}
 		}
 		c.Respond(build(out))
 		return
 	}
-	msg := &partition.AlterTopicConfigs{ValidateOnly: validateOnly}
-	for _, i := range topics {
-		msg.Topics = append(msg.Topics, changes[i])
-	}
 	msg.Reply = c.Await(func(v any) kmsg.Response {
 		switch res := v.(type) {
-		case []configAnswer: // the writer's
+		case []configAnswer: // the writer's, in request order
 			reread := false
-			for k, i := range topics {
+			for k, i := range writer {
 				out[i] = &configAnswer{kerr.UnknownServerError.Code, "the controller left the resource out"}
 				if k < len(res) {
 					out[i] = &res[k]
@@ -213,16 +225,29 @@ func alterTopicConfigs(c *Call, out []*configAnswer, topics []int, changes []par
 				ti := res.Topics[k]
 				out[i] = &configAnswer{ti.ErrorCode, ti.ErrorMessage}
 			}
+			for k, i := range groups {
+				out[i] = &configAnswer{kerr.UnknownServerError.Code, "the controller left the resource out"}
+				if k < len(res.Groups) {
+					out[i] = &configAnswer{res.Groups[k].ErrorCode, res.Groups[k].ErrorMessage}
+				}
+			}
 		}
 		return build(out)
 	})
-	askWriter(c, msg, msg.Reply, fwd.request(topics), func(r kmsg.Response) any { return fwd.answers(r) })
+	askWriter(c, msg, msg.Reply, fwd.request(writer), func(r kmsg.Response) any { return fwd.answers(r) })
+}
+
+// configChange is one resource's change as the topics manager takes it; Group: a GROUP
+// resource (its Name the group id), else a TOPIC one.
+type configChange struct {
+	partition.TopicConfigChange
+	Group bool
 }
 
 // configForward is how AlterConfigs or IncrementalAlterConfigs is forwarded: request
-// makes the request of the resources listed (the topics that passed preprocessing and
-// the broker resources that change something; the writer keeps both), answers reads the
-// writer's answer to it, one per resource in order.
+// makes the request of the resources listed (the topics, groups and broker resources
+// that passed preprocessing; the writer keeps all three), answers reads the writer's
+// answer to it, one per resource in order.
 // pick is all's elements at idx, in idx's order: the resources a forward carries.
 func pick[T any](all []T, idx []int) []T {
 	out := make([]T, 0, len(idx))

@@ -61,12 +61,12 @@ var authzTable = []AuthzRule{
 	{29, "DescribeAcls", "CLUSTER: DESCRIBE", "31", nil},
 	{30, "CreateAcls", "CLUSTER: ALTER", "31 per creation", nil},
 	{31, "DeleteAcls", "CLUSTER: ALTER", "31 per filter", nil},
-	{32, "DescribeConfigs", "TOPIC or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 31", checkDescribeConfigs},
-	{33, "AlterConfigs", "CLUSTER: CLUSTER_ACTION (a broker forwarding), else TOPIC or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 31", byBroker(checkAlterConfigs)},
+	{32, "DescribeConfigs", "TOPIC, GROUP or CLUSTER: DESCRIBE_CONFIGS per resource", "that resource 29 / 30 / 31", checkDescribeConfigs},
+	{33, "AlterConfigs", "CLUSTER: CLUSTER_ACTION (a broker forwarding), else TOPIC, GROUP or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 30 / 31", byBroker(checkAlterConfigs)},
 	{35, "DescribeLogDirs", "CLUSTER: DESCRIBE", "top-level 31 (v3+), no log dirs", checkDescribeLogDirs},
 	{37, "CreatePartitions", "CLUSTER: CLUSTER_ACTION (a broker forwarding), else TOPIC: ALTER per topic", "that topic 29", byBroker(checkCreatePartitions)},
 	{42, "DeleteGroups", "GROUP: DELETE per group", "that group 30", checkDeleteGroups},
-	{44, "IncrementalAlterConfigs", "CLUSTER: CLUSTER_ACTION (a broker forwarding), else TOPIC or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 31", byBroker(checkIncrementalAlterConfigs)},
+	{44, "IncrementalAlterConfigs", "CLUSTER: CLUSTER_ACTION (a broker forwarding), else TOPIC, GROUP or CLUSTER: ALTER_CONFIGS per resource", "that resource 29 / 30 / 31", byBroker(checkIncrementalAlterConfigs)},
 	{47, "OffsetDelete", "GROUP: DELETE, then TOPIC: READ per topic", "top-level 30; that topic's partitions 29", checkOffsetDelete},
 	{50, "DescribeUserScramCredentials", "CLUSTER: DESCRIBE", "top-level 31", nil},
 	{51, "AlterUserScramCredentials", "CLUSTER: ALTER", "31 per user", nil},
@@ -985,6 +985,8 @@ func checkDescribeConfigs(c *Call) bool {
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			ok, codes[i] = c.allowed(auth.DescribeConfigs, auth.Topic, r.ResourceName), topicDenied
+		case kmsg.ConfigResourceTypeGroupConfig:
+			ok, codes[i] = c.allowed(auth.DescribeConfigs, auth.Group, r.ResourceName), groupDenied
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 			ok, codes[i] = c.allowed(auth.DescribeConfigs, auth.Cluster, auth.ClusterName), clusterDenied
 		}
@@ -1011,8 +1013,9 @@ func checkDescribeConfigs(c *Call) bool {
 }
 
 // alterConfigsDenied checks ALTER_CONFIGS on each resource of an AlterConfigs or
-// IncrementalAlterConfigs (its type and name by typeName): a TOPIC on the topic, a BROKER
-// or BROKER_LOGGER on the cluster; other types are left to the handler. It returns which
+// IncrementalAlterConfigs (its type and name by typeName): a TOPIC on the topic, a GROUP
+// on the group, a BROKER or BROKER_LOGGER on the cluster; other types are left to the
+// handler. It returns which
 // were denied and with what code.
 func alterConfigsDenied[T any](c *Call, rs []T, typeName func(T) (kmsg.ConfigResourceType, string)) (kept []T, isDenied []bool, codes []int16, some bool) {
 	isDenied, codes = make([]bool, len(rs)), make([]int16, len(rs))
@@ -1022,6 +1025,8 @@ func alterConfigsDenied[T any](c *Call, rs []T, typeName func(T) (kmsg.ConfigRes
 		switch typ {
 		case kmsg.ConfigResourceTypeTopic:
 			ok, codes[i] = c.allowed(auth.AlterConfigs, auth.Topic, name), topicDenied
+		case kmsg.ConfigResourceTypeGroupConfig:
+			ok, codes[i] = c.allowed(auth.AlterConfigs, auth.Group, name), groupDenied
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 			ok, codes[i] = c.allowed(auth.AlterConfigs, auth.Cluster, auth.ClusterName), clusterDenied
 		}

@@ -12,9 +12,9 @@ import (
 
 // Forwarding. In a cluster one broker writes the topic catalogue (the owner of the
 // partition key ("", -1); Metadata names it controller). A CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs or IncrementalAlterConfigs of topics (or of the dynamic
-// broker configs, kept with the catalogue) asked of another
-// broker is authorized here first, every check as on any request (authz.go), checked as
+// CreatePartitions, AlterConfigs or IncrementalAlterConfigs of topics or groups (or of
+// the dynamic broker configs, kept with the catalogue) asked of another broker is
+// authorized here first, every check as on any request (authz.go), checked as
 // far as it can be without the catalogue (the handler's own validation), and then sent
 // to the writer over the inter-broker client (package peer) as this broker, in the
 // writer's answer's place: the client gets the writer's answer. Apache forwards as the

@@ -275,7 +275,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			return
 		}
 		res := &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch,
-			HeartbeatInterval: int32(g.cfg.Settings.Consumer.HeartbeatInterval.Milliseconds())}
+			HeartbeatInterval: g.heartbeatIntervalMs()}
 		if r.MemberEpoch == epochStaticLeave {
 			g.staticLeave(m)
 			g.finishHeartbeat(ctx, r, res)
@@ -348,7 +348,8 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	}
 	before := m.assigned
 	g.reconcileMember(ctx, m, owned)
-	m.deadline = time.Now().Add(s.SessionTimeout)
+	session, _ := g.consumerTimes() // the group's, from this heartbeat on
+	m.deadline = time.Now().Add(session)
 	g.armConsumerSession(ctx, m)
 	res := &ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch}
 	full := r.RebalanceTimeout != -1 && r.Subscribed != nil && r.Owned != nil
@@ -368,7 +369,7 @@ func (g *groupActor) answerHeartbeat(r *ConsumerHeartbeat, code int16, msg strin
 // changed (as Apache answers once its records are written): a restart then continues
 // every member at the epoch it was told. A failed write answers the write's error.
 func (g *groupActor) finishHeartbeat(ctx actor.Context, r *ConsumerHeartbeat, res *ConsumerHeartbeatResult) {
-	res.HeartbeatInterval = int32(g.cfg.Settings.Consumer.HeartbeatInterval.Milliseconds())
+	res.HeartbeatInterval = g.heartbeatIntervalMs()
 	if g.cg == nil || !g.cg.dirty {
 		r.Reply.Resolve(res)
 		return
@@ -737,7 +738,7 @@ func (g *groupActor) armRebalance(ctx actor.Context, m *cMember) {
 	m.rebalanceSeq++
 	d := m.rebalanceTimeout
 	if d <= 0 {
-		d = g.cfg.Settings.Consumer.SessionTimeout
+		d, _ = g.consumerTimes()
 	}
 	m.rebalanceCancel = actor.After(ctx, d, &consumerRebalanceCheck{member: m.id, seq: m.rebalanceSeq, epoch: m.epoch})
 }

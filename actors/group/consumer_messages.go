@@ -40,6 +40,41 @@ type ConsumerSettings struct {
 	// Migration is group.consumer.migration.policy (Migration*, migrate.go); "" is
 	// Apache's default, bidirectional.
 	Migration string
+	// GroupConfigs are the per-group consumer.* configs (GROUP config resources; nil:
+	// none), read at each heartbeat so that a change applies from the next one.
+	GroupConfigs GroupConfigLookup
+}
+
+// GroupConfigLookup gives a group's consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms, 0 where the group sets none (SessionTimeout and
+// HeartbeatInterval apply). partition.Catalog is one: published by the topics manager,
+// read without asking it.
+type GroupConfigLookup interface {
+	ConsumerGroupTimes(group string) (session, heartbeat time.Duration)
+}
+
+// consumerTimes are the session timeout and heartbeat interval of the group's
+// consumer-protocol members: the group's configs, else the broker's settings (Apache's
+// GroupMetadataManager.consumerGroupSessionTimeoutMs and ...HeartbeatIntervalMs).
+func (g *groupActor) consumerTimes() (session, heartbeat time.Duration) {
+	s := &g.cfg.Settings.Consumer
+	session, heartbeat = s.SessionTimeout, s.HeartbeatInterval
+	if s.GroupConfigs != nil {
+		gs, gh := s.GroupConfigs.ConsumerGroupTimes(g.cfg.Group)
+		if gs > 0 {
+			session = gs
+		}
+		if gh > 0 {
+			heartbeat = gh
+		}
+	}
+	return session, heartbeat
+}
+
+// heartbeatIntervalMs is the heartbeat interval a ConsumerGroupHeartbeat answer gives.
+func (g *groupActor) heartbeatIntervalMs() int32 {
+	_, h := g.consumerTimes()
+	return int32(h.Milliseconds())
 }
 
 // OwnedTopic is one topic of the partitions a member reports it owns.

@@ -83,12 +83,14 @@ type classicOwedCheck struct {
 }
 
 // sessionTimeout is how long m may stay silent: its JoinGroup's session timeout for a
-// classic member, group.consumer.session.timeout.ms otherwise.
+// classic member, the group's consumer.session.timeout.ms (else the broker's
+// group.consumer.session.timeout.ms) otherwise.
 func (g *groupActor) sessionTimeoutOf(m *cMember) time.Duration {
 	if m.classic != nil {
 		return m.classic.sessionTimeout
 	}
-	return g.cfg.Settings.Consumer.SessionTimeout
+	s, _ := g.consumerTimes()
+	return s
 }
 
 // protocolName is the protocol a classic member's JoinGroup answer names (Apache: its

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"time"
@@ -26,6 +27,13 @@ func (m *manager) handleDescribe(ctx actor.Context, d *Describe) {
 		m.refreshEntries(ctx, d.Names)
 	}
 	out := &Described{}
+	if len(d.Groups) > 0 {
+		m.refreshGroupConfigs()
+		out.Groups = make([]map[string]string, len(d.Groups))
+		for i, g := range d.Groups {
+			out.Groups[i] = maps.Clone(m.groupCfgs[g])
+		}
+	}
 	if d.All {
 		names := make([]string, 0, len(m.topics))
 		for n := range m.topics {

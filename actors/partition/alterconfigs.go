@@ -24,11 +24,24 @@ import (
 
 func (m *manager) handleAlterConfigs(ctx actor.Context, a *AlterTopicConfigs) {
 	names := topicNames(a.Topics, func(t TopicConfigChange) string { return t.Name })
-	_, out, ok := m.writerChecks(names, a.Reply)
-	if !ok {
+	if m.notWriter() {
+		out := &Created{Groups: make([]GroupConfigResult, len(a.Groups))}
+		for _, n := range names {
+			out.Topics = append(out.Topics, failed(n, kerr.NotController.Code, notControllerMsg))
+		}
+		for i := range out.Groups {
+			out.Groups[i] = GroupConfigResult{ErrorCode: kerr.NotController.Code, ErrorMessage: notControllerMsg}
+		}
+		a.Reply.Resolve(out)
 		return
 	}
+	_, out, _ := m.writerChecks(names, a.Reply)
 	w := newWaitAll(func() { a.Reply.Resolve(out) })
+	w.add()
+	m.alterGroupConfigs(ctx, a, func(rs []GroupConfigResult) {
+		out.Groups = rs
+		w.done()
+	})
 	for i, ch := range a.Topics {
 		if ch.Broker {
 			w.add()

@@ -150,6 +150,9 @@ type manager struct {
 	dynQueued *BrokerConfigs
 	// dynReadErr is the last reason they could not be read again, logged once.
 	dynReadErr string
+	// groupCfgs are the per-group configs as written (groupconfigs.go), and
+	// groupCfgsQueued what they will be once the queued writes are made (nil: none).
+	groupCfgs, groupCfgsQueued map[string]map[string]string
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
@@ -259,6 +262,8 @@ func (m *manager) onStarted(ctx actor.Context) {
 		}
 		m.add(ctx, meta)
 	}
+	m.groupCfgs, m.groupCfgsQueued = nil, nil
+	m.loadGroupConfigs() // published before the catalogue is loaded (Catalog.Loaded)
 	m.publish()
 	m.log.Info().Int("topics", len(m.topics)).Msg("topics_loaded")
 	if c := m.cfg.Cluster; c != nil && c.Reload > 0 {

@@ -71,12 +71,17 @@ type Describe struct {
 	// first (DescribeConfigs): a config changed through the broker that writes the
 	// catalogue shows at once.
 	Fresh bool
-	Reply actor.Promise
+	// Groups are groups whose configs (GROUP config resources) are asked too, read
+	// again first in a cluster as Fresh does: Described.Groups.
+	Groups []string
+	Reply  actor.Promise
 }
 
 // Described answers Describe.
 type Described struct {
 	Topics []TopicInfo
+	// Groups are the overrides of each of Describe.Groups, in order (nil: none).
+	Groups []map[string]string
 }
 
 // NewTopic is one topic of a CreateTopics.
@@ -100,6 +105,8 @@ type CreateTopics struct {
 // Created has one TopicInfo per requested topic (ErrorCode set on failure).
 type Created struct {
 	Topics []TopicInfo
+	// Groups answers AlterTopicConfigs.Groups, one result per change.
+	Groups []GroupConfigResult
 }
 
 // DeleteTopics deletes topics by name or by id (v6); a topic named both ways or twice is
@@ -269,11 +276,14 @@ type TopicConfigChange struct {
 }
 
 // AlterTopicConfigs changes topics' configs (and BROKER resources' dynamic configs,
-// TopicConfigChange.Broker): each is checked on its own, written to the catalogue (unless
-// ValidateOnly) and then given to the running partitions.
-// Reply: *Created, one TopicInfo per change (ErrorCode and ErrorMessage).
+// TopicConfigChange.Broker, brokerconfigs.go): each is checked on its own, written to
+// the catalogue (unless ValidateOnly) and then given to the running partitions.
+// Groups change groups' configs (GROUP config resources, Name the group id) the same
+// way (groupconfigs.go). Reply: *Created, one TopicInfo per topic or broker change
+// (ErrorCode and ErrorMessage) and one GroupConfigResult per group change.
 type AlterTopicConfigs struct {
 	Topics       []TopicConfigChange
+	Groups       []TopicConfigChange
 	ValidateOnly bool
 	Reply        actor.Promise
 }

@@ -109,6 +109,7 @@ func (m *manager) onCatalogTick(ctx actor.Context) {
 	if changed {
 		m.publish()
 	}
+	m.loadGroupConfigs()
 	m.ownCatalogue = writer // read once more after taking the catalogue over
 }
 

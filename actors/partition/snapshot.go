@@ -22,6 +22,9 @@ type Catalog struct {
 	gens       atomic.Uint64 // each publish's number (TopicNames)
 	loaded     chan struct{} // closed by the first publish
 	loadedOnce sync.Once
+	// groups are the per-group consumer configs (groupconfigs.go), published apart
+	// from the topics.
+	groups atomic.Pointer[map[string]groupTimes]
 }
 
 type catalogSnap struct {
