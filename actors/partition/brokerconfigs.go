@@ -225,6 +225,14 @@ func (m *manager) defaults() defaults { return defaults{static: m.cfg.Broker, dy
 // alterBrokerConfigs changes a BROKER resource's dynamic configs (the writer of the
 // catalogue: a broker resource forwarded by another broker names that broker).
 func (m *manager) alterBrokerConfigs(ctx actor.Context, ch TopicConfigChange, validateOnly bool, answer func(TopicInfo)) {
+	if m.dynUnread {
+		m.readBrokerConfigs(ctx)
+		if m.dynUnread {
+			// Written now, the file would lose the configs it holds.
+			answer(failed(ch.Name, kerr.KafkaStorageError.Code, "the dynamic broker configs on disk could not be read"))
+			return
+		}
+	}
 	latest := m.dyn
 	if m.dynQueued != nil {
 		latest = m.dynQueued
@@ -363,7 +371,7 @@ func (m *manager) readBrokerConfigs(ctx actor.Context) {
 		}
 		return
 	}
-	m.dynReadErr = ""
+	m.dynReadErr, m.dynUnread = "", false
 	m.setBrokerConfigs(ctx, b)
 }
 

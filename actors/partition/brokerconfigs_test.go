@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,5 +62,27 @@ func TestBrokerConfigsWriteFailure(t *testing.T) {
 	}
 	if b := h.cfg.Catalog.BrokerConfigs(); len(b.Scope("")) != 0 {
 		t.Fatalf("after the delete: %+v", b)
+	}
+}
+
+// Dynamic broker configs that cannot be read at start are never overwritten unread: a
+// change is refused with KAFKA_STORAGE_ERROR and the file is left as it is.
+func TestBrokerConfigsUnreadNotOverwritten(t *testing.T) {
+	dir := t.TempDir()
+	root := topicsDir(dir)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, brokerConfigFile)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, dir, nil)
+	defer h.stop()
+	if ti := h.alterBroker("", setOp("log.retention.ms", "60000")); ti.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("over an unreadable file: %+v, want KAFKA_STORAGE_ERROR", ti)
+	}
+	if data, err := os.ReadFile(path); err != nil || string(data) != "{not json" {
+		t.Fatalf("the unreadable file was replaced: %q %v", data, err)
 	}
 }

@@ -148,8 +148,10 @@ type manager struct {
 	dyn       *BrokerConfigs
 	dynTopic  map[string]string
 	dynQueued *BrokerConfigs
-	// dynReadErr is the last reason they could not be read again, logged once.
+	// dynReadErr is the last reason they could not be read again, logged once;
+	// dynUnread: they could not be read at start and have not been read since.
 	dynReadErr string
+	dynUnread  bool
 	// groupCfgs are the per-group configs as written (groupconfigs.go), and
 	// groupCfgsQueued what they will be once the queued writes are made (nil: none).
 	groupCfgs, groupCfgsQueued map[string]map[string]string
@@ -245,7 +247,9 @@ func (m *manager) onStarted(ctx actor.Context) {
 		_ = m.cfg.FS.MkdirAll(m.root)
 	}
 	m.dyn, m.dynTopic, m.dynQueued = &BrokerConfigs{}, nil, nil
+	m.dynUnread = false
 	if dyn, err := loadBrokerConfigs(m.cfg.FS, m.root); err != nil {
+		m.dynUnread = true // read again before any write, never overwritten unread
 		m.log.Error().Err(err).Msg("dynamic_broker_configs_load_failed")
 	} else {
 		m.dyn, m.dynTopic = dyn, dyn.topicDefaults(m.cfg.NodeID)
