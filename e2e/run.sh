@@ -139,6 +139,20 @@ need_rdkafka() {
 	err=$(cd "$e2e/js" && node -e "require('node-rdkafka')" 2>&1) ||
 		echo "node-rdkafka does not load (e2e/setup.sh builds it against Debian's librdkafka-dev): $(grep -m1 -E 'Error' <<<"$err")"
 }
+need_rdkafka848() {
+	# node-rdkafka 3.6.1 of e2e/js848, built by e2e/setup.sh with the librdkafka 2.12 it
+	# bundles; a build that failed or could not start left its reason in .rdkafka-skip.
+	command -v node >/dev/null || { echo "node is not installed"; return; }
+	if [ -f "$e2e/js848/node_modules/.rdkafka-skip" ]; then
+		cat "$e2e/js848/node_modules/.rdkafka-skip"
+		return
+	fi
+	[ -d "$e2e/js848/node_modules/node-rdkafka" ] ||
+		{ echo "npm package node-rdkafka 3.6.1 is not installed (e2e/setup.sh runs npm ci in e2e/js848)"; return; }
+	local err
+	err=$(cd "$e2e/js848" && node -e "require('node-rdkafka')" 2>&1) ||
+		echo "node-rdkafka 3.6.1 does not load (e2e/setup.sh builds it with its bundled librdkafka): $(grep -m1 -E 'Error' <<<"$err")"
+}
 
 run_scenario kgo need_nothing "$E2E_BIN/kgo" -balancer=cooperative-sticky
 run_scenario kgo-static-range need_nothing "$E2E_BIN/kgo" -balancer=range -static
@@ -161,6 +175,9 @@ fi
 run_scenario kafka-go need_nothing "$E2E_BIN/kafkago"
 run_scenario kafkajs need_kafkajs node "$e2e/js/kafkajs.js"
 run_scenario node-rdkafka need_rdkafka node "$e2e/js/rdkafka.js"
+# The same on the consumer group protocol (KIP-848): librdkafka 2.12 (node-rdkafka 3.6.1 of
+# e2e/js848); the Go helper waits on and administers the group with ConsumerGroupDescribe.
+E2E_GROUP_PROTOCOL=consumer run_scenario node-rdkafka-848 need_rdkafka848 node "$e2e/js/rdkafka.js"
 run_scenario kcat need_kcat "$e2e/kcat.sh"
 run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/confluent.py"
 # Transactions (docs/transactions.md): committed and aborted transactions over 3 partitions

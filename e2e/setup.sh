@@ -70,6 +70,43 @@ rdkafka: $rdkafka"
 			log "npm ci failed (see $npmlog): the node clients will be skipped"
 		fi
 	fi
+
+	# e2e/js848: node-rdkafka 3.6.1 built with the librdkafka 2.12 it bundles (no
+	# BUILD_LIBRDKAFKA=0: Debian's 2.0.2 has no consumer group protocol, KIP-848), for the
+	# node-rdkafka-848 scenario. Its configure and make run from the package's own sources
+	# (about 2 minutes of CPU on a first install); the node headers come from npm_config_nodedir
+	# as above. Same stamp and skip file as e2e/js, in js848/node_modules.
+	rdkafka848=build
+	if [ ! -f "$nodedir/include/node/common.gypi" ]; then
+		rdkafka848="node-rdkafka 3.6.1 was not built: no node headers in $nodedir/include/node (node-gyp would download them from outside the npm registry)"
+	elif ! command -v make >/dev/null || ! command -v cc >/dev/null || ! command -v c++ >/dev/null; then
+		rdkafka848="node-rdkafka 3.6.1 was not built: its bundled librdkafka needs make, cc and c++"
+	fi
+	stamp="$(cat js848/package-lock.json)
+rdkafka: $rdkafka848"
+	if [ "$stamp" != "$(cat js848/node_modules/.e2e-lock 2>/dev/null)" ]; then
+		npmlog=${TMPDIR:-/tmp}/kaas-e2e-npm-ci-js848.log
+		omit=()
+		[ "$rdkafka848" = build ] || omit=(--omit=optional)
+		log "npm ci in e2e/js848${omit:+ (without node-rdkafka: ${rdkafka848#node-rdkafka 3.6.1 was not built: })}; building the bundled librdkafka takes a few minutes"
+		if (cd js848 && env -u BUILD_LIBRDKAFKA npm_config_nodedir=$nodedir \
+			npm ci --no-audit --no-fund --foreground-scripts "${omit[@]}" >"$npmlog" 2>&1); then
+			mkdir -p js848/node_modules # npm ci without its only (optional) package makes none
+			if [ "$rdkafka848" = build ]; then
+				rm -f js848/node_modules/.rdkafka-skip
+				if ! (cd js848 && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
+					first=$(grep -m1 -E 'error|ERR!' "$npmlog")
+					echo "node-rdkafka 3.6.1 did not build with its bundled librdkafka (first error: ${first:-none logged}; see $npmlog)" >js848/node_modules/.rdkafka-skip
+					log "$(cat js848/node_modules/.rdkafka-skip)"
+				fi
+			else
+				echo "$rdkafka848" >js848/node_modules/.rdkafka-skip
+			fi
+			printf '%s' "$stamp" >js848/node_modules/.e2e-lock
+		else
+			log "npm ci in e2e/js848 failed (see $npmlog): node-rdkafka-848 will be skipped"
+		fi
+	fi
 else
 	log "no npm: the node clients will be skipped"
 fi

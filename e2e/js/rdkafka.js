@@ -3,9 +3,16 @@
 // consumer-group members that store a record's offset only after the tracker took it
 // (enable.auto.offset.store off) and auto-commit the stored offsets; a member held at the
 // gate pauses the partition and seeks back to the record it holds, so it neither loses nor
-// skips it. node-rdkafka 2.15.0 has CreateTopics but no group admin: the group is watched
-// and administered by the Go helper e2e/clients/check (kadm), as for kcat, while committed
+// skips it. node-rdkafka has CreateTopics but no group admin: the group is watched and
+// administered by the Go helper e2e/clients/check (kadm), as for kcat, while committed
 // offsets are fetched and reset with the library's own OffsetFetch and OffsetCommit.
+//
+// E2E_GROUP_PROTOCOL=consumer runs the members on the consumer group protocol (KIP-848,
+// group.protocol=consumer, the broker's uniform assignor) with node-rdkafka 3.6.1 of e2e/js848,
+// built with the librdkafka 2.12 it bundles (Debian's 2.0.2, which e2e/js builds against, has
+// no KIP-848). The helper then watches and administers the group with ConsumerGroupDescribe,
+// which does not know a classic group: a member that fell back to the classic protocol would
+// never let the group reach the awaited state.
 
 // Every member's consume() and every committed() takes a libuv pool thread while it waits:
 // four members, the tool consumer and the producer need more than the default four.
@@ -13,10 +20,12 @@ process.env.UV_THREADPOOL_SIZE = process.env.UV_THREADPOOL_SIZE || '16';
 
 const { execFile } = require('node:child_process');
 const path = require('node:path');
-const Kafka = require('node-rdkafka');
 const { Unsupported, key, value, sleep, main } = require('./scenario');
 
-const version = require('node-rdkafka/package.json').version.replace(/^v/, '');
+const consumerProtocol = process.env.E2E_GROUP_PROTOCOL === 'consumer';
+const from = { paths: [consumerProtocol ? path.join(__dirname, '..', 'js848') : __dirname] };
+const Kafka = require(require.resolve('node-rdkafka', from));
+const version = require(require.resolve('node-rdkafka/package.json', from)).version.replace(/^v/, '');
 const debug = process.env.E2E_DEBUG === '1';
 const ERR = Kafka.CODES.ERRORS;
 
@@ -67,8 +76,11 @@ class Member {
       'enable.auto.commit': true,
       'enable.auto.offset.store': false,
       'auto.commit.interval.ms': 300,
-      'session.timeout.ms': 10000,
-      'heartbeat.interval.ms': 500,
+      // The consumer protocol takes the session timeout and heartbeat interval from the
+      // broker: librdkafka refuses them (and partition.assignment.strategy) there.
+      ...(consumerProtocol
+        ? { 'group.protocol': 'consumer', 'group.remote.assignor': 'uniform' }
+        : { 'session.timeout.ms': 10000, 'heartbeat.interval.ms': 500 }),
       rebalance_cb(err, assignment) { self.rebalanced(err, assignment); },
     }), { 'auto.offset.reset': 'earliest' }), this.name);
     this.c.setDefaultConsumeTimeout(50);
@@ -80,10 +92,12 @@ class Member {
     this.loop = this.run();
   }
 
-  // rebalanced is the rebalance callback (eager protocol: every partition is revoked, then
-  // the new assignment given). librdkafka waits for the assign or unassign call.
+  // rebalanced is the rebalance callback. librdkafka waits for the assign or unassign call:
+  // on the classic protocol (eager) every partition is revoked, then the new assignment
+  // given; on the consumer protocol (incremental) only the partitions that move are.
   rebalanced(err, assignment) {
     const parts = assignment.map(({ topic, partition }) => ({ topic, partition }));
+    const incremental = this.c.rebalanceProtocol() === 'COOPERATIVE';
     const attempt = (what, fn) => {
       try {
         fn();
@@ -94,7 +108,7 @@ class Member {
     };
     if (err && err.code === ERR.ERR__ASSIGN_PARTITIONS) {
       if (debug) console.error(`${new Date().toISOString()} ${this.name} assigned ${parts.map((p) => p.partition)}`);
-      attempt('assign', () => this.c.assign(assignment));
+      attempt('assign', () => (incremental ? this.c.incrementalAssign(assignment) : this.c.assign(assignment)));
       // librdkafka keeps a partition's pause across a rebalance: a partition held here
       // before and assigned back must not stay stopped.
       attempt('resume', () => this.c.resume(parts));
@@ -105,7 +119,7 @@ class Member {
     for (const p of held) this.held.delete(p.partition);
     if (held.length && !this.stopping) attempt('resume', () => this.c.resume(held));
     // With enable.auto.commit, unassign commits the stored offsets of the revoked partitions.
-    attempt('unassign', () => this.c.unassign());
+    attempt('unassign', () => (incremental ? this.c.incrementalUnassign(assignment) : this.c.unassign()));
   }
 
   async run() {
@@ -298,4 +312,5 @@ async function newClient(e) {
   };
 }
 
-main(`node-rdkafka (${version}, librdkafka ${Kafka.librdkafkaVersion})`, newClient);
+const protocol = consumerProtocol ? ', consumer group protocol (KIP-848), watched with ConsumerGroupDescribe' : '';
+main(`node-rdkafka (${version}, librdkafka ${Kafka.librdkafkaVersion}${protocol})`, newClient);
