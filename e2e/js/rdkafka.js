@@ -97,7 +97,7 @@ class Member {
   // given; on the consumer protocol (incremental) only the partitions that move are.
   rebalanced(err, assignment) {
     const parts = assignment.map(({ topic, partition }) => ({ topic, partition }));
-    const incremental = this.c.rebalanceProtocol() === 'COOPERATIVE';
+    const incremental = consumerProtocol;
     const attempt = (what, fn) => {
       try {
         fn();
