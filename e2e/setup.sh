@@ -95,7 +95,8 @@ rdkafka: $rdkafka848"
 			if [ "$rdkafka848" = build ]; then
 				rm -f js848/node_modules/.rdkafka-skip
 				if ! (cd js848 && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
-					first=$(grep -m1 -E 'error|ERR!' "$npmlog")
+					# Not a bare "error": librdkafka's configure checks for strerror_r.
+					first=$(grep -m1 -E 'error:|\*\*\*|ERR!' "$npmlog")
 					echo "node-rdkafka 3.6.1 did not build with its bundled librdkafka (first error: ${first:-none logged}; see $npmlog)" >js848/node_modules/.rdkafka-skip
 					log "$(cat js848/node_modules/.rdkafka-skip)"
 				fi
