@@ -111,9 +111,9 @@ func TestTxnAbortWhileMarkersAreWritten(t *testing.T) {
 		abort := kmsg.NewPtrEndTxnResponse()
 		abort.SetVersion(5)
 		c.Recv(abort)
-		for tries := 0; abort.ErrorCode == kerr.ConcurrentTransactions.Code; tries++ {
-			if tries > 1000 {
-				t.Fatalf("round %d: the abort is never taken", round)
+		for deadline := time.Now().Add(10 * time.Second); abort.ErrorCode == kerr.ConcurrentTransactions.Code; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the abort is still refused after 10 s", round)
 			}
 			abort = c.Roundtrip(endTxn(5, "ab", commit.ProducerID, commit.ProducerEpoch, false), 1).(*kmsg.EndTxnResponse)
 		}
