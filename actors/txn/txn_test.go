@@ -425,6 +425,131 @@ func TestImplicitAddWaitsForPreviousMarkers(t *testing.T) {
 	}
 }
 
+// The implicit add of the producer's next transaction, parked while the last one's
+// marker is written, is made durable with the Complete*: one journal frame, one
+// fdatasync, for both transitions; the state goes through CompleteCommit to Ongoing.
+func TestCompleteAndNextOngoingOneFdatasync(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	dir := t.TempDir()
+	c := startCoordFS(t, dir, fsys, func(Marker) *int16 { return nil }, nil) // the test answers
+	r := c.init("tx", 60000)
+	add := func(epoch int16, part int32) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	w := add(1, 1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	syncs := fsys.Count(storage.OpSync)
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][1] != 0 {
+		t.Fatalf("add of the next transaction: %+v", v)
+	}
+	if n := fsys.Count(storage.OpSync) - syncs; n != 1 {
+		t.Fatalf("the Complete* and the next Ongoing took %d fdatasyncs, want 1", n)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || len(d.Partitions["a"]) != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("next transaction: %+v", d)
+	}
+	// Both records replay: the id comes back in the next transaction.
+	c.stop()
+	c = startCoord(t, dir, func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("replayed: %+v", d)
+	}
+}
+
+// Requests Apache answers CONCURRENT_TRANSACTIONS while the last transaction's markers
+// are written (its client then backs off) wait for the Complete* instead and get the
+// answer the retry would: an InitProducerId (a TV2 client's reload of its producer id),
+// a TV1 client's AddPartitionsToTxn of its next transaction, an EndTxn's retry.
+func TestRequestsDuringCompletionWaitForIt(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	tps := map[string][]int32{"a": {0}}
+	if code := c.add("tx", r.ProducerID, 0, tps); code != 0 {
+		t.Fatalf("add: %d", code)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	send := func(mk func(actor.Promise) any) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, mk(w.Promise))
+		return w
+	}
+	endAgain := send(func(p actor.Promise) any {
+		return &EndTxn{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0, Commit: true, Reply: p}
+	})
+	addNext := send(func(p actor.Promise) any {
+		return &AddPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0, Partitions: tps, Reply: p}
+	})
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	for _, w := range []*actor.Waiter{endAgain, addNext} {
+		select {
+		case v := <-w.C:
+			t.Fatalf("answered before the Complete*: %+v", v)
+		default:
+		}
+	}
+	marker.reply.Resolve(int16(0))
+	if v, ok := endAgain.Wait(5 * time.Second); !ok || v.(*TxnEnded).ErrorCode != 0 {
+		t.Fatalf("EndTxn retried during the completion: %+v", v)
+	}
+	if v, ok := addNext.Wait(5 * time.Second); !ok || v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("the next transaction's add during the completion: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, false, false); e.ErrorCode != 0 {
+		t.Fatalf("abort: %+v", e)
+	}
+	marker = c.nextSent()
+	init := send(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: r.ProducerID, ProducerEpoch: 0, Reply: p}
+	})
+	marker.reply.Resolve(int16(0))
+	if v, ok := init.Wait(5 * time.Second); !ok || v.(*ProducerIDInitialized).ErrorCode != 0 || v.(*ProducerIDInitialized).ProducerEpoch != 1 {
+		t.Fatalf("InitProducerId during the completion: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Empty || d.Epoch != 1 {
+		t.Fatalf("after the bump: %+v", d)
+	}
+}
+
+// A request parked for a completion that does not come within parkWait gets
+// CONCURRENT_TRANSACTIONS, as Apache answers at once.
+func TestParkedRequestTimesOut(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // never answered
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	c.nextSent()
+	v := c.ask(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1, Reply: p}
+	}).(*ProducerIDInitialized)
+	if v.ErrorCode != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("InitProducerId after parkWait: %+v", v)
+	}
+}
+
 // TestBounds: transaction.max.open and transaction.max.partitions answer clear codes,
 // and a place is given back when a transaction completes.
 func TestBounds(t *testing.T) {
