@@ -171,10 +171,11 @@ func (a *txnActor) completeWithNext(ctx actor.Context, done *Meta) bool {
 				answer(codeNotCoord)
 				return
 			}
-			// Neither is durable: the add waits again (its park's timeout still runs) for
-			// the Complete*, written again after the backoff.
+			// Neither is durable: the add waits again for the Complete*, written again
+			// after the backoff, within parkWait.
 			a.log.Error().Err(r.Err).Str("state", done.State.String()).Msg("transaction_state_write_failed")
 			a.parked = append([]request{req}, a.parked...)
+			a.armPark(ctx)
 			a.retryComplete(ctx)
 			a.drain(ctx)
 			return

@@ -394,11 +394,16 @@ func (a *txnActor) park(ctx actor.Context, r request) bool {
 	}
 	a.parked = append(a.parked, r)
 	actor.HandedOn(ctx)
+	a.armPark(ctx)
+	return true
+}
+
+// armPark starts the parked requests' wait (parkWait) unless it runs already.
+func (a *txnActor) armPark(ctx actor.Context) {
 	if a.parkTimer == nil {
 		a.parkGen++
 		a.parkTimer = actor.After(ctx, parkWait, &parkExpired{gen: a.parkGen})
 	}
-	return true
 }
 
 // unpark lets the parked adds go on (the transaction completed), or answers them

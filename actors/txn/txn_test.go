@@ -471,6 +471,44 @@ func TestCompleteAndNextOngoingOneFdatasync(t *testing.T) {
 	}
 }
 
+// A failed write of the Complete* with the next Ongoing leaves both undone: the add
+// waits again, and is answered once the Complete* written again lets it go on.
+func TestCompleteAndNextOngoingFailedWrite(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	c := startCoordFS(t, t.TempDir(), fsys, func(Marker) *int16 { return nil }, nil) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	add := func(epoch int16, part int32) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	w := add(1, 1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	fsys.FailNext(storage.OpSync, nil)
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][1] != 0 {
+		t.Fatalf("add of the next transaction after a failed write: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("next transaction: %+v", d)
+	}
+	if n := fsys.Count(storage.OpSync); n < 2 {
+		t.Fatalf("%d fdatasyncs", n)
+	}
+}
+
 // Requests Apache answers CONCURRENT_TRANSACTIONS while the last transaction's markers
 // are written (its client then backs off) wait for the Complete* instead and get the
 // answer the retry would: an InitProducerId (a TV2 client's reload of its producer id),
