@@ -406,7 +406,7 @@ func (a *txnActor) armPark(ctx actor.Context) {
 	}
 }
 
-// unpark lets the parked adds go on (the transaction completed), or answers them
+// unpark lets the parked requests go on (the transaction completed), or answers them
 // CONCURRENT_TRANSACTIONS (the wait ran out).
 func (a *txnActor) unpark(ctx actor.Context, completed bool) {
 	if a.parkTimer != nil {
