@@ -330,7 +330,8 @@ func implicitAdd(r request) (addReq, func(code int16), bool) {
 // keeps: an implicit add of the producer's next transaction (TV2: at the bumped epoch, or
 // at epoch 0 of the producer id the completion moves to), and any request the plans
 // answer CONCURRENT_TRANSACTIONS in Prepare* (an InitProducerId, an explicit add of the
-// next transaction at the same epoch (TV1), an EndTxn's retry).
+// next transaction at the same epoch (TV1), an EndTxn of a valid epoch: its retry, or the
+// producer already at the bumped epoch ending its next transaction).
 func waitsForCompletion(id string, m *Meta, r request, now int64) bool {
 	switch q := r.(type) {
 	case *VerifyPartitions, *VerifyGroup:

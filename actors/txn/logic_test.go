@@ -293,8 +293,10 @@ func TestWaitsForCompletionTable(t *testing.T) {
 		{"InitProducerId at its epoch", meta(PrepareAbort), &InitProducerID{TimeoutMs: 60000, ProducerID: 7, ProducerEpoch: 5}, true},
 		{"InitProducerId of another producer id", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: 9, ProducerEpoch: 5}, false},
 		{"EndTxn retried", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: true}, true},
-		{"EndTxn of the other decision", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false}, false},
+		{"EndTxn of the other decision", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false}, true},
 		{"EndTxn v5 retried", meta(PrepareAbort), &EndTxn{ProducerID: 7, ProducerEpoch: 4, Commit: false, TV2: true}, true},
+		{"EndTxn v5 at the bumped epoch, aborting the next transaction", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false, TV2: true}, true},
+		{"EndTxn v5, fenced", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 3, Commit: false, TV2: true}, false},
 		{"EndTxn, fenced", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 3, Commit: true}, false},
 	}
 	for _, r := range rows {

@@ -139,10 +139,10 @@ type txnActor struct {
 	// being written and that Apache answers CONCURRENT_TRANSACTIONS, its client then
 	// retrying after a backoff: the implicit adds (Produce v12, TxnOffsetCommit v5) of
 	// the producer's next transaction (TV2: the producer already has the bumped epoch),
-	// which Apache's partition leader retries (KAFKA-18654), the explicit adds of the next
-	// one (TV1), an InitProducerId (a TV2 client's reload of its producer id after its
-	// first EndTxn), an EndTxn's retry. They go on once the Complete* is durable (the
-	// first implicit add written with it: completeWithNext), or get
+	// which Apache's partition leader retries (KAFKA-18654), the explicit adds of the
+	// next one (TV1), an InitProducerId (a TV2 client's reload of its producer id after
+	// its first EndTxn), an EndTxn of a valid epoch. They go on once the Complete* is
+	// durable (the first implicit add written with it: completeWithNext), or get
 	// CONCURRENT_TRANSACTIONS after parkWait; at most maxQueued wait.
 	parked    []request
 	parkTimer actor.Cancel

@@ -569,6 +569,36 @@ func TestRequestsDuringCompletionWaitForIt(t *testing.T) {
 	}
 }
 
+// A TV2 producer that aborts its next transaction right after a commit (franz-go's
+// GroupTransactSession in a rebalance) waits for the commit's Complete* and gets its
+// empty abort, the epoch bumped again, without a CONCURRENT_TRANSACTIONS retry.
+func TestTV2AbortAfterCommitWaitsForCompletion(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	v := c.ask(func(p actor.Promise) any {
+		return &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0,
+			Partitions: map[string][]int32{"a": {0}}, Add: true, Reply: p}
+	}).(*PartitionsVerified)
+	if v.Codes["a"][0] != 0 {
+		t.Fatalf("add: %v", v.Codes)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("commit: %+v", e)
+	}
+	marker := c.nextSent()
+	w := c.sys.NewWaiter()
+	c.sys.Send(c.mgr, &EndTxn{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 1, Commit: false, TV2: true, Reply: w.Promise})
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	marker.reply.Resolve(int16(0))
+	got, ok := w.Wait(5 * time.Second)
+	if e, _ := got.(*TxnEnded); !ok || e == nil || e.ErrorCode != 0 || e.ProducerEpoch != 2 {
+		t.Fatalf("abort at the bumped epoch during the completion: %+v", got)
+	}
+}
+
 // A request parked for a completion that does not come within parkWait gets
 // CONCURRENT_TRANSACTIONS, as Apache answers at once.
 func TestParkedRequestTimesOut(t *testing.T) {
