@@ -328,14 +328,11 @@ func implicitAdd(r request) (addReq, func(code int16), bool) {
 
 // waitsForCompletion says whether r, coming while m's Prepare* completes, is one park
 // keeps: an implicit add of the producer's next transaction (TV2: at the bumped epoch, or
-// at epoch 0 of the producer id the completion moves to), and the requests of the next
-// transaction the plans answer CONCURRENT_TRANSACTIONS in Prepare* (an explicit add at
-// the same epoch (TV1), an EndTxn of a valid epoch: its retry, or the producer already at
-// the bumped epoch ending its next transaction). An InitProducerId is answered
-// CONCURRENT_TRANSACTIONS at once, as Apache does: franz-go's reload of its producer id
-// after its first EndTxn then comes back after its backoff, with its next transaction's
-// records gathered meanwhile, as against Apache.
-func waitsForCompletion(m *Meta, r request) bool {
+// at epoch 0 of the producer id the completion moves to), and any request the plans
+// answer CONCURRENT_TRANSACTIONS in Prepare* (an InitProducerId, an explicit add of the
+// next transaction at the same epoch (TV1), an EndTxn of a valid epoch: its retry, or the
+// producer already at the bumped epoch ending its next transaction).
+func waitsForCompletion(id string, m *Meta, r request, now int64) bool {
 	switch q := r.(type) {
 	case *VerifyPartitions, *VerifyGroup:
 		add, _, ok := implicitAdd(r)
@@ -344,8 +341,11 @@ func waitsForCompletion(m *Meta, r request) bool {
 		return !q.VerifyOnly && checkProducer(m, q.ProducerID, q.ProducerEpoch) == codeConcurrent
 	case *AddOffsets:
 		return checkProducer(m, q.ProducerID, q.ProducerEpoch) == codeConcurrent
+	case *InitProducerID:
+		p := planInit(id, m, initReq{TimeoutMs: q.TimeoutMs, PID: q.ProducerID, Epoch: q.ProducerEpoch}, noPID, now)
+		return p.code == codeConcurrent && !p.fence
 	case *EndTxn:
-		p := planEnd(m, endReq{PID: q.ProducerID, Epoch: q.ProducerEpoch, Commit: q.Commit, TV2: q.TV2}, noPID, 0)
+		p := planEnd(m, endReq{PID: q.ProducerID, Epoch: q.ProducerEpoch, Commit: q.Commit, TV2: q.TV2}, noPID, now)
 		return p.code == codeConcurrent
 	}
 	return false

@@ -289,8 +289,9 @@ func TestWaitsForCompletionTable(t *testing.T) {
 		{"explicit add, fenced epoch", meta(PrepareCommit), &AddPartitions{ProducerID: 7, ProducerEpoch: 3, Partitions: tps}, false},
 		{"broker's verify-only add", meta(PrepareCommit), &AddPartitions{ProducerID: 7, ProducerEpoch: 5, Partitions: tps, VerifyOnly: true}, false},
 		{"add offsets", meta(PrepareAbort), &AddOffsets{ProducerID: 7, ProducerEpoch: 5, Group: "g"}, true},
-		{"InitProducerId", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}, false},
-		{"InitProducerId at its epoch", meta(PrepareAbort), &InitProducerID{TimeoutMs: 60000, ProducerID: 7, ProducerEpoch: 5}, false},
+		{"InitProducerId", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}, true},
+		{"InitProducerId at its epoch", meta(PrepareAbort), &InitProducerID{TimeoutMs: 60000, ProducerID: 7, ProducerEpoch: 5}, true},
+		{"InitProducerId of another producer id", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: 9, ProducerEpoch: 5}, false},
 		{"EndTxn retried", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: true}, true},
 		{"EndTxn of the other decision", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false}, true},
 		{"EndTxn v5 retried", meta(PrepareAbort), &EndTxn{ProducerID: 7, ProducerEpoch: 4, Commit: false, TV2: true}, true},
@@ -299,7 +300,7 @@ func TestWaitsForCompletionTable(t *testing.T) {
 		{"EndTxn, fenced", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 3, Commit: true}, false},
 	}
 	for _, r := range rows {
-		if got := waitsForCompletion(r.m, r.r); got != r.want {
+		if got := waitsForCompletion("tx", r.m, r.r, 2); got != r.want {
 			t.Errorf("%s: waits %v, want %v", r.name, got, r.want)
 		}
 	}

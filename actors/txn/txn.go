@@ -140,10 +140,10 @@ type txnActor struct {
 	// retrying after a backoff: the implicit adds (Produce v12, TxnOffsetCommit v5) of
 	// the producer's next transaction (TV2: the producer already has the bumped epoch),
 	// which Apache's partition leader retries (KAFKA-18654), the explicit adds of the
-	// next one (TV1), an EndTxn of a valid epoch (waitsForCompletion). They go on once
-	// the Complete* is durable (the first implicit add written with it:
-	// completeWithNext), or get CONCURRENT_TRANSACTIONS after parkWait; at most maxQueued
-	// wait.
+	// next one (TV1), an InitProducerId (a TV2 client's reload of its producer id after
+	// its first EndTxn), an EndTxn of a valid epoch. They go on once the Complete* is
+	// durable (the first implicit add written with it: completeWithNext), or get
+	// CONCURRENT_TRANSACTIONS after parkWait; at most maxQueued wait.
 	parked    []request
 	parkTimer actor.Cancel
 	parkGen   uint64
@@ -389,7 +389,7 @@ func (a *txnActor) park(ctx actor.Context, r request) bool {
 	if m == nil || (m.State != PrepareCommit && m.State != PrepareAbort) || a.fencing || len(a.parked) >= maxQueued {
 		return false
 	}
-	if !waitsForCompletion(m, r) {
+	if !waitsForCompletion(a.cfg.ID, m, r, a.now()) {
 		return false
 	}
 	a.parked = append(a.parked, r)

@@ -509,10 +509,10 @@ func TestCompleteAndNextOngoingFailedWrite(t *testing.T) {
 	}
 }
 
-// Requests of the next transaction Apache answers CONCURRENT_TRANSACTIONS while the last
-// transaction's markers are written (its client then backs off) wait for the Complete*
-// instead and get the answer the retry would: a TV1 client's AddPartitionsToTxn of its
-// next transaction, an EndTxn's retry. An InitProducerId does not wait.
+// Requests Apache answers CONCURRENT_TRANSACTIONS while the last transaction's markers
+// are written (its client then backs off) wait for the Complete* instead and get the
+// answer the retry would: an InitProducerId (a TV2 client's reload of its producer id),
+// a TV1 client's AddPartitionsToTxn of its next transaction, an EndTxn's retry.
 func TestRequestsDuringCompletionWaitForIt(t *testing.T) {
 	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
 	defer c.stop()
@@ -556,16 +556,17 @@ func TestRequestsDuringCompletionWaitForIt(t *testing.T) {
 	if e := c.end("tx", r.ProducerID, 0, false, false); e.ErrorCode != 0 {
 		t.Fatalf("abort: %+v", e)
 	}
-	// An InitProducerId is answered CONCURRENT_TRANSACTIONS at once, as Apache does.
 	marker = c.nextSent()
-	init := c.ask(func(p actor.Promise) any {
+	init := send(func(p actor.Promise) any {
 		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: r.ProducerID, ProducerEpoch: 0, Reply: p}
-	}).(*ProducerIDInitialized)
-	if init.ErrorCode != kerr.ConcurrentTransactions.Code {
-		t.Fatalf("InitProducerId during the completion: %+v", init)
-	}
+	})
 	marker.reply.Resolve(int16(0))
-	c.waitState("tx", CompleteAbort)
+	if v, ok := init.Wait(5 * time.Second); !ok || v.(*ProducerIDInitialized).ErrorCode != 0 || v.(*ProducerIDInitialized).ProducerEpoch != 1 {
+		t.Fatalf("InitProducerId during the completion: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Empty || d.Epoch != 1 {
+		t.Fatalf("after the bump: %+v", d)
+	}
 }
 
 // A TV2 producer that aborts its next transaction right after a commit (franz-go's
@@ -609,8 +610,11 @@ func TestParkedRequestTimesOut(t *testing.T) {
 		t.Fatalf("end: %+v", e)
 	}
 	c.nextSent()
-	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != kerr.ConcurrentTransactions.Code {
-		t.Fatalf("EndTxn retried, after parkWait: %+v", e)
+	v := c.ask(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1, Reply: p}
+	}).(*ProducerIDInitialized)
+	if v.ErrorCode != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("InitProducerId after parkWait: %+v", v)
 	}
 }
 
