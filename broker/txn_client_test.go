@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +158,57 @@ func TestTxnGroupTransactSession(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// concurrentLog counts franz-go's CONCURRENT_TRANSACTIONS retries (each one a backoff of
+// 20 ms or more) in its debug log.
+type concurrentLog struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (l *concurrentLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l *concurrentLog) Log(_ kgo.LogLevel, msg string, kv ...any) {
+	if strings.Contains(fmt.Sprint(msg, kv), "CONCURRENT_TRANSACTIONS") {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+}
+
+// TestTxnClientBackToBackNoBackoff: a franz-go producer committing transactions back to
+// back is never answered CONCURRENT_TRANSACTIONS (and never backs off): its reload of the
+// producer id after its first EndTxn v5 (KIP-890 part 2) and each next transaction's
+// implicit add come while the last transaction's markers are written, and wait for its
+// Complete* at the coordinator instead.
+func TestTxnClientBackToBackNoBackoff(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	createTopic(t, b.Addr(), "b2b", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logged := &concurrentLog{}
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("b2b-producer"),
+		kgo.DefaultProduceTopic("b2b"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.WithLogger(logged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for round := range 20 {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rs := []*kgo.Record{{Value: []byte("a")}, {Value: []byte("b")}}
+		if err := p.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("round %d produce: %v", round, err)
+		}
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("round %d commit: %v", round, err)
+		}
+	}
+	logged.mu.Lock()
+	defer logged.mu.Unlock()
+	if logged.n > 0 {
+		t.Fatalf("the producer was answered CONCURRENT_TRANSACTIONS %d times", logged.n)
+	}
 }

@@ -22,7 +22,8 @@
 //     number, or the error) only once that fdatasync has returned. A failed write answers
 //     the error to every record of the batch (one frame: a write cut short leaves none
 //     of them readable, so a failed batch is never replayed in part), and the journal
-//     goes on in a new segment. A panic in its Receive fails the batch being
+//     goes on in a new segment. An Append may carry a second record of its key (Then),
+//     written right after the first in the same frame: the two are durable together. A panic in its Receive fails the batch being
 //     written instead of restarting the journal, which would lose its sequence numbers
 //     and which keys pin which segment.
 //   - Segment lifetime. Segments are named after the sequence number of their first record

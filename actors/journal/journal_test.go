@@ -337,3 +337,67 @@ func TestStopWaitsForTheSpareWithABound(t *testing.T) {
 		sys.Shutdown() // the spare's outcome goes to the stopped journal: a dead letter
 	})
 }
+
+// An Append with Then writes both records in one frame with one fdatasync, numbered one
+// after the other; a failed write fails both, and what is read back holds both or
+// neither (the frame of a failed fdatasync may still be whole on disk).
+func TestAppendThenOneFrame(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	fsys := storage.NewFaultFS(nil)
+	m := &countMetrics{}
+	sys, pid := start(t, Config{Dir: dir, FS: fsys, Log: zerolog.Nop(), Metrics: m, SegmentBytes: 1 << 16})
+
+	first := appendRecord(t, sys, pid, "a", []byte("one"))
+	m.mu.Lock()
+	writes := m.writes
+	m.mu.Unlock()
+	got := *ask(t, sys, pid, func(p actor.Promise) any {
+		return &Append{Key: "a", Data: []byte("two"), Then: []byte("three"), Reply: p}
+	}).(*Appended)
+	if got.Err != nil || got.Seq != first.Seq+1 || got.ThenSeq != first.Seq+2 {
+		t.Fatalf("append with Then after %d: %+v", first.Seq, got)
+	}
+	m.mu.Lock()
+	if n := m.writes - writes; n != 1 {
+		t.Errorf("append with Then took %d writes (a write and its fdatasync each)", n)
+	}
+	m.mu.Unlock()
+	fsys.FailNext(storage.OpSync, nil)
+	if failed := *ask(t, sys, pid, func(p actor.Promise) any {
+		return &Append{Key: "a", Data: []byte("four"), Then: []byte("five"), Reply: p}
+	}).(*Appended); failed.Err == nil {
+		t.Fatalf("append with a failed fdatasync: %+v", failed)
+	}
+	last := appendRecord(t, sys, pid, "a", []byte("six"))
+	if last.Err != nil {
+		t.Fatal(last.Err)
+	}
+
+	var read []string
+	var seqs []uint64
+	for _, name := range status(t, sys, pid).Segments {
+		first, _ := ParseSegmentName(name)
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ScanSegment(b, first).Records {
+			read, seqs = append(read, string(r.Data)), append(seqs, r.Seq)
+		}
+	}
+	want := []string{"one", "two", "three", "six"}
+	if len(read) == 6 {
+		want = []string{"one", "two", "three", "four", "five", "six"}
+	}
+	if !slices.Equal(read, want) {
+		t.Fatalf("the journal holds %q, want %q", read, want)
+	}
+	if seqs[2] != got.ThenSeq || seqs[len(seqs)-1] != last.Seq {
+		t.Fatalf("records numbered %v; Then answered %d, the last append %d", seqs, got.ThenSeq, last.Seq)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.records != 4 || m.failed != 1 {
+		t.Errorf("metrics: %d records written, %d writes failed", m.records, m.failed)
+	}
+}

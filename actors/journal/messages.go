@@ -13,7 +13,8 @@ import (
 // Requests, from the journal's users (for the offsets journal, the offsets actors) and
 // from tests:
 //
-//	Append        a user → the journal; Reply: *Appended, after the fdatasync that holds it
+//	Append        a user → the journal: one record, or two of one key in one frame (Then);
+//	              Reply: *Appended, after the fdatasync that holds it
 //	Checkpointed  a user → the journal: key saved elsewhere up to Seq; no reply
 //	Unsaved       a user that stops or restarts → the journal: state it could not save;
 //	              no reply
@@ -40,14 +41,27 @@ type Append struct {
 	// its segment until a Checkpointed of the key covers it.
 	Key string
 	// Data is the record, not empty; the journal does not read it.
-	Data  []byte
+	Data []byte
+	// Then, when not empty, is a second record of Key written right after Data in the
+	// same frame: both are durable, or neither is (a failed write fails the frame).
+	Then  []byte
 	Reply actor.Promise
 }
 
-// Appended is the outcome of an Append: its sequence number once durable, or the error.
+// records is how many records a holds.
+func (a *Append) records() int {
+	if len(a.Then) > 0 {
+		return 2
+	}
+	return 1
+}
+
+// Appended is the outcome of an Append: its sequence number once durable (ThenSeq:
+// Then's, when it had one), or the error.
 type Appended struct {
-	Seq uint64
-	Err error
+	Seq     uint64
+	ThenSeq uint64
+	Err     error
 }
 
 // AnswerCrash answers an Append the journal panicked on before it queued it

@@ -22,29 +22,34 @@ func (j *journalActor) flush(ctx actor.Context) {
 	// The frame carries the sequence number of its first record, so that replay can tell
 	// damage in the middle of a segment from a torn tail (ScanSegment).
 	j.buf = StartFrame(j.buf)
+	records := 0
 	for _, a := range batch {
 		j.buf = AppendRecord(j.buf, a.Data)
+		if len(a.Then) > 0 {
+			j.buf = AppendRecord(j.buf, a.Then)
+		}
+		records += a.records()
 	}
 	FinishFrame(j.buf, j.next)
 	if j.f != nil && j.prealloc && j.size > 0 && j.size+int64(len(j.buf)) > j.cfg.SegmentBytes {
 		j.closeActive() // full: the batch goes to the next segment
 	}
 	if err := j.open(ctx); err != nil {
-		j.writeFailedLog.Event(j.log.Error()).Err(err).Int("records", len(batch)).Msg("offsets_journal_write_failed")
-		j.cfg.Metrics.Wrote(err, 0, len(batch))
+		j.writeFailedLog.Event(j.log.Error()).Err(err).Int("records", records).Msg("offsets_journal_write_failed")
+		j.cfg.Metrics.Wrote(err, 0, records)
 		j.writing = nil
 		j.fail(batch, err)
 		return
 	}
-	first := j.next
-	j.next += uint64(len(batch))
+	seq := j.next
+	j.next += uint64(records)
 	_, err := j.f.Write(j.buf)
 	if err != nil {
 		err = fmt.Errorf("write %s: %w", j.active.name, err)
 	} else if err = j.f.Datasync(); err != nil {
 		err = fmt.Errorf("fdatasync %s: %w", j.active.name, err)
 	}
-	j.cfg.Metrics.Wrote(err, time.Since(start), len(batch))
+	j.cfg.Metrics.Wrote(err, time.Since(start), records)
 	if err != nil {
 		// What was written may be cut short or not durable: the segment ends here and
 		// the next write starts a new one (a retried fsync can report success for
@@ -60,10 +65,15 @@ func (j *journalActor) flush(ctx actor.Context) {
 		j.buf = nil // a huge meta went through: do not keep its buffer
 	}
 	for i, a := range batch {
-		seq := first + uint64(i)
+		done := &Appended{Seq: seq}
+		if len(a.Then) > 0 {
+			seq++
+			done.ThenSeq = seq
+		}
 		j.active.keys[a.Key] = seq
+		seq++
 		j.writing = batch[i+1:]
-		a.Reply.Resolve(&Appended{Seq: seq})
+		a.Reply.Resolve(done)
 	}
 	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()

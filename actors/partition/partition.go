@@ -534,6 +534,15 @@ func (p *partitionActor) handleAppend(ctx actor.Context, m *appendBatch) {
 				NeedsVerify: true, VerifyToken: token})
 			return
 		}
+		// Or a batch sent behind such batches once the first of them is appended: the
+		// transaction is open here, but the batches before this one are still held by
+		// the connection for their verification. Verified too, it is sent again after
+		// them, in the connection's order, and judged then.
+		if e := p.producers[h.ProducerID]; e != nil && e.txnFirst >= 0 && e.epoch == h.ProducerEpoch {
+			m.reply.Resolve(&Produced{ErrorCode: kerr.InvalidTxnState.Code, BaseOffset: -1, LogStartOffset: -1,
+				NeedsVerify: true, VerifyToken: e.markers})
+			return
+		}
 	}
 	if code == 0 && !isDup {
 		code = suspectCode(p.producers[h.ProducerID], &h) // orphans.go

@@ -671,6 +671,62 @@ func TestTxnPipelinedProducesKeepTheirOrder(t *testing.T) {
 	}
 }
 
+// A pipelined produce that reaches the partition after the first batch of the
+// transaction is appended, while the batch between them is still held by the
+// connection for its verification, is not refused OUT_OF_ORDER_SEQUENCE_NUMBER (which
+// fails the producer): it is verified too and appended after that batch.
+func TestTxnPipelinedProduceBehindAVerificationAfterTheFirstAppend(t *testing.T) {
+	f := &fakeCoordinator{}
+	b := startTxnBroker(t, brokertest.Config(t), f)
+	r := brokertest.Dial(t, b.Addr())
+	createTopic(t, r, "pipe", nil)
+	if p := produce(t, r, "pipe", batchOf("plain")); p.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(p.ErrorCode))
+	}
+	third := make(chan struct{})
+	f.before = func(call int, _ *conn.TxnVerify) {
+		switch call {
+		case 2: // the second batch's verification waits for the third batch's
+			select {
+			case <-third:
+			case <-time.After(5 * time.Second):
+			}
+		case 3:
+			close(third)
+		}
+	}
+	send := func(seq int32, v string, corr int32) {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(12)
+		req.TransactionID = kmsg.StringPtr("tx")
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "pipe"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = txnBatch(21, 0, seq, true, v)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r.Send(req, corr)
+	}
+	recv := func(want int32) {
+		t.Helper()
+		var resp kmsg.ProduceResponse
+		resp.SetVersion(12)
+		if corr := r.Recv(&resp); corr != want {
+			t.Fatalf("response %d, want %d", corr, want)
+		}
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != int64(want) {
+			t.Fatalf("produce %d: %v at %d", want, kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+		}
+	}
+	send(0, "first", 1)
+	send(1, "second", 2)
+	recv(1) // the first batch is appended; the second is held for its verification
+	send(2, "third", 3)
+	recv(2)
+	recv(3)
+}
+
 // KIP-890 part 2 (Produce v12): the producer's next transaction may reach a partition
 // before the marker of its previous one. The coordinator answers its verification
 // once that marker is written; the batch, of the bumped epoch, is then appended: the

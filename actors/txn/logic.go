@@ -310,6 +310,47 @@ func planEnd(m *Meta, r endReq, newPID int64, now int64) endPlan {
 	return fail(codeState)
 }
 
+// implicitAdd is r's add and its answer when r is an implicit add (Produce v12's
+// VerifyPartitions, TxnOffsetCommit v5's VerifyGroup, with Add).
+func implicitAdd(r request) (addReq, func(code int16), bool) {
+	switch m := r.(type) {
+	case *VerifyPartitions:
+		return addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, TPs: m.Partitions, TV2: true}, func(code int16) {
+			m.Reply.Resolve(&PartitionsVerified{Codes: allCodes(m.Partitions, code)})
+		}, m.Add
+	case *VerifyGroup:
+		return addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, Group: m.Group, TV2: true}, func(code int16) {
+			m.Reply.Resolve(&GroupVerified{ErrorCode: code})
+		}, m.Add
+	}
+	return addReq{}, nil, false
+}
+
+// waitsForCompletion says whether r, coming while m's Prepare* completes, is one park
+// keeps: an implicit add of the producer's next transaction (TV2: at the bumped epoch, or
+// at epoch 0 of the producer id the completion moves to), and any request the plans
+// answer CONCURRENT_TRANSACTIONS in Prepare* (an InitProducerId, an explicit add of the
+// next transaction at the same epoch (TV1), an EndTxn of a valid epoch: its retry, or the
+// producer already at the bumped epoch ending its next transaction).
+func waitsForCompletion(id string, m *Meta, r request, now int64) bool {
+	switch q := r.(type) {
+	case *VerifyPartitions, *VerifyGroup:
+		add, _, ok := implicitAdd(r)
+		return ok && (add.PID == m.ProducerID && add.Epoch == m.Epoch || m.NextProducerID >= 0 && add.PID == m.NextProducerID && add.Epoch == 0)
+	case *AddPartitions:
+		return !q.VerifyOnly && checkProducer(m, q.ProducerID, q.ProducerEpoch) == codeConcurrent
+	case *AddOffsets:
+		return checkProducer(m, q.ProducerID, q.ProducerEpoch) == codeConcurrent
+	case *InitProducerID:
+		p := planInit(id, m, initReq{TimeoutMs: q.TimeoutMs, PID: q.ProducerID, Epoch: q.ProducerEpoch}, noPID, now)
+		return p.code == codeConcurrent && !p.fence
+	case *EndTxn:
+		p := planEnd(m, endReq{PID: q.ProducerID, Epoch: q.ProducerEpoch, Commit: q.Commit, TV2: q.TV2}, noPID, now)
+		return p.code == codeConcurrent
+	}
+	return false
+}
+
 func prepareOf(commit bool) State {
 	if commit {
 		return PrepareCommit

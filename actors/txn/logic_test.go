@@ -265,3 +265,43 @@ func TestStateNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitsForCompletionTable is which requests, coming while a Prepare* completes, wait
+// for its Complete* instead of being answered CONCURRENT_TRANSACTIONS: exactly those the
+// plans answer so in Prepare*, and the next transaction's implicit adds.
+func TestWaitsForCompletionTable(t *testing.T) {
+	tps := map[string][]int32{"t": {1}}
+	rotated := meta(PrepareCommit)
+	rotated.NextProducerID = 8
+	rows := []struct {
+		name string
+		m    *Meta
+		r    request
+		want bool
+	}{
+		{"implicit add at the bumped epoch", meta(PrepareCommit), &VerifyPartitions{ProducerID: 7, ProducerEpoch: 5, Partitions: tps, Add: true}, true},
+		{"implicit group add", meta(PrepareAbort), &VerifyGroup{ProducerID: 7, ProducerEpoch: 5, Group: "g", Add: true}, true},
+		{"implicit add at the next producer id", rotated, &VerifyPartitions{ProducerID: 8, ProducerEpoch: 0, Partitions: tps, Add: true}, true},
+		{"implicit add, stale epoch", meta(PrepareCommit), &VerifyPartitions{ProducerID: 7, ProducerEpoch: 4, Partitions: tps, Add: true}, false},
+		{"verification only", meta(PrepareCommit), &VerifyPartitions{ProducerID: 7, ProducerEpoch: 5, Partitions: tps}, false},
+		{"explicit add of the next transaction", meta(PrepareCommit), &AddPartitions{ProducerID: 7, ProducerEpoch: 5, Partitions: tps}, true},
+		{"explicit add, other producer", meta(PrepareCommit), &AddPartitions{ProducerID: 9, ProducerEpoch: 5, Partitions: tps}, false},
+		{"explicit add, fenced epoch", meta(PrepareCommit), &AddPartitions{ProducerID: 7, ProducerEpoch: 3, Partitions: tps}, false},
+		{"broker's verify-only add", meta(PrepareCommit), &AddPartitions{ProducerID: 7, ProducerEpoch: 5, Partitions: tps, VerifyOnly: true}, false},
+		{"add offsets", meta(PrepareAbort), &AddOffsets{ProducerID: 7, ProducerEpoch: 5, Group: "g"}, true},
+		{"InitProducerId", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}, true},
+		{"InitProducerId at its epoch", meta(PrepareAbort), &InitProducerID{TimeoutMs: 60000, ProducerID: 7, ProducerEpoch: 5}, true},
+		{"InitProducerId of another producer id", meta(PrepareCommit), &InitProducerID{TimeoutMs: 60000, ProducerID: 9, ProducerEpoch: 5}, false},
+		{"EndTxn retried", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: true}, true},
+		{"EndTxn of the other decision", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false}, true},
+		{"EndTxn v5 retried", meta(PrepareAbort), &EndTxn{ProducerID: 7, ProducerEpoch: 4, Commit: false, TV2: true}, true},
+		{"EndTxn v5 at the bumped epoch, aborting the next transaction", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 5, Commit: false, TV2: true}, true},
+		{"EndTxn v5, fenced", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 3, Commit: false, TV2: true}, false},
+		{"EndTxn, fenced", meta(PrepareCommit), &EndTxn{ProducerID: 7, ProducerEpoch: 3, Commit: true}, false},
+	}
+	for _, r := range rows {
+		if got := waitsForCompletion("tx", r.m, r.r, 2); got != r.want {
+			t.Errorf("%s: waits %v, want %v", r.name, got, r.want)
+		}
+	}
+}

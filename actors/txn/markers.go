@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/logs"
 )
 
@@ -109,21 +110,85 @@ func (a *txnActor) onMarkers(ctx actor.Context, round uint64, effects []sideEffe
 	a.retry = actor.After(ctx, a.backoff, &retryMarkers{round: a.round})
 }
 
-// complete makes the Complete* durable once every marker is written.
+// complete makes the Complete* durable once every marker is written: with the first
+// implicit add parked meanwhile, when there is one to write (completeWithNext), or alone.
 func (a *txnActor) complete(ctx actor.Context) {
 	if a.busy {
 		// Cannot happen (markers start after a write); kept safe: look again shortly.
 		a.retry = actor.After(ctx, a.cfg.Settings.MarkerBackoff, &retryMarkers{round: a.round})
 		return
 	}
-	a.write(ctx, completed(a.meta, a.now()), func(ok bool) {
+	done := completed(a.meta, a.now())
+	if a.completeWithNext(ctx, done) {
+		return
+	}
+	a.write(ctx, done, func(ok bool) {
 		if !ok && !a.stopping {
-			// The markers are written: write the Complete* again after the markers'
-			// backoff (one failed fdatasync must not hold the id's next transaction for
-			// the longest one).
-			a.remaining = nil
-			a.backoff = min(max(2*a.backoff, a.cfg.Settings.MarkerBackoff), maxMarkerBackoff)
-			a.retry = actor.After(ctx, a.backoff, &retryMarkers{round: a.round})
+			a.retryComplete(ctx)
 		}
 	})
+}
+
+// retryComplete writes the Complete* again after the markers' backoff (the markers are
+// written; one failed fdatasync must not hold the id's next transaction, whose implicit
+// adds wait for the completion, for the longest backoff).
+func (a *txnActor) retryComplete(ctx actor.Context) {
+	a.remaining = nil
+	a.backoff = min(max(2*a.backoff, a.cfg.Settings.MarkerBackoff), maxMarkerBackoff)
+	a.retry = actor.After(ctx, a.backoff, &retryMarkers{round: a.round})
+}
+
+// completeWithNext writes done, the Complete*, and the Ongoing of the producer's next
+// transaction that the first parked implicit add starts, in one journal frame: one
+// fdatasync for both, both durable or neither. The state goes through the Complete* to
+// the Ongoing as two transitions, as if written one after the other; the add is answered
+// once both are durable, and the other parked requests go on after it. False when there
+// is nothing to write so (nothing parked; the add refused or adding nothing; no place
+// under transaction.max.open): done is then written alone, and the parked requests go on
+// after it as before.
+func (a *txnActor) completeWithNext(ctx actor.Context, done *Meta) bool {
+	if len(a.parked) == 0 {
+		return false
+	}
+	req := a.parked[0]
+	add, answer, ok := implicitAdd(req)
+	if !ok {
+		return false
+	}
+	add.MaxTPs = a.cfg.Settings.MaxPartitions
+	next, code := planAdd(done, add, a.now())
+	if next == nil || code != codeNone || !a.cfg.Settings.Open.take() {
+		return false
+	}
+	a.parked = a.parked[1:]
+	a.busy = true
+	p := a.waits.Await(ctx, func(v any) {
+		a.busy = false
+		r, _ := v.(*journal.Appended)
+		if r == nil || r.Err != nil {
+			a.cfg.Settings.Open.release()
+			if r == nil || a.stopping {
+				answer(codeNotCoord)
+				return
+			}
+			// Neither is durable: the add waits again for the Complete*, written again
+			// after the backoff, within parkWait.
+			a.log.Error().Err(r.Err).Str("state", done.State.String()).Msg("transaction_state_write_failed")
+			a.parked = append([]request{req}, a.parked...)
+			a.armPark(ctx)
+			a.retryComplete(ctx)
+			a.drain(ctx)
+			return
+		}
+		prev := a.meta
+		a.meta, a.seq = done, r.Seq
+		a.changed(ctx, prev) // gives back the completed transaction's place
+		a.counted = true     // the next one's, taken above
+		a.meta, a.seq = next, r.ThenSeq
+		a.changed(ctx, done)
+		answer(codeNone)
+		a.drain(ctx)
+	})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.ID, Data: encode(done), Then: encode(next), Reply: p})
+	return true
 }

@@ -135,10 +135,15 @@ type txnActor struct {
 	busy  bool
 	queue []request
 	waits actor.Pending[func(any)]
-	// parked are implicit adds (Produce v12, TxnOffsetCommit v5) of the producer's next
-	// transaction that came while its last one's markers were being written (TV2: the
-	// producer already has the bumped epoch): they go on once it is complete, or get
-	// CONCURRENT_TRANSACTIONS after parkWait, as Apache's leader retries them (KAFKA-18654).
+	// parked are requests that came while the producer's last transaction's markers were
+	// being written and that Apache answers CONCURRENT_TRANSACTIONS, its client then
+	// retrying after a backoff: the implicit adds (Produce v12, TxnOffsetCommit v5) of
+	// the producer's next transaction (TV2: the producer already has the bumped epoch),
+	// which Apache's partition leader retries (KAFKA-18654), the explicit adds of the
+	// next one (TV1), an InitProducerId (a TV2 client's reload of its producer id after
+	// its first EndTxn), an EndTxn of a valid epoch. They go on once the Complete* is
+	// durable (the first implicit add written with it: completeWithNext), or get
+	// CONCURRENT_TRANSACTIONS after parkWait; at most maxQueued wait.
 	parked    []request
 	parkTimer actor.Cancel
 	parkGen   uint64
@@ -353,9 +358,8 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 			m.Reply.Resolve(&PartitionsVerified{Codes: verify(a.meta, m.ProducerID, m.ProducerEpoch, m.Partitions)})
 			return
 		}
-		a.handleAdd(ctx, addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, TPs: m.Partitions, TV2: true}, func(code int16) {
-			m.Reply.Resolve(&PartitionsVerified{Codes: allCodes(m.Partitions, code)})
-		})
+		add, answer, _ := implicitAdd(m)
+		a.handleAdd(ctx, add, answer)
 	case *AddOffsets:
 		a.handleAdd(ctx, addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, Group: m.Group}, func(code int16) {
 			m.Reply.Resolve(&GroupVerified{ErrorCode: code})
@@ -365,9 +369,8 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 			m.Reply.Resolve(&GroupVerified{ErrorCode: verifyGroup(a.meta, m.ProducerID, m.ProducerEpoch, m.Group)})
 			return
 		}
-		a.handleAdd(ctx, addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, Group: m.Group, TV2: true}, func(code int16) {
-			m.Reply.Resolve(&GroupVerified{ErrorCode: code})
-		})
+		add, answer, _ := implicitAdd(m)
+		a.handleAdd(ctx, add, answer)
 	case *EndTxn:
 		a.handleEnd(ctx, m, noPID)
 	case *abortFor:
@@ -377,43 +380,33 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 	}
 }
 
-// park keeps an implicit add of the producer's next transaction while its last one
-// completes (see parked).
+// park keeps a request that would be answered CONCURRENT_TRANSACTIONS only because the
+// producer's last transaction is completing (Prepare*, its markers being written; not a
+// fence being written) until its Complete* is durable, then handles it: the answer the
+// client's retry would get, without the client's backoff (see parked).
 func (a *txnActor) park(ctx actor.Context, r request) bool {
-	var pid int64
-	var epoch int16
-	switch m := r.(type) {
-	case *VerifyPartitions:
-		if !m.Add {
-			return false
-		}
-		pid, epoch = m.ProducerID, m.ProducerEpoch
-	case *VerifyGroup:
-		if !m.Add {
-			return false
-		}
-		pid, epoch = m.ProducerID, m.ProducerEpoch
-	default:
-		return false
-	}
 	m := a.meta
-	if m == nil || (m.State != PrepareCommit && m.State != PrepareAbort) || a.fencing ||
-		!(pid == m.ProducerID && epoch == m.Epoch || m.NextProducerID >= 0 && pid == m.NextProducerID && epoch == 0) {
+	if m == nil || (m.State != PrepareCommit && m.State != PrepareAbort) || a.fencing || len(a.parked) >= maxQueued {
 		return false
 	}
-	if len(a.parked) >= maxQueued {
+	if !waitsForCompletion(a.cfg.ID, m, r, a.now()) {
 		return false
 	}
 	a.parked = append(a.parked, r)
 	actor.HandedOn(ctx)
+	a.armPark(ctx)
+	return true
+}
+
+// armPark starts the parked requests' wait (parkWait) unless it runs already.
+func (a *txnActor) armPark(ctx actor.Context) {
 	if a.parkTimer == nil {
 		a.parkGen++
 		a.parkTimer = actor.After(ctx, parkWait, &parkExpired{gen: a.parkGen})
 	}
-	return true
 }
 
-// unpark lets the parked adds go on (the transaction completed), or answers them
+// unpark lets the parked requests go on (the transaction completed), or answers them
 // CONCURRENT_TRANSACTIONS (the wait ran out).
 func (a *txnActor) unpark(ctx actor.Context, completed bool) {
 	if a.parkTimer != nil {
@@ -617,7 +610,7 @@ func (a *txnActor) changed(ctx actor.Context, prev *Meta) {
 		if prev != nil && (prev.State == PrepareCommit || prev.State == PrepareAbort) {
 			a.log.Debug().Str("state", m.State.String()).Msg("transaction_completed")
 		}
-		if len(a.parked) > 0 {
+		if len(a.parked) > 0 || a.parkTimer != nil {
 			a.unpark(ctx, true) // drained by write's continuation
 		}
 		a.notifyComplete(true)

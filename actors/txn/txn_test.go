@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +47,19 @@ type coord struct {
 	sent   chan sent
 	answer func(Marker) *int16
 	met    *Metrics
+	writes *journalWrites
 }
+
+// journalWrites counts the journal's writes (a write and its fdatasync each).
+type journalWrites struct{ n atomic.Int64 }
+
+func (w *journalWrites) Wrote(err error, _ time.Duration, _ int) {
+	if err == nil {
+		w.n.Add(1)
+	}
+}
+
+func (w *journalWrites) Quarantined() {}
 
 func startCoord(t *testing.T, dir string, answer func(Marker) *int16) *coord {
 	t.Helper()
@@ -61,13 +74,15 @@ func startCoordWith(t *testing.T, dir string, answer func(Marker) *int16, mutate
 // startCoordFS is startCoordWith with the journal's file access fsys.
 func startCoordFS(t *testing.T, dir string, fsys storage.FS, answer func(Marker) *int16, mutate func(*Settings)) *coord {
 	t.Helper()
-	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer, met: NewMetrics(prometheus.NewRegistry())}
+	c := &coord{t: t, dir: dir, sent: make(chan sent, 1000), answer: answer, met: NewMetrics(prometheus.NewRegistry()),
+		writes: &journalWrites{}}
 	c.sys = actor.NewSystem(zerolog.Nop())
 	rep, err := Replay(storage.OSFS{}, dir, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.jpid, err = c.sys.SpawnNamed(journal.Props(journal.Config{Dir: JournalDir(dir), FS: fsys, Log: zerolog.Nop(), FirstSeq: rep.Next, SegmentBytes: 1 << 20}), "txn-journal")
+	c.jpid, err = c.sys.SpawnNamed(journal.Props(journal.Config{Dir: JournalDir(dir), FS: fsys, Log: zerolog.Nop(), FirstSeq: rep.Next, SegmentBytes: 1 << 20,
+		Metrics: c.writes}), "txn-journal")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,6 +437,198 @@ func TestImplicitAddWaitsForPreviousMarkers(t *testing.T) {
 	}
 	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 {
 		t.Fatalf("next transaction: %+v", d)
+	}
+}
+
+// The implicit add of the producer's next transaction, parked while the last one's
+// marker is written, is made durable with the Complete*: one journal frame, one
+// fdatasync, for both transitions; the state goes through CompleteCommit to Ongoing.
+func TestCompleteAndNextOngoingOneFdatasync(t *testing.T) {
+	dir := t.TempDir()
+	c := startCoord(t, dir, func(Marker) *int16 { return nil }) // the test answers
+	r := c.init("tx", 60000)
+	add := func(epoch int16, part int32) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	w := add(1, 1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	writes := c.writes.n.Load()
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][1] != 0 {
+		t.Fatalf("add of the next transaction: %+v", v)
+	}
+	if n := c.writes.n.Load() - writes; n != 1 {
+		t.Fatalf("the Complete* and the next Ongoing took %d journal writes (a write and its fdatasync each), want 1", n)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || len(d.Partitions["a"]) != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("next transaction: %+v", d)
+	}
+	// Both records replay: the id comes back in the next transaction.
+	c.stop()
+	c = startCoord(t, dir, func(Marker) *int16 { return ok16() })
+	defer c.stop()
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("replayed: %+v", d)
+	}
+}
+
+// A failed write of the Complete* with the next Ongoing leaves both undone: the add
+// waits again, and is answered once the Complete* written again lets it go on.
+func TestCompleteAndNextOngoingFailedWrite(t *testing.T) {
+	fsys := storage.NewFaultFS(storage.OSFS{})
+	c := startCoordFS(t, t.TempDir(), fsys, func(Marker) *int16 { return nil }, nil) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	add := func(epoch int16, part int32) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
+			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
+		return w
+	}
+	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("first add: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	w := add(1, 1)
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	fsys.FailNext(storage.OpSync, nil)
+	marker.reply.Resolve(int16(0))
+	v, ok := w.Wait(5 * time.Second)
+	if !ok || v.(*PartitionsVerified).Codes["a"][1] != 0 {
+		t.Fatalf("add of the next transaction after a failed write: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Ongoing || d.Epoch != 1 || d.Partitions["a"][0] != 1 {
+		t.Fatalf("next transaction: %+v", d)
+	}
+	if n := fsys.Count(storage.OpSync); n < 2 {
+		t.Fatalf("%d fdatasyncs", n)
+	}
+}
+
+// Requests Apache answers CONCURRENT_TRANSACTIONS while the last transaction's markers
+// are written (its client then backs off) wait for the Complete* instead and get the
+// answer the retry would: an InitProducerId (a TV2 client's reload of its producer id),
+// a TV1 client's AddPartitionsToTxn of its next transaction, an EndTxn's retry.
+func TestRequestsDuringCompletionWaitForIt(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	tps := map[string][]int32{"a": {0}}
+	if code := c.add("tx", r.ProducerID, 0, tps); code != 0 {
+		t.Fatalf("add: %d", code)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	marker := c.nextSent()
+	send := func(mk func(actor.Promise) any) *actor.Waiter {
+		w := c.sys.NewWaiter()
+		c.sys.Send(c.mgr, mk(w.Promise))
+		return w
+	}
+	endAgain := send(func(p actor.Promise) any {
+		return &EndTxn{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0, Commit: true, Reply: p}
+	})
+	addNext := send(func(p actor.Promise) any {
+		return &AddPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0, Partitions: tps, Reply: p}
+	})
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	for _, w := range []*actor.Waiter{endAgain, addNext} {
+		select {
+		case v := <-w.C:
+			t.Fatalf("answered before the Complete*: %+v", v)
+		default:
+		}
+	}
+	marker.reply.Resolve(int16(0))
+	if v, ok := endAgain.Wait(5 * time.Second); !ok || v.(*TxnEnded).ErrorCode != 0 {
+		t.Fatalf("EndTxn retried during the completion: %+v", v)
+	}
+	if v, ok := addNext.Wait(5 * time.Second); !ok || v.(*PartitionsVerified).Codes["a"][0] != 0 {
+		t.Fatalf("the next transaction's add during the completion: %+v", v)
+	}
+	if e := c.end("tx", r.ProducerID, 0, false, false); e.ErrorCode != 0 {
+		t.Fatalf("abort: %+v", e)
+	}
+	marker = c.nextSent()
+	init := send(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: r.ProducerID, ProducerEpoch: 0, Reply: p}
+	})
+	marker.reply.Resolve(int16(0))
+	if v, ok := init.Wait(5 * time.Second); !ok || v.(*ProducerIDInitialized).ErrorCode != 0 || v.(*ProducerIDInitialized).ProducerEpoch != 1 {
+		t.Fatalf("InitProducerId during the completion: %+v", v)
+	}
+	if d := c.describe("tx"); d.State != Empty || d.Epoch != 1 {
+		t.Fatalf("after the bump: %+v", d)
+	}
+}
+
+// A TV2 producer that aborts its next transaction right after a commit (franz-go's
+// GroupTransactSession in a rebalance) waits for the commit's Complete* and gets its
+// empty abort, the epoch bumped again, without a CONCURRENT_TRANSACTIONS retry.
+func TestTV2AbortAfterCommitWaitsForCompletion(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // the test answers
+	defer c.stop()
+	r := c.init("tx", 60000)
+	v := c.ask(func(p actor.Promise) any {
+		return &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0,
+			Partitions: map[string][]int32{"a": {0}}, Add: true, Reply: p}
+	}).(*PartitionsVerified)
+	if v.Codes["a"][0] != 0 {
+		t.Fatalf("add: %v", v.Codes)
+	}
+	if e := c.end("tx", r.ProducerID, 0, true, true); e.ErrorCode != 0 || e.ProducerEpoch != 1 {
+		t.Fatalf("commit: %+v", e)
+	}
+	marker := c.nextSent()
+	w := c.sys.NewWaiter()
+	c.sys.Send(c.mgr, &EndTxn{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 1, Commit: false, TV2: true, Reply: w.Promise})
+	if d := c.describe("tx"); d.State != PrepareCommit {
+		t.Fatalf("state %v while the marker is unanswered", d.State)
+	}
+	marker.reply.Resolve(int16(0))
+	got, ok := w.Wait(5 * time.Second)
+	if e, _ := got.(*TxnEnded); !ok || e == nil || e.ErrorCode != 0 || e.ProducerEpoch != 2 {
+		t.Fatalf("abort at the bumped epoch during the completion: %+v", got)
+	}
+}
+
+// A request parked for a completion that does not come within parkWait gets
+// CONCURRENT_TRANSACTIONS, as Apache answers at once.
+func TestParkedRequestTimesOut(t *testing.T) {
+	c := startCoord(t, t.TempDir(), func(Marker) *int16 { return nil }) // never answered
+	defer c.stop()
+	r := c.init("tx", 60000)
+	c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}})
+	if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+		t.Fatalf("end: %+v", e)
+	}
+	c.nextSent()
+	v := c.ask(func(p actor.Promise) any {
+		return &InitProducerID{TransactionalID: "tx", TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1, Reply: p}
+	}).(*ProducerIDInitialized)
+	if v.ErrorCode != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("InitProducerId after parkWait: %+v", v)
 	}
 }
 
