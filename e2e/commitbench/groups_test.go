@@ -41,6 +41,12 @@ func BenchmarkLiveGroups(b *testing.B) {
 		base := inUse() - before // the broker itself
 		kRate := createGroups(b, kaas.Addr(), n)
 		kPer := float64(inUse()-before-base) / float64(n)
+		// What the figure is made of: the live heap, the heap's spans in use (with their
+		// free slots), and the stacks, with the goroutines behind them.
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("kaas holding %d groups: heap alloc %d MB, heap in use %d MB, stacks %d MB, %d goroutines",
+			n, ms.HeapAlloc>>20, ms.HeapInuse>>20, ms.StackInuse>>20, runtime.NumGoroutine())
 		if path := os.Getenv("KAAS_BENCH_HEAPPROFILE"); path != "" {
 			writeHeapProfile(b, path)
 		}
