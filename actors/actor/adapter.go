@@ -1,6 +1,8 @@
 package actor
 
 import (
+	"fmt"
+	"sync"
 	"time"
 
 	pa "github.com/asynkron/protoactor-go/actor"
@@ -10,10 +12,20 @@ import (
 // protoactor's fires on a timer goroutine that writes the actor context's fields while
 // the actor may be handling a message (a data race), so here the timer only sends a
 // message, and everything else happens in the actor's own turn.
+//
+// One protoactor props serves every actor of a kind (kindProps), so its producer makes
+// an empty adapter: produce, handed over at the spawn (OnInit) or, after a restart, by
+// the incarnation before (reborn), builds the kaas actor at the first message.
 type adapter struct {
-	a Actor
-	c actorContext
+	a       Actor
+	produce func() Actor
+	c       actorContext
 }
+
+// reborn holds the producer of each actor between its Restarting and the Started of its
+// next incarnation (or its Stopped, when it is stopped before it restarts), by PID: the
+// PID and the actor's protoactor context outlive an incarnation, its adapter does not.
+var reborn sync.Map // *PID → func() Actor
 
 // actorContext is the Context handed to a kaas actor: protoactor's, with the receive
 // timeout kept by the adapter.
@@ -75,6 +87,9 @@ func (c *actorContext) stopTimer() {
 }
 
 func (x *adapter) Receive(pc pa.Context) {
+	if x.a == nil {
+		x.incarnate(pc)
+	}
 	c := &x.c
 	c.Context, c.msg = pc, nil
 	msg := pc.Message()
@@ -95,9 +110,14 @@ func (x *adapter) Receive(pc pa.Context) {
 		x.run(c)
 		c.msg = nil
 		return
-	case *Restarting, *Stopped:
+	case *Restarting:
 		c.stopTimer()
 		c.idle = 0
+		reborn.Store(pc.Self(), x.produce)
+	case *Stopped:
+		c.stopTimer()
+		c.idle = 0
+		reborn.Delete(pc.Self())
 	case *Started, *Stopping:
 	case idleNeutral:
 		if f := faults.Load(); f != nil {
@@ -113,6 +133,19 @@ func (x *adapter) Receive(pc pa.Context) {
 	}
 	x.run(c)
 	c.boom = false // an actor that did not read its message
+}
+
+// incarnate builds the kaas actor of this incarnation, at its first message (Started).
+func (x *adapter) incarnate(pc pa.Context) {
+	if x.produce == nil {
+		if p, ok := reborn.LoadAndDelete(pc.Self()); ok {
+			x.produce = p.(func() Actor)
+		}
+	}
+	if x.produce == nil {
+		panic(fmt.Sprintf("actor %s: no producer (spawned outside package actor)", pc.Self()))
+	}
+	x.a = x.produce()
 }
 
 // run hands the actor its message. A panic answers the request the turn holds with the

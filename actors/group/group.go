@@ -45,6 +45,10 @@ type Config struct {
 	NewID func() string
 	// OffsetsRestarts, when set, counts offsets actors restarted after a panic.
 	OffsetsRestarts prometheus.Counter
+
+	// supervisor is the manager's offsetsSupervisor, shared by its groups; nil: Props
+	// makes one.
+	supervisor actor.SupervisorStrategy
 }
 
 // Props makes a group actor. It restarts its offsets actor after a panic (protoactor's
@@ -53,14 +57,25 @@ func Props(cfg Config) *actor.Props {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	c := &cfg // one copy, shared by every incarnation and the strategy
-	strategy := actor.RestartChildren(10, 10*time.Second, func(reason any) {
-		c.Log.Warn().Str("group", logs.ID(c.Group)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
-		if c.OffsetsRestarts != nil {
-			c.OffsetsRestarts.Inc()
+	sup := cfg.supervisor
+	if sup == nil {
+		sup = offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
+	}
+	cfg.supervisor = nil
+	c := &cfg // one copy, shared by every incarnation
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(c) }, actor.WithSupervisor(sup))
+}
+
+// offsetsSupervisor restarts a group's failed offsets actor (protoactor's default bound:
+// 10 in 10 s), counting it. The manager makes one for all its groups, so that they are
+// one kind of actor (actor.Props); the failed actor's id names its group.
+func offsetsSupervisor(log zerolog.Logger, restarts prometheus.Counter) actor.SupervisorStrategy {
+	return actor.RestartChildrenOf(10, 10*time.Second, func(child *actor.PID, reason any) {
+		log.Warn().Str("actor", logs.ID(child.Id)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
+		if restarts != nil {
+			restarts.Inc()
 		}
 	})
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(c) }, actor.WithSupervisor(strategy))
 }
 
 // member is one member of the group.

@@ -72,7 +72,8 @@ func ManagerProps(cfg ManagerConfig) *actor.Props {
 			cfg.Restarts.Inc()
 		}
 	})
-	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
+	offsetsSup := offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
+	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log, offsetsSup: offsetsSup} }, actor.WithSupervisor(strategy))
 }
 
 // entry is one live group actor.
@@ -87,6 +88,8 @@ type entry struct {
 type manager struct {
 	cfg ManagerConfig
 	log zerolog.Logger
+	// offsetsSup supervises every group's offsets actor (offsetsSupervisor).
+	offsetsSup actor.SupervisorStrategy
 
 	groups  map[string]*entry
 	byPID   map[string]*entry
@@ -265,7 +268,7 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	}
 	props := Props(Config{
 		Group: id, Settings: mg.cfg.Settings, Offsets: mg.cfg.Offsets(id), Log: mg.cfg.Log, NewID: mg.cfg.NewID,
-		OffsetsRestarts: mg.cfg.OffsetsRestarts,
+		OffsetsRestarts: mg.cfg.OffsetsRestarts, supervisor: mg.offsetsSup,
 	})
 	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
 	// offsets actor of "a").
