@@ -301,20 +301,45 @@ func (g *groupActor) reset() {
 	g.stateSince = time.Now()
 	g.generation = 0
 	g.protocolType, g.protocol, g.leader = "", "", ""
-	g.members = map[string]*member{}
+	// The member tables are made when the first member (or pending member) comes
+	// (classicMaps): a group that only commits never needs them.
+	g.members = nil
 	g.order = nil
-	g.instances = map[string]string{}
-	g.pending = map[string]uint64{}
-	g.pendingTimer = map[string]actor.Cancel{}
-	g.supported = map[string]int{}
+	g.instances = nil
+	g.pending = nil
+	g.pendingTimer = nil
+	g.supported = nil
 	g.awaitingJoin = 0
-	g.pendingSync = map[string]bool{}
+	g.pendingSync = nil
 	g.topics, g.topicsKnown = nil, false
 	g.initialDelay, g.newMemberAdded = false, false
 	if g.cg != nil {
 		g.shutdownConsumer(notAvailable)
 		g.cg = nil
 		g.publishConsumer()
+	}
+}
+
+// classicMaps makes the member tables a classic member is about to go into; reads and
+// deletes need none (a nil map reads as empty).
+func (g *groupActor) classicMaps() {
+	if g.members == nil {
+		g.members = map[string]*member{}
+	}
+	if g.instances == nil {
+		g.instances = map[string]string{}
+	}
+	if g.pending == nil {
+		g.pending = map[string]uint64{}
+	}
+	if g.pendingTimer == nil {
+		g.pendingTimer = map[string]actor.Cancel{}
+	}
+	if g.supported == nil {
+		g.supported = map[string]int{}
+	}
+	if g.pendingSync == nil {
+		g.pendingSync = map[string]bool{}
 	}
 }
 
@@ -496,7 +521,7 @@ func (g *groupActor) shutdown(code int16) {
 	}
 	g.shutdownConsumer(code)
 	g.cfg.Settings.Pending.release(len(g.pending))
-	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
+	g.pending, g.pendingTimer = nil, nil
 	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.releaseCancel} {
 		if c != nil {
 			c()
@@ -656,6 +681,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	now := time.Now()
 	g.protocol = meta.Protocol
 	g.leader = meta.Leader
+	g.classicMaps()
 	for _, mm := range meta.Members {
 		g.joinSeq++
 		m := &member{

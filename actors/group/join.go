@@ -93,6 +93,7 @@ func (g *groupActor) joinNewMember(ctx actor.Context, r *JoinGroup) {
 			return
 		}
 		g.pendingSeq++
+		g.classicMaps()
 		g.pending[id] = g.pendingSeq
 		g.pendingTimer[id] = actor.After(ctx, r.SessionTimeout, &pendingDeadline{member: id, seq: g.pendingSeq})
 		g.replyJoin(r, joinError(kerr.MemberIDRequired.Code, id))
@@ -169,6 +170,7 @@ func (g *groupActor) addMember(ctx actor.Context, id string, r *JoinGroup) {
 	if len(g.members) == 0 {
 		g.protocolType = r.ProtocolType
 	}
+	g.classicMaps()
 	g.members[id] = m
 	g.order = append(g.order, m)
 	for _, p := range m.protocols {
@@ -306,6 +308,7 @@ func (g *groupActor) renameMember(ctx actor.Context, m *member, id string) {
 	old := m.id
 	delete(g.members, old)
 	m.id = id
+	g.classicMaps()
 	g.members[id] = m
 	if m.instanceID != "" {
 		g.instances[m.instanceID] = id

@@ -707,6 +707,7 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 	g.dropClassicState()
 	g.generation = cg.epoch
 	g.protocolType = consumerProtocol
+	g.classicMaps()
 	now := time.Now()
 	for _, id := range ids {
 		cm := cg.members[id]

@@ -156,6 +156,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(ms)).Msg("join_phase_complete")
 	now := time.Now()
+	g.classicMaps()
 	for _, m := range ms {
 		g.pendingSync[m.id] = true
 		// Every member's session restarts here, a static member kept without rejoining
