@@ -164,7 +164,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			if st.Count > 0 || st.Pending > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 ||
 				(g.cg != nil && len(g.cg.members) > 0) {
 				if woken && g.idle() {
-					ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+					ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 				}
 				return
 			}
@@ -198,7 +198,7 @@ func (g *groupActor) handleDropTopics(ctx actor.Context, m *dropTopics) {
 				g.log.Error().Strs("topics", m.topics).Msg("deleted_topics_offsets_not_dropped")
 			}
 			if m.woken && g.idle() {
-				ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+				ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 			}
 		})
 }

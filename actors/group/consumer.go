@@ -171,7 +171,7 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 		return true
 	case *DescribeGroup:
 		// DescribeGroups of a consumer-protocol group (KIP-1043).
-		m.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
+		m.Reply.Resolve(&Description{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
 		return true
 	case *DeleteGroup:
 		if len(cg.members) > 0 {
@@ -192,7 +192,7 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 		return g.consumerDeleteOffsets(ctx, m)
 	case *listEntry:
 		m.reply.Resolve(&listedGroup{
-			ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: consumerProtocol, State: cg.state(), Type: consumerType},
+			ListedGroup: ListedGroup{Group: g.id, ProtocolType: consumerProtocol, State: cg.state(), Type: consumerType},
 			exists:      true,
 		})
 		return true
@@ -219,7 +219,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	committed := false
 	if g.cg == nil {
 		if r.MemberEpoch != 0 {
-			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.cfg.Group+" not found.")
+			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.id+" not found.")
 			return
 		}
 		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
@@ -227,7 +227,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			cg, why := g.upgrade()
 			if cg == nil {
 				g.log.Info().Str("reason", why).Msg("classic_group_not_upgraded")
-				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.cfg.Group+
+				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.id+
 					" to consumer group because "+why+".")
 				return
 			}
@@ -271,7 +271,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			m = cg.members[r.MemberID]
 		}
 		if m == nil {
-			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.cfg.Group+".")
+			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.id+".")
 			return
 		}
 		res := &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch,
@@ -313,7 +313,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			}
 		}
 		if m == nil {
-			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.cfg.Group+".")
+			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.id+".")
 			return
 		}
 		if code := epochCheck(r.MemberEpoch, m.epoch, m.prevEpoch, owned, m.assigned); code != 0 {
@@ -867,14 +867,14 @@ func (g *groupActor) assignedTopics(a assignment) []AssignedTopic {
 func (g *groupActor) handleConsumerDescribe(r *ConsumerDescribe) {
 	cg := g.cg
 	if cg == nil {
-		msg := "Group " + g.cfg.Group + " not found."
+		msg := "Group " + g.id + " not found."
 		if g.exists {
-			msg = "Group " + g.cfg.Group + " is not a consumer group."
+			msg = "Group " + g.id + " is not a consumer group."
 		}
-		r.Reply.Resolve(&ConsumerDescription{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, ErrorMessage: msg})
+		r.Reply.Resolve(&ConsumerDescription{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, ErrorMessage: msg})
 		return
 	}
-	d := &ConsumerDescription{Group: g.cfg.Group, State: cg.state(), Epoch: cg.epoch, AssignmentEpoch: cg.targetEpoch,
+	d := &ConsumerDescription{Group: g.id, State: cg.state(), Epoch: cg.epoch, AssignmentEpoch: cg.targetEpoch,
 		AssignorName: g.preferredAssignor()}
 	ids := make([]string, 0, len(cg.members))
 	for id := range cg.members {

@@ -155,7 +155,7 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 	cg.dirty, cg.saving = false, true
 	blob, err := g.consumerBlob()
 	if err != nil {
-		panic(fmt.Errorf("group %q: encode consumer state: %w", g.cfg.Group, err)) // a broken invariant
+		panic(fmt.Errorf("group %q: encode consumer state: %w", g.id, err)) // a broken invariant
 	}
 	g.generation = cg.epoch
 	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch, Consumer: blob}

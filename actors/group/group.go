@@ -46,8 +46,7 @@ type Config struct {
 	// OffsetsRestarts, when set, counts offsets actors restarted after a panic.
 	OffsetsRestarts prometheus.Counter
 
-	// supervisor is the manager's offsetsSupervisor, shared by its groups; nil: Props
-	// makes one.
+	// supervisor is offsetsSupervisor, one for all the groups of a manager.
 	supervisor actor.SupervisorStrategy
 }
 
@@ -57,13 +56,18 @@ func Props(cfg Config) *actor.Props {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	sup := cfg.supervisor
-	if sup == nil {
-		sup = offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
+	if cfg.supervisor == nil {
+		cfg.supervisor = offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
 	}
-	cfg.supervisor = nil
 	c := &cfg // one copy, shared by every incarnation
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(c) }, actor.WithSupervisor(sup))
+	return groupProps(c, c.Group, c.Offsets)
+}
+
+// groupProps makes the actor of group id with offsets actor props off, under the rest of
+// kind: the manager's one Config for all its groups (its Group and Offsets unused), so
+// that a live group does not keep a copy of what every group shares.
+func groupProps(kind *Config, id string, off *actor.Props) *actor.Props {
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(kind, id, off) }, actor.WithSupervisor(kind.supervisor))
 }
 
 // offsetsSupervisor restarts a group's failed offsets actor (protoactor's default bound:
@@ -121,8 +125,10 @@ type op struct {
 
 type groupActor struct {
 	// config
-	cfg *Config // shared by the incarnations; never written
-	log logs.Tagged
+	cfg          *Config // shared by the incarnations and by the manager's groups; never written
+	id           string  // the group id (cfg.Group is not this group's when cfg is a manager's)
+	offsetsProps *actor.Props
+	log          logs.Tagged
 
 	// collaborators
 	offsets *actor.PID
@@ -188,9 +194,9 @@ type groupActor struct {
 	releaseCancel actor.Cancel
 }
 
-func newGroupActor(cfg *Config) *groupActor {
-	g := &groupActor{cfg: cfg}
-	g.log = logs.Tag(&g.cfg.Log, "group", logs.ID(cfg.Group))
+func newGroupActor(cfg *Config, id string, off *actor.Props) *groupActor {
+	g := &groupActor{cfg: cfg, id: id, offsetsProps: off}
+	g.log = logs.Tag(&g.cfg.Log, "group", logs.ID(id))
 	return g
 }
 
@@ -284,13 +290,13 @@ func (g *groupActor) publish() {
 		if g.cg != nil {
 			st, n = g.cg.stateName, len(g.cg.members)
 		}
-		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, st, n)
+		g.cfg.Settings.Metrics.publish(&g.pub, g.id, g.exists, st, n)
 	}
 }
 
 func (g *groupActor) unpublish() {
 	g.stopped = true
-	g.cfg.Settings.Metrics.unpublish(&g.pub, g.cfg.Group)
+	g.cfg.Settings.Metrics.unpublish(&g.pub, g.id)
 	g.publishConsumer()
 }
 
@@ -346,10 +352,10 @@ func (g *groupActor) classicMaps() {
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = actor.Pending[op]{}
-	pid, err := actor.SpawnNamed(ctx, g.cfg.Offsets, "offsets")
+	pid, err := actor.SpawnNamed(ctx, g.offsetsProps, "offsets")
 	if err != nil {
 		// The name is free after a restart (children stop first); this is a broken invariant.
-		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.cfg.Group, err))
+		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
 	}
 	g.offsets = pid
 	g.loading = true
@@ -599,7 +605,7 @@ func (g *groupActor) idle() bool {
 // onIdle: the group saw no traffic for group.idle.passivation.ms.
 func (g *groupActor) onIdle(ctx actor.Context) {
 	if g.idle() {
-		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 		return
 	}
 	ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
@@ -610,7 +616,7 @@ func (g *groupActor) onIdle(ctx actor.Context) {
 // pile up actors.
 func (g *groupActor) maybeForget(ctx actor.Context) {
 	if !g.exists && g.idle() && g.broken == 0 {
-		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 	}
 }
 
@@ -739,10 +745,10 @@ func (g *groupActor) oldest() *member {
 
 func (g *groupActor) handleDescribe(r *DescribeGroup) {
 	if !g.exists {
-		r.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
+		r.Reply.Resolve(&Description{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
 		return
 	}
-	d := &Description{Group: g.cfg.Group, State: g.state.String(), ProtocolType: g.protocolType}
+	d := &Description{Group: g.id, State: g.state.String(), ProtocolType: g.protocolType}
 	stable := g.state == stateStable
 	if stable {
 		d.Protocol = g.protocol
@@ -760,7 +766,7 @@ func (g *groupActor) handleDescribe(r *DescribeGroup) {
 
 func (g *groupActor) handleListEntry(r *listEntry) {
 	r.reply.Resolve(&listedGroup{
-		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String(), Type: classicType},
+		ListedGroup: ListedGroup{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: classicType},
 		exists:      g.exists,
 	})
 }

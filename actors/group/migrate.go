@@ -737,7 +737,7 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 	g.log.Info().Int32("generation", g.generation).Int("members", len(ids)).Str("protocol", logs.ID(g.protocol)).
 		Msg("consumer_group_downgraded_to_classic")
 	if rebalance {
-		g.prepareRebalance(ctx, causeDowngraded, "group "+g.cfg.Group+" downgraded from consumer to classic")
+		g.prepareRebalance(ctx, causeDowngraded, "group "+g.id+" downgraded from consumer to classic")
 	}
 	g.saveMeta(ctx, client, meta, func(code int16) {
 		if code != 0 {

@@ -194,7 +194,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.commitBatch(b)
 		return
 	}
-	data, err := encodeRecord(a.cfg.Group, a.st.epoch, b.rec.ops)
+	data, err := encodeRecord(a.group, a.st.epoch, b.rec.ops)
 	if err == nil {
 		err = b.rec.err
 	}
@@ -206,7 +206,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 	}
 	b.reply = actor.NewWaitable(ctx)
 	a.inflight, a.queue = append(a.inflight, b), nil
-	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.Group, Data: data, Reply: b.reply})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.group, Data: data, Reply: b.reply})
 }
 
 // applyQueue applies the queue to what the state will be once the batches in flight
@@ -339,7 +339,7 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res journal.Appended, s
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
-	if a.cfg.Gate != nil && !a.cfg.Gate() {
+	if a.gate != nil && !a.gate() {
 		// Durable in this broker's journal, but the lease may have lapsed meanwhile and
 		// another broker adopted the group: not acknowledged (a successor that replayed
 		// the journal first has it; one that did not never acknowledged it either).

@@ -95,7 +95,7 @@ func (a *offsetsActor) checkpointJob() (*ckptJob, error) {
 	}
 	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{}), tomb: tombAfter(data, a.tomb)}
 	fsys, dir, name, path, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.path, a.tomb, a.cfg.WriteSlots
-	group, slotWait, cluster, epoch := a.cfg.Group, a.cfg.slotWait, a.cfg.Gate != nil, a.st.epoch
+	group, slotWait, cluster, epoch := a.group, a.cfg.slotWait, a.gate != nil, a.st.epoch
 	mkdir := a.exists && !a.dirReady
 	job.run = func() {
 		defer close(job.done)
@@ -228,7 +228,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
 	a.tomb = job.tomb
-	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.cfg.Group, Seq: job.seq})
+	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.group, Seq: job.seq})
 }
 
 // checkpointWait bounds how long a stopping or restarting actor waits for its file to be
@@ -297,7 +297,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 // group's records pinned (a restart replays them) and this state in memory for the
 // group's next actor, which claims it instead of reading the older file.
 func (a *offsetsActor) leaveWithJournal(ctx actor.Context) {
-	u, err := newUnsaved(a.cfg.Group, a.st, a.exists, a.lastSeq)
+	u, err := newUnsaved(a.group, a.st, a.exists, a.lastSeq)
 	if err != nil {
 		a.log.Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
 		return
@@ -405,13 +405,13 @@ func tombAfter(data []byte, tomb bool) bool {
 func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 	if !exists {
 		if s.epoch > 0 {
-			return encodeTombstone(a.cfg.Group, s.epoch, a.cfg.Now())
+			return encodeTombstone(a.group, s.epoch, a.cfg.Now())
 		}
 		return nil, nil
 	}
 	meta, err := a.metaJSON.encode(s.meta)
 	if err != nil {
-		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.cfg.Group), err)
+		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.group), err)
 	}
-	return encodeFileWith(a.cfg.Group, s, meta)
+	return encodeFileWith(a.group, s, meta)
 }

@@ -33,7 +33,7 @@ import (
 func (a *offsetsActor) claim(ctx actor.Context) {
 	p := actor.NewPromise(ctx, ctx.Self())
 	a.claiming, a.claimID = true, p.ID()
-	ctx.Send(a.cfg.Journal, &journal.Claim{Key: a.cfg.Group, Reply: p})
+	ctx.Send(a.cfg.Journal, &journal.Claim{Key: a.group, Reply: p})
 	a.armStashWait(ctx)
 }
 
@@ -209,8 +209,8 @@ type loadJob struct {
 
 // startLoad runs a load job; its outcome comes back as the *loadJob itself.
 func (a *offsetsActor) startLoad(ctx actor.Context, u *unsavedIn) {
-	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.path, group: a.cfg.Group,
-		gate: a.cfg.Gate, unsaved: u}
+	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.path, group: a.group,
+		gate: a.gate, unsaved: u}
 	if len(a.hold.markers) > 0 {
 		job.markers = append([]string(nil), a.hold.markers...)
 	}
@@ -463,13 +463,13 @@ func (a *offsetsActor) fence(reason string) {
 // remembered from the last one, since a broker that took the group over rewrites the
 // file under its own epoch at any time, and that read is what fences the former owner.
 func (a *offsetsActor) mayWriteFile() bool {
-	if a.cfg.Gate == nil {
+	if a.gate == nil {
 		return true
 	}
 	if a.fenced {
 		return false
 	}
-	if !a.cfg.Gate() {
+	if !a.gate() {
 		a.fence("gate_closed")
 		return false
 	}

@@ -159,11 +159,36 @@ func (c Config) withDefaults() Config {
 // A Config without a Journal is a wiring bug, and Props panics on it: the actor has no
 // other way to make a change durable.
 func Props(cfg Config) *actor.Props {
+	gate := cfg.Gate
+	return NewKind(cfg, func() func() bool { return gate }).Props(cfg.Group)
+}
+
+// Kind makes the offsets actors of many groups from one Config (its Group and Gate
+// unused), so that a live group does not keep a copy of what every group shares.
+type Kind struct {
+	cfg  Config
+	gate func() func() bool
+}
+
+// NewKind checks and completes cfg for Props; it panics on a Config without a Journal
+// (see Props). gate, when set, makes the Gate of each group as its Props are made (a
+// gate holds the ownership term the group is loaded under, so it is the group's own).
+func NewKind(cfg Config, gate func() func() bool) *Kind {
 	if cfg.Journal == nil {
 		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, journal.Props)")
 	}
-	c := cfg.withDefaults() // one copy, shared by every incarnation
-	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&c) })
+	cfg.Gate = nil
+	return &Kind{cfg: cfg.withDefaults(), gate: gate}
+}
+
+// Props makes the offsets actor of group, as Props of k's Config with Group set to it
+// and Gate to one made now.
+func (k *Kind) Props(group string) *actor.Props {
+	var gate func() bool
+	if k.gate != nil {
+		gate = k.gate()
+	}
+	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&k.cfg, group, gate) })
 }
 
 // offsetsActor owns one group's file. It loads the file on its first request and keeps
@@ -178,10 +203,12 @@ func Props(cfg Config) *actor.Props {
 // journal (a checkpoint) by jobs on goroutines of their own whose outcomes come back as
 // messages; only a stopping or restarting actor waits for its last write, with a bound.
 type offsetsActor struct {
-	cfg  *Config // shared by the incarnations; never written
-	name string  // file name in cfg.Dir
-	path string
-	log  logs.Tagged
+	cfg   *Config     // shared by the incarnations and by the groups of a Kind; never written
+	group string      // the group id (cfg.Group is not this group's when cfg is a Kind's)
+	gate  func() bool // Config.Gate of this group (a Kind's cfg has none)
+	name  string      // file name in cfg.Dir
+	path  string
+	log   logs.Tagged
 
 	loaded   bool
 	broken   error // the load failed; every request answers codeBroken
@@ -233,15 +260,17 @@ type offsetsActor struct {
 	failLog, ckptFailLog *logs.Limiter
 }
 
-func newOffsetsActor(cfg *Config) *offsetsActor {
-	name := FileName(cfg.Group)
+func newOffsetsActor(cfg *Config, group string, gate func() bool) *offsetsActor {
+	name := FileName(group)
 	a := &offsetsActor{
-		cfg:  cfg,
-		name: name,
-		path: filepath.Join(cfg.Dir, name),
-		st:   newState(),
+		cfg:   cfg,
+		group: group,
+		gate:  gate,
+		name:  name,
+		path:  filepath.Join(cfg.Dir, name),
+		st:    newState(),
 	}
-	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(cfg.Group)).And("file", name)
+	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(group)).And("file", name)
 	return a
 }
 
@@ -265,7 +294,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
-		a.pub = a.cfg.Metrics.offsets().Group(a.cfg.Group)
+		a.pub = a.cfg.Metrics.offsets().Group(a.group)
 		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)
@@ -363,7 +392,7 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 // leavingToJournal says whether the broker stops and leaves the group's file behind its
 // journal (Config.LeaveToJournal).
 func (a *offsetsActor) leavingToJournal() bool {
-	return a.cfg.LeaveToJournal != nil && a.cfg.Gate == nil && a.cfg.LeaveToJournal()
+	return a.cfg.LeaveToJournal != nil && a.gate == nil && a.cfg.LeaveToJournal()
 }
 
 // onRestarting answers the queue of the failed incarnation without writing it: its state
