@@ -56,7 +56,9 @@ func (a *offsetsActor) scheduleCheckpoint(ctx actor.Context) {
 // onCheckpointTick rewrites the group file with everything journaled so far, on its own
 // goroutine: commits go on meanwhile. One checkpoint runs at a time.
 func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
-	a.ckptScheduled = false
+	// The timer has fired: its cancel would only keep it (and its message) reachable for
+	// as long as the group stays idle.
+	a.ckptScheduled, a.ckptCancel = false, nil
 	if a.lastSeq <= a.fileSeq {
 		return
 	}
