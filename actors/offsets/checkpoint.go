@@ -411,7 +411,7 @@ func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 		}
 		return nil, nil
 	}
-	meta, err := a.metaJSON.encode(s.meta)
+	meta, err := encodeMetaCached(&a.metaJSON, s.meta)
 	if err != nil {
 		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.group), err)
 	}

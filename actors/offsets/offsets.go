@@ -214,10 +214,10 @@ type offsetsActor struct {
 	broken   error // the load failed; every request answers codeBroken
 	brokenAt time.Time
 	dirReady bool
-	tomb     bool  // the group's tombstone (tombstone.go) may be on disk
-	exists   bool  // the file exists on disk
-	st       state // what the file holds
-	metaJSON metaCache
+	tomb     bool       // the group's tombstone (tombstone.go) may be on disk
+	exists   bool       // the file exists on disk
+	st       state      // what the file holds
+	metaJSON *metaCache // encodeMetaCached
 	// tombUnreadable: the last look found the group's tombstone unreadable (noteTomb);
 	// no file is written until it reads again.
 	tombUnreadable bool
