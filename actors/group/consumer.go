@@ -1106,7 +1106,7 @@ func (g *groupActor) shutdownConsumer(code int16) {
 // publishConsumer brings kaas_consumer_group_members{state} to the group's members
 // (none once the actor stops). It runs with every save, which every state change makes.
 func (g *groupActor) publishConsumer() {
-	var now [4]int
+	var now [4]int32
 	if cg := g.cg; cg != nil {
 		cg.stateName = cg.state()
 		if (cg.stateName == "Stable" || cg.stateName == "Empty") && !cg.reconcileSince.IsZero() {

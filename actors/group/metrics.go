@@ -210,7 +210,7 @@ func (m *Metrics) consumerFenced(reason string) {
 
 // consumerMembers moves kaas_consumer_group_members from what a group published (was)
 // to now, by state (memberStates order).
-func (m *Metrics) consumerMembers(was *[4]int, now [4]int) {
+func (m *Metrics) consumerMembers(was *[4]int32, now [4]int32) {
 	if m == nil {
 		*was = now
 		return

@@ -17,8 +17,8 @@ import (
 // cause is reason's bounded name, the metrics' label.
 func (g *groupActor) prepareRebalance(ctx actor.Context, cause, reason string) {
 	g.cfg.Settings.Metrics.rebalanceStarted(cause)
-	if g.rebalanceStart.IsZero() {
-		g.rebalanceStart, g.rebalanceCause = time.Now(), cause
+	if g.rebalanceStart == 0 {
+		g.rebalanceStart, g.rebalanceCause = max(time.Since(monoBase), 1), cause
 	}
 	if g.state == stateCompletingRebalance {
 		for _, m := range g.members {
