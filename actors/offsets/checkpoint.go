@@ -96,7 +96,7 @@ func (a *offsetsActor) checkpointJob() (*ckptJob, error) {
 		return nil, err
 	}
 	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{}), tomb: tombAfter(data, a.tomb)}
-	fsys, dir, name, path, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.path, a.tomb, a.cfg.WriteSlots
+	fsys, dir, name, path, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.filePath(), a.tomb, a.cfg.WriteSlots
 	group, slotWait, cluster, epoch := a.group, a.cfg.slotWait, a.gate != nil, a.st.epoch
 	mkdir := a.exists && !a.dirReady
 	job.run = func() {

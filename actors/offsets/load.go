@@ -209,7 +209,7 @@ type loadJob struct {
 
 // startLoad runs a load job; its outcome comes back as the *loadJob itself.
 func (a *offsetsActor) startLoad(ctx actor.Context, u *unsavedIn) {
-	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.path, group: a.group,
+	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.filePath(), group: a.group,
 		gate: a.gate, unsaved: u}
 	if len(a.hold.markers) > 0 {
 		job.markers = append([]string(nil), a.hold.markers...)
@@ -436,7 +436,7 @@ func (a *offsetsActor) tookOver(job *loadJob) {
 	case job.fence != "":
 		a.fence(job.fence)
 	case job.takeoverErr != nil:
-		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.path, job.takeoverErr), a.cfg.Now()
+		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.filePath(), job.takeoverErr), a.cfg.Now()
 		a.log.Error().Err(job.takeoverErr).Msg("offsets_takeover_write_failed")
 	case job.takenOver:
 		a.tomb = false
@@ -480,7 +480,7 @@ func (a *offsetsActor) mayWriteFile() bool {
 // logged once (until it is readable again) and remembered in tombUnreadable.
 func (a *offsetsActor) noteTomb(err error) {
 	if err != nil && !a.tombUnreadable {
-		a.log.Error().Err(err).Str("tombstone", filepath.Base(tombPath(a.path))).
+		a.log.Error().Err(err).Str("tombstone", filepath.Base(tombPath(a.filePath()))).
 			Msg("offsets_tombstone_unreadable_file_not_written")
 	}
 	a.tombUnreadable = err != nil

@@ -206,51 +206,54 @@ type offsetsActor struct {
 	cfg   *Config     // shared by the incarnations and by the groups of a Kind; never written
 	group string      // the group id (cfg.Group is not this group's when cfg is a Kind's)
 	gate  func() bool // Config.Gate of this group (a Kind's cfg has none)
-	name  string      // file name in cfg.Dir
-	path  string
+	name  string      // file name in cfg.Dir (filePath)
 	log   logs.Tagged
 
+	// The flags are kept together, so that the actor packs into a smaller size class
+	// (one per live group): with each bool in its own word it took 48 bytes more.
 	loaded   bool
-	broken   error // the load failed; every request answers codeBroken
-	brokenAt time.Time
 	dirReady bool
-	tomb     bool       // the group's tombstone (tombstone.go) may be on disk
-	exists   bool       // the file exists on disk
-	st       state      // what the file holds
-	metaJSON *metaCache // encodeMetaCached
+	tomb     bool // the group's tombstone (tombstone.go) may be on disk
+	exists   bool // the file exists on disk
 	// tombUnreadable: the last look found the group's tombstone unreadable (noteTomb);
 	// no file is written until it reads again.
 	tombUnreadable bool
+	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
+	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
+	// nothing is written.
+	fenced bool
+	// flushQueued: a flushNow is on its way to the actor; ckptScheduled: a checkpoint
+	// timer is armed (ckptCancel).
+	flushQueued, ckptScheduled bool
+	// claiming and loading: described with claimID and loadJob below.
+	claiming, loading bool
 
-	queue       []queued
-	flushQueued bool
+	broken   error // the load failed; every request answers codeBroken
+	brokenAt time.Time
+	st       state      // what the file holds
+	metaJSON *metaCache // encodeMetaCached
+
+	queue []queued
 
 	// The batches appended to the journal (journal.go) and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
 	// holds, and the checkpoint being written or scheduled.
-	inflight      []*batch // appended, oldest first; answered in this order
-	lastSeq       uint64
-	fileSeq       uint64
-	ckpt          *ckptJob
-	ckptScheduled bool
-	ckptCancel    actor.Cancel
+	inflight   []*batch // appended, oldest first; answered in this order
+	lastSeq    uint64
+	fileSeq    uint64
+	ckpt       *ckptJob
+	ckptCancel actor.Cancel
 
 	// claiming: the journal has not yet said whether an earlier actor of the group left
 	// state behind its file; loading: a load job (load.go) reads the file. Requests wait
 	// in stash meanwhile, at most ClaimWait at a time (stashCancel).
-	claiming    bool
 	claimID     uint64
-	loading     bool
 	loadJob     *loadJob
 	stashCancel actor.Cancel
 	stash       []any
 	// flushes are the Flush requests waiting for everything accepted before them.
 	flushes []*Flush
 	hold    hold // hold.go: the group is held after a damaged journal segment
-	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
-	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
-	// nothing is written.
-	fenced bool
 	// pub publishes the committed offsets served (kaas_group_committed_offset, lag).
 	pub *metrics.GroupOffsets
 	// pendingShown is what this actor added to the pending offsets gauge.
@@ -267,12 +270,14 @@ func newOffsetsActor(cfg *Config, group string, gate func() bool) *offsetsActor 
 		group: group,
 		gate:  gate,
 		name:  name,
-		path:  filepath.Join(cfg.Dir, name),
 		st:    newState(),
 	}
 	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(group)).And("file", name)
 	return a
 }
+
+// filePath is the group's file (made when needed, not kept: 16 bytes per live group).
+func (a *offsetsActor) filePath() string { return filepath.Join(a.cfg.Dir, a.name) }
 
 // errorLogInterval: a failure that repeats with every write (a full disk) is logged once
 // per interval, with the number of those left out.
