@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 
+	"kaas/actors/actor"
 	"kaas/actors/group"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
@@ -88,7 +89,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		Dir: dir, FS: fsys, Log: log, Metrics: om,
 		MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
 		Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
-		WriteSlots: slots, LeaveToJournal: leave,
+		WriteSlots: slots, WriteQueue: actor.NewLimiter(offsets.DefaultWriteSlots), LeaveToJournal: leave,
 	}, b.gate) // a gate per group, made as it is spawned: it holds the term it was loaded under
 	return group.ManagerConfig{
 		Settings:     settings,

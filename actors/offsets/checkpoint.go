@@ -82,10 +82,15 @@ func (a *offsetsActor) startCheckpoint(ctx actor.Context) bool {
 		return false
 	}
 	a.ckpt = job
-	actor.Background(ctx, func() any {
+	run := func() any {
 		job.run()
 		return job
-	})
+	}
+	if q := a.cfg.WriteQueue; q != nil {
+		q.Background(ctx, run)
+	} else {
+		actor.Background(ctx, run)
+	}
 	return true
 }
 

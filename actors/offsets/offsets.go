@@ -92,6 +92,11 @@ type Config struct {
 	// groups checkpointing together would otherwise need as many threads (Go stops the
 	// process at 10,000). Nil is no bound.
 	WriteSlots chan struct{}
+	// WriteQueue, shared like WriteSlots and of as many, starts a checkpoint's goroutine
+	// only when one of them is free: a checkpoint waiting its turn is then a queue entry,
+	// not a goroutine (its stack, its encoded file) waiting for a slot. Nil: each
+	// checkpoint waits for its slot on a goroutine of its own.
+	WriteQueue *actor.Limiter
 	// ClaimWait: how long requests wait for the journal's answer to the actor's Claim
 	// before they are answered COORDINATOR_LOAD_IN_PROGRESS (the actor goes on waiting);
 	// 0 is DefaultClaimWait.
