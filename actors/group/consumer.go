@@ -226,7 +226,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			// Online upgrade (migrate.go); refused, Apache answers GROUP_ID_NOT_FOUND.
 			cg, why := g.upgrade()
 			if cg == nil {
-				g.log.Info().Str("reason", why).Msg("classic_group_not_upgraded")
+				g.log().Info().Str("reason", why).Msg("classic_group_not_upgraded")
 				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.id+
 					" to consumer group because "+why+".")
 				return
@@ -281,7 +281,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			g.finishHeartbeat(ctx, r, res)
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "left", r, func(code int16) {
 			if code != 0 {
 				r.Reply.Resolve(&ConsumerHeartbeatResult{ErrorCode: code, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})
@@ -318,7 +318,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		}
 		if code := epochCheck(r.MemberEpoch, m.epoch, m.prevEpoch, owned, m.assigned); code != 0 {
 			g.cfg.Settings.Metrics.consumerFenced("epoch")
-			g.log.Debug().Str("member", logs.ID(m.id)).Int32("got", r.MemberEpoch).Int32("member_epoch", m.epoch).Msg("consumer_member_epoch_fenced")
+			g.log().Debug().Str("member", logs.ID(m.id)).Int32("got", r.MemberEpoch).Int32("member_epoch", m.epoch).Msg("consumer_member_epoch_fenced")
 			g.answerHeartbeat(r, code, "The consumer group member's epoch ("+epochStr(r.MemberEpoch)+") is not the one known by the group coordinator ("+
 				epochStr(m.epoch)+"). The member must abandon all its partitions and rejoin.")
 			return
@@ -333,7 +333,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		// The join is accepted: the classic side goes, its members are now this group's.
 		g.dropClassicState()
 		g.armUpgraded(ctx, upgraded)
-		g.log.Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).
+		g.log().Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).
 			Msg("classic_group_upgraded_to_consumer_protocol")
 	}
 	g.updateConsumerMember(ctx, m, r, re)
@@ -442,7 +442,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 			cg.members[m.id] = m
 			cg.instances[inst] = m.id
 			cg.dirty = true
-			g.log.Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(oldID)).Str("instance", logs.ID(inst)).Msg("consumer_static_member_replaced")
+			g.log().Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(oldID)).Str("instance", logs.ID(inst)).Msg("consumer_static_member_replaced")
 			return m, 0, ""
 		}
 	}
@@ -467,7 +467,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 	cg.emptySince = time.Time{}
 	cg.bump = true
 	cg.dirty = true
-	g.log.Info().Str("member", logs.ID(id)).Str("instance", logs.ID(m.instanceID)).Int32("group_epoch", cg.epoch+1).Msg("consumer_member_joined")
+	g.log().Info().Str("member", logs.ID(id)).Str("instance", logs.ID(m.instanceID)).Int32("group_epoch", cg.epoch+1).Msg("consumer_member_joined")
 	return m, 0, ""
 }
 
@@ -595,7 +595,7 @@ func (g *groupActor) computeTarget() {
 		cg.reconcileSince = time.Now()
 	}
 	cg.dirty = true
-	g.log.Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
+	g.log().Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
 }
 
 // reconcileMember moves m one step towards its target, keeps the partition holders up
@@ -674,7 +674,7 @@ func (g *groupActor) staticLeave(m *cMember) {
 		m.rebalanceCancel = nil
 	}
 	g.cg.dirty = true
-	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Msg("consumer_static_member_left_temporarily")
+	g.log().Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Msg("consumer_static_member_left_temporarily")
 }
 
 // removeConsumerMember takes m out of the group (a leave or a fence) and bumps the
@@ -758,7 +758,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 			g.armConsumerSession(ctx, m)
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_session_expired_fenced")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_session_expired_fenced")
 		g.cfg.Settings.Metrics.sessionExpired()
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "session_timeout", nil, logNotSaved(g))
 	case *consumerRebalanceCheck:
@@ -766,7 +766,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 		if m == nil || m.rebalanceSeq != t.seq || m.state != memberUnrevoked || m.epoch != t.epoch {
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_rebalance_timeout_fenced")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_rebalance_timeout_fenced")
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "rebalance_timeout", nil, logNotSaved(g))
 	}
 }
@@ -774,7 +774,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 func logNotSaved(g *groupActor) func(code int16) {
 	return func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
 		}
 	}
 }
@@ -805,7 +805,7 @@ func (g *groupActor) consumerAdminLeave(ctx actor.Context, r *LeaveGroup) {
 			res.Members[i] = kerr.UnknownMemberID.Code
 			continue
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Str("reason", logs.ID(lm.Reason)).Msg("consumer_member_removed_by_leave_group")
+		g.log().Info().Str("member", logs.ID(m.id)).Str("reason", logs.ID(lm.Reason)).Msg("consumer_member_removed_by_leave_group")
 		gone = append(gone, m)
 	}
 	if len(gone) == 0 && !cg.dirty {
@@ -1188,7 +1188,7 @@ func (g *groupActor) resolveRegexes() {
 		sort.Strings(res)
 		m.resolvedGen = gen
 		if cg.resubscribe(m, m.subscribed, res) {
-			g.log.Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
+			g.log().Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
 			cg.bump = true
 			cg.dirty = true
 		}

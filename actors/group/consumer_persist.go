@@ -257,7 +257,7 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 	g.protocolType = consumerProtocol
 	g.generation = cg.epoch
 	g.publishConsumer()
-	g.log.Info().Int32("group_epoch", cg.epoch).Int32("target_epoch", cg.targetEpoch).Int("members", len(cg.members)).
+	g.log().Info().Int32("group_epoch", cg.epoch).Int32("target_epoch", cg.targetEpoch).Int("members", len(cg.members)).
 		Msg("consumer_group_loaded_with_its_members")
 	return nil
 }

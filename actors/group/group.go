@@ -128,7 +128,6 @@ type groupActor struct {
 	cfg          *Config // shared by the incarnations and by the manager's groups; never written
 	id           string  // the group id (cfg.Group is not this group's when cfg is a manager's)
 	offsetsProps *actor.Props
-	log          logs.Tagged
 
 	// collaborators
 	offsets *actor.PID
@@ -195,10 +194,12 @@ type groupActor struct {
 }
 
 func newGroupActor(cfg *Config, id string, off *actor.Props) *groupActor {
-	g := &groupActor{cfg: cfg, id: id, offsetsProps: off}
-	g.log = logs.Tag(&g.cfg.Log, "group", logs.ID(id))
-	return g
+	return &groupActor{cfg: cfg, id: id, offsetsProps: off}
 }
+
+// log is the broker's logger adding the group to each event, made per event rather than
+// kept (72 bytes per live group): most groups never log a line.
+func (g *groupActor) log() logs.Tagged { return logs.Tag(&g.cfg.Log, "group", logs.ID(g.id)) }
 
 // Receive: lifecycle, then requests, then events.
 //
@@ -268,12 +269,12 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 		}
 	case *actor.Terminated:
 		if g.releasing && g.offsets != nil && m.Who.Equal(g.offsets) {
-			g.log.Warn().Msg("offsets_actor_stopped_before_flush_answered")
+			g.log().Warn().Msg("offsets_actor_stopped_before_flush_answered")
 			g.finishRelease(ctx)
 		}
 	case *releaseDeadline:
 		if g.releasing {
-			g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
+			g.log().Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
 			g.finishRelease(ctx)
 		}
 	case Request:
@@ -377,7 +378,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			g.broken = notAvailable
 		case st.ErrorCode != 0:
 			if !wasBroken {
-				g.log.Error().Int16("error_code", st.ErrorCode).Msg("group_file_unusable_answers_coordinator_not_available")
+				g.log().Error().Int16("error_code", st.ErrorCode).Msg("group_file_unusable_answers_coordinator_not_available")
 			}
 			g.broken = st.ErrorCode
 		case st.Exists:
@@ -393,7 +394,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			}
 			if len(st.Meta.Consumer) > 0 {
 				if err := g.loadConsumer(ctx, st.Meta); err != nil {
-					g.log.Error().Err(err).Msg("group_file_unusable_answers_coordinator_not_available")
+					g.log().Error().Err(err).Msg("group_file_unusable_answers_coordinator_not_available")
 					g.cg = nil
 					g.broken = notAvailable
 				}
@@ -417,7 +418,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 // Panicked logs a panic of the actor with its stack (actor.PanicHandler); the supervisor
 // restarts it.
 func (g *groupActor) Panicked(_ actor.Context, p any) {
-	logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
+	logs.Panic(g.log().Error(), p).Msg("group_actor_panicked_restarting")
 }
 
 // handle runs one request: the message being handled, or one that waited for the load.
@@ -577,7 +578,7 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 // onFlushed: the offsets actor answered the release's Flush.
 func (g *groupActor) onFlushed(ctx actor.Context, v any) {
 	if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
-		g.log.Warn().Interface("answer", v).Msg("offsets_flush_failed_acknowledged_writes_are_on_disk")
+		g.log().Warn().Interface("answer", v).Msg("offsets_flush_failed_acknowledged_writes_are_on_disk")
 	}
 	g.finishRelease(ctx)
 }
@@ -642,7 +643,7 @@ func (g *groupActor) saveEmpty(ctx actor.Context) {
 		EmptySince: g.stateSince.UnixMilli()}
 	g.saveMeta(ctx, nil, meta, func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("group_meta_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("group_meta_not_saved")
 		}
 	})
 }
@@ -710,7 +711,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	}
 	g.computeTopics()
 	g.setState(stateStable)
-	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
+	g.log().Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(g.members)).Msg("group_loaded_stable_with_its_members")
 	if len(g.members) > g.cfg.Settings.MaxSize {
 		g.prepareRebalance(ctx, causeMaxSize, "loaded group is larger than group.max.size")
@@ -790,7 +791,7 @@ func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
 				res = &offsets.Result{ErrorCode: notAvailable}
 			}
 			if res.ErrorCode == 0 && g.state == stateEmpty && len(g.members) == 0 {
-				g.log.Info().Msg("group_deleted")
+				g.log().Info().Msg("group_deleted")
 				g.reset()
 				// A commit that came in after the delete was queued behind it and made a new
 				// simple group (Apache handles them in the same order).

@@ -200,7 +200,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 	}
 	if err != nil {
 		a.queue = nil
-		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.log().Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
@@ -270,17 +270,17 @@ func (a *offsetsActor) answerBatch(b *batch) {
 		a.cfg.Metrics.pendingRefusedOnce()
 	}
 	if b.refused > 0 {
-		limited(&a.failLog).Event(a.log.Warn()).Int("refused", b.refused).Int("limit", a.cfg.MaxPendingOffsets).
+		limited(&a.failLog).Event(a.log().Warn()).Int("refused", b.refused).Int("limit", a.cfg.MaxPendingOffsets).
 			Int("pending", a.st.pendingCount()).Msg("offsets_pending_txn_limit_reached")
 	}
 	if b.dropped > 0 {
 		// Apache deletes a deleted group's pending transactional offsets too
 		// (OffsetMetadataManager.deleteAllOffsets); a commit marker that comes later
 		// finds nothing to apply.
-		a.log.Warn().Int("pending_offsets", b.dropped).Msg("offsets_pending_txn_dropped_with_group")
+		a.log().Warn().Int("pending_offsets", b.dropped).Msg("offsets_pending_txn_dropped_with_group")
 	}
 	if b.expired > 0 {
-		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
+		a.log().Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
 	}
 	for i, q := range b.reqs {
 		resolve(q.msg, b.results[i])
@@ -335,7 +335,7 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res journal.Appended, s
 		a.inflight = nil
 	}
 	if res.Err != nil {
-		limited(&a.failLog).Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		limited(&a.failLog).Event(a.log().Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
@@ -368,7 +368,7 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 		if b.res == nil {
 			v, ok := b.reply.Wait(time.Until(deadline))
 			if !ok {
-				a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+				a.log().Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
 				for _, b := range a.inflight {
 					a.failBatch(b, codeWriteFailed)
 				}

@@ -77,7 +77,7 @@ func (a *offsetsActor) startCheckpoint(ctx actor.Context) bool {
 	}
 	job, err := a.checkpointJob()
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_checkpoint_failed")
+		a.log().Error().Err(err).Msg("offsets_checkpoint_failed")
 		a.scheduleCheckpoint(ctx)
 		return false
 	}
@@ -230,7 +230,7 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	a.cfg.Metrics.wrote(job.err, job.took)
 	if job.err != nil {
 		// Memory and the journal still hold everything; the next checkpoint retries.
-		limited(&a.ckptFailLog).Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
+		limited(&a.ckptFailLog).Event(a.log().Error()).Err(job.err).Msg("offsets_checkpoint_failed")
 		return
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
@@ -262,7 +262,7 @@ func waitJob(job *ckptJob, deadline time.Time) bool {
 func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 	if job := a.ckpt; job != nil {
 		if !waitJob(job, deadline) {
-			a.log.Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
+			a.log().Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
 			a.leaveWithJournal(ctx)
 			return
 		}
@@ -279,23 +279,23 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 	}
 	job, err := a.checkpointJob()
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_checkpoint_failed_state_left_with_journal")
+		a.log().Error().Err(err).Msg("offsets_checkpoint_failed_state_left_with_journal")
 		a.leaveWithJournal(ctx)
 		return
 	}
 	actor.Go(ctx, job.run)
 	if !waitJob(job, deadline) {
-		a.log.Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
+		a.log().Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
 		a.leaveWithJournal(ctx)
 		return
 	}
 	if job.panicked != nil {
 		job.err = fmt.Errorf("checkpoint panic: %v", job.panicked)
-		a.log.Error().Interface("panic", job.panicked).Bytes("stack", job.stack).Msg("offsets_job_panic")
+		a.log().Error().Interface("panic", job.panicked).Bytes("stack", job.stack).Msg("offsets_job_panic")
 	}
 	a.checkpointResult(ctx, job)
 	if job.err != nil && !job.refused() {
-		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
+		a.log().Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
 		a.leaveWithJournal(ctx)
 	}
 }
@@ -306,7 +306,7 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 func (a *offsetsActor) leaveWithJournal(ctx actor.Context) {
 	u, err := newUnsaved(a.group, a.st, a.exists, a.lastSeq)
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
+		a.log().Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
 		return
 	}
 	ctx.Send(a.cfg.Journal, u)

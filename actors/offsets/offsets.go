@@ -212,7 +212,6 @@ type offsetsActor struct {
 	group string      // the group id (cfg.Group is not this group's when cfg is a Kind's)
 	gate  func() bool // Config.Gate of this group (a Kind's cfg has none)
 	name  string      // file name in cfg.Dir (filePath)
-	log   logs.Tagged
 
 	// The flags are kept together, so that the actor packs into a smaller size class
 	// (one per live group): with each bool in its own word it took 48 bytes more.
@@ -277,8 +276,13 @@ func newOffsetsActor(cfg *Config, group string, gate func() bool) *offsetsActor 
 		name:  name,
 		st:    newState(),
 	}
-	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(group)).And("file", name)
 	return a
+}
+
+// log is the broker's logger adding the group and its file to each event, made per event
+// rather than kept (72 bytes per live group): most groups never log a line.
+func (a *offsetsActor) log() logs.Tagged {
+	return logs.Tag(&a.cfg.Log, "group", logs.ID(a.group)).And("file", a.name)
 }
 
 // filePath is the group's file (made when needed, not kept: 16 bytes per live group).
@@ -335,7 +339,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 // Panicked logs a panic of the actor with its stack (actor.PanicHandler); its group
 // actor restarts it.
 func (a *offsetsActor) Panicked(_ actor.Context, r any) {
-	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
+	a.log().Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
 }
 
 // handle serves one request, or stashes it while the claim or a load is under way (one
