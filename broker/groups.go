@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"kaas/actors/actor"
-
 	"kaas/actors/group"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
@@ -87,16 +86,15 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		settings.Consumer.Topics = b.catalog
 		settings.Consumer.GroupConfigs = b.catalog
 	}
+	kind := offsets.NewKind(offsets.Config{
+		Dir: dir, FS: fsys, Log: log, Metrics: om,
+		MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
+		Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+		WriteSlots: slots, WriteQueue: actor.NewLimiter(offsets.DefaultWriteSlots), LeaveToJournal: leave,
+	}, b.gate) // a gate per group, made as it is spawned: it holds the term it was loaded under
 	return group.ManagerConfig{
-		Settings: settings,
-		Offsets: func(g string) *actor.Props {
-			return offsets.Props(offsets.Config{
-				Group: g, Dir: dir, FS: fsys, Log: log, Metrics: om,
-				MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
-				Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
-				WriteSlots: slots, Gate: b.gate(), LeaveToJournal: leave,
-			})
-		},
+		Settings:     settings,
+		Offsets:      kind.Props,
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return offsets.ReadMeta(fsys, dir, g)

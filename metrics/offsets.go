@@ -96,7 +96,18 @@ type GroupOffsets struct {
 	o     *Offsets
 	group string
 	mu    sync.Mutex
-	at    map[TopicPartition]int64
+	// A group's offsets are in few while they are at most fewOffsets (a slice is a
+	// third of a map's bytes for a handful of partitions), in many beyond.
+	few  []committedAt
+	many map[TopicPartition]int64
+}
+
+// fewOffsets is how many offsets a group keeps in a slice before a map.
+const fewOffsets = 16
+
+type committedAt struct {
+	tp     TopicPartition
+	offset int64
 }
 
 // Group registers the group's committed offsets, replacing an earlier incarnation's.
@@ -104,7 +115,7 @@ func (o *Offsets) Group(group string) *GroupOffsets {
 	if o == nil {
 		return nil
 	}
-	g := &GroupOffsets{o: o, group: group, at: map[TopicPartition]int64{}}
+	g := &GroupOffsets{o: o, group: group}
 	o.mu.Lock()
 	o.groups[group] = g
 	o.mu.Unlock()
@@ -116,9 +127,29 @@ func (g *GroupOffsets) Set(topic string, partition int32, offset int64) {
 	if g == nil {
 		return
 	}
+	tp := TopicPartition{topic, partition}
 	g.mu.Lock()
-	g.at[TopicPartition{topic, partition}] = offset
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if g.many != nil {
+		g.many[tp] = offset
+		return
+	}
+	for i := range g.few {
+		if g.few[i].tp == tp {
+			g.few[i].offset = offset
+			return
+		}
+	}
+	if len(g.few) < fewOffsets {
+		g.few = append(g.few, committedAt{tp, offset})
+		return
+	}
+	g.many = make(map[TopicPartition]int64, 2*fewOffsets)
+	for _, c := range g.few {
+		g.many[c.tp] = c.offset
+	}
+	g.many[tp] = offset
+	g.few = nil
 }
 
 // Delete withdraws one partition's committed offset.
@@ -126,9 +157,21 @@ func (g *GroupOffsets) Delete(topic string, partition int32) {
 	if g == nil {
 		return
 	}
+	tp := TopicPartition{topic, partition}
 	g.mu.Lock()
-	delete(g.at, TopicPartition{topic, partition})
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if g.many != nil {
+		delete(g.many, tp)
+		return
+	}
+	for i := range g.few {
+		if g.few[i].tp == tp {
+			last := len(g.few) - 1
+			g.few[i] = g.few[last]
+			g.few = g.few[:last]
+			return
+		}
+	}
 }
 
 // Replace publishes exactly these offsets (a load, or a state replaced whole).
@@ -136,8 +179,16 @@ func (g *GroupOffsets) Replace(offsets map[TopicPartition]int64) {
 	if g == nil {
 		return
 	}
+	var few []committedAt
+	if len(offsets) <= fewOffsets {
+		few = make([]committedAt, 0, len(offsets))
+		for tp, v := range offsets {
+			few = append(few, committedAt{tp, v})
+		}
+		offsets = nil
+	}
 	g.mu.Lock()
-	g.at = offsets
+	g.few, g.many = few, offsets
 	g.mu.Unlock()
 }
 
@@ -180,8 +231,11 @@ func (o *Offsets) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range groups {
 		// Copied, so an actor publishing a commit never waits for the scrape.
 		g.mu.Lock()
-		at := make(map[TopicPartition]int64, len(g.at))
-		for tp, v := range g.at {
+		at := make(map[TopicPartition]int64, len(g.few)+len(g.many))
+		for _, c := range g.few {
+			at[c.tp] = c.offset
+		}
+		for tp, v := range g.many {
 			at[tp] = v
 		}
 		g.mu.Unlock()

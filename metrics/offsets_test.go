@@ -89,3 +89,33 @@ func count(t *testing.T, reg *prometheus.Registry, name string) int {
 	}
 	return n
 }
+
+// A group's offsets read the same whether they are few (a slice) or many (a map), across
+// the change from one to the other, deletes and a Replace.
+func TestGroupOffsetsFewAndMany(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := NewOffsets(reg)
+	g := o.Group("g")
+	for p := range int32(fewOffsets + 4) {
+		g.Set("t", p, int64(p))
+		g.Set("t", p, int64(p)+100) // an update, not a second entry
+		if n := count(t, reg, "kaas_group_committed_offset"); n != int(p)+1 {
+			t.Fatalf("%d committed series after %d partitions", n, p+1)
+		}
+	}
+	g.Delete("t", 0)
+	g.Delete("t", 0)
+	if n := count(t, reg, "kaas_group_committed_offset"); n != fewOffsets+3 {
+		t.Fatalf("%d committed series after a delete, want %d", n, fewOffsets+3)
+	}
+	g.Replace(map[TopicPartition]int64{{"t", 0}: 5, {"t", 1}: 6})
+	g.Delete("t", 1)
+	if n := count(t, reg, "kaas_group_committed_offset"); n != 1 {
+		t.Fatalf("%d committed series after Replace and a delete, want 1", n)
+	}
+	end := o.LogEnd("t", 0)
+	end.Set(9)
+	if v := lagOf(t, reg); v != 4 {
+		t.Fatalf("lag %v, want 4", v)
+	}
+}

@@ -58,8 +58,6 @@ func raw(ctx Context) pa.Context { return ctx.(pa.Context) }
 type (
 	// PID addresses an actor.
 	PID = pa.PID
-	// Props describes how to make an actor.
-	Props = pa.Props
 	// Started is the first message of every incarnation.
 	Started = pa.Started
 	// Stopping is sent before an actor stops: answer every parked waiter.
@@ -110,20 +108,22 @@ func maxLevel(a, b zerolog.Level) zerolog.Level {
 	return b
 }
 
+// Props describes how to make an actor: the function that builds a fresh one on every
+// (re)start and how it is supervised. Spawning it does not copy it into protoactor's
+// props: the actors of one kind share one protoactor Props per system (dispatch.go), so
+// a live actor costs what protoactor keeps for any actor and no Props of its own.
+type Props struct {
+	produce func() Actor
+	o       options
+}
+
 // PropsOf returns props that build a fresh actor with produce on every (re)start.
 func PropsOf(produce func() Actor, opts ...Option) *Props {
-	var o options
+	p := &Props{produce: produce}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&p.o)
 	}
-	var popts []pa.PropsOption
-	if o.supervisor != nil {
-		popts = append(popts, pa.WithSupervisor(o.supervisor))
-	}
-	if o.guardian != nil {
-		popts = append(popts, pa.WithGuardian(o.guardian))
-	}
-	return pa.PropsFromProducer(func() pa.Actor { return &adapter{a: produce()} }, popts...)
+	return p
 }
 
 // Option tunes PropsOf.
@@ -170,6 +170,27 @@ func RestartChildren(max int, window time.Duration, onFailure func(reason any)) 
 	})
 }
 
+// RestartChildrenOf is RestartChildren with onFailure told which child failed, so one
+// strategy can serve every actor of a kind (see Props): a strategy made per actor would
+// make each its own kind.
+func RestartChildrenOf(max int, window time.Duration, onFailure func(child *PID, reason any)) SupervisorStrategy {
+	return &toldStrategy{
+		SupervisorStrategy: pa.NewOneForOneStrategy(max, window, func(any) pa.Directive { return pa.RestartDirective }),
+		told:               onFailure,
+	}
+}
+
+// toldStrategy tells told of each failure, then lets its strategy handle it.
+type toldStrategy struct {
+	pa.SupervisorStrategy
+	told func(child *PID, reason any)
+}
+
+func (s *toldStrategy) HandleFailure(sys *pa.ActorSystem, sup pa.Supervisor, child *PID, rs *pa.RestartStatistics, reason, message any) {
+	s.told(child, reason)
+	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, message)
+}
+
 // ResumeChildren makes a failed child go on with its state as the panic left it, instead
 // of being restarted with a fresh one: for children whose state a new incarnation could
 // not rebuild from its props (a transactional id's actor, whose state moved on since it
@@ -185,11 +206,19 @@ func ResumeChildren(onFailure func(reason any)) SupervisorStrategy {
 }
 
 // Spawn starts an actor under the root.
-func (s *System) Spawn(props *Props) *PID { return s.root.Spawn(withDispatcher(s.sys, props)) }
+func (s *System) Spawn(props *Props) *PID {
+	pid, err := spawn(s.sys, props, func(pp *pa.Props) (*PID, error) {
+		return s.root.SpawnNamed(pp, s.sys.ProcessRegistry.NextId())
+	})
+	if err != nil {
+		panic(err) // protoactor's root Spawn does the same
+	}
+	return pid
+}
 
 // SpawnNamed starts an actor under the root with a fixed name.
 func (s *System) SpawnNamed(props *Props, name string) (*PID, error) {
-	return s.root.SpawnNamed(withDispatcher(s.sys, props), name)
+	return spawn(s.sys, props, func(pp *pa.Props) (*PID, error) { return s.root.SpawnNamed(pp, name) })
 }
 
 // Send delivers msg to pid with no sender.

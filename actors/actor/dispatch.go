@@ -29,6 +29,9 @@ type dispatcher struct {
 	done chan struct{}
 	once sync.Once
 	idle atomic.Int32
+	// kinds: the protoactor props of each kind of actor spawned in the system
+	// (kindProps), guarded by spawnMu.
+	kinds map[options]*pa.Props
 }
 
 // throughput is how many messages a mailbox turn handles before it yields (protoactor's
@@ -81,28 +84,79 @@ var dispatcherExtension = extensions.NextExtensionID()
 
 func (d *dispatcher) ExtensionID() extensions.ExtensionID { return dispatcherExtension }
 
-func dispatcherOf(sys *pa.ActorSystem) pa.Dispatcher {
-	if d, ok := sys.Extensions.Get(dispatcherExtension).(*dispatcher); ok {
-		return d
-	}
-	return pa.NewDefaultDispatcher(throughput)
+// spawnMu serializes spawns through this package, and spawning is the producer of the
+// actor being spawned under it: protoactor's spawn runs the shared props' OnInit (kindProps)
+// synchronously, before the actor's first message, and that hands the producer to the
+// actor's adapter. Spawns are rare beside messages; nothing under the lock waits for an
+// actor (the new actor's Started runs on a dispatcher goroutine).
+var (
+	spawnMu  sync.Mutex
+	spawning func() Actor
+)
+
+// spawn starts the actor of props through do, which spawns the protoactor props it is
+// given: those shared by every actor of props' kind in sys.
+func spawn(sys *pa.ActorSystem, props *Props, do func(*pa.Props) (*PID, error)) (*PID, error) {
+	spawnMu.Lock()
+	defer spawnMu.Unlock()
+	spawning = props.produce
+	defer func() { spawning = nil }()
+	return do(kindProps(sys, props.o))
 }
 
-// withDispatcher is a copy of props whose actor runs on sys's dispatcher (props built by
-// PropsOf carry none: they do not know the system they will be spawned in).
-func withDispatcher(sys *pa.ActorSystem, props *Props) *Props {
-	cp := *props
-	return cp.Configure(pa.WithDispatcher(dispatcherOf(sys)))
+// kindProps is the protoactor props of every actor with options o in sys, made at the
+// first spawn of such an actor and kept by sys's dispatcher. Called with spawnMu held.
+// Its producer makes an empty adapter, which builds its actor at its first message with
+// the producer OnInit handed it (reborn.go carries that producer across a restart).
+// Options hold the strategies themselves: a kind is one set of strategy values, so a
+// strategy must be made once per kind (per manager, per broker), not per actor.
+func kindProps(sys *pa.ActorSystem, o options) *pa.Props {
+	d, _ := sys.Extensions.Get(dispatcherExtension).(*dispatcher)
+	if d != nil {
+		if pp := d.kinds[o]; pp != nil {
+			return pp
+		}
+	}
+	popts := []pa.PropsOption{
+		pa.WithOnInit(func(c pa.Context) { c.Actor().(*adapter).produce = spawning }),
+		// The lock-free mailbox: two node queues, where protoactor's default also keeps a
+		// ring of ten slots behind a mutex (about 200 bytes more per actor, and a ring
+		// that never shrinks after a burst).
+		pa.WithMailbox(pa.UnboundedLockfree()),
+	}
+	if o.supervisor != nil {
+		popts = append(popts, pa.WithSupervisor(o.supervisor))
+	}
+	if o.guardian != nil {
+		popts = append(popts, pa.WithGuardian(o.guardian))
+	}
+	if d == nil {
+		// A system not made by NewSystem: protoactor's dispatcher, and nothing kept.
+		return pa.PropsFromProducer(func() pa.Actor { return &adapter{} }, popts...)
+	}
+	popts = append(popts, pa.WithDispatcher(d))
+	pp := pa.PropsFromProducer(func() pa.Actor { return &adapter{} }, popts...)
+	if d.kinds == nil {
+		d.kinds = map[options]*pa.Props{}
+	}
+	d.kinds[o] = pp
+	return pp
 }
 
 // Spawn starts a child of the actor of ctx.
 func Spawn(ctx Context, props *Props) *PID {
 	c := raw(ctx)
-	return c.Spawn(withDispatcher(c.ActorSystem(), props))
+	pid, err := spawn(c.ActorSystem(), props, func(pp *pa.Props) (*PID, error) {
+		return c.SpawnNamed(pp, c.ActorSystem().ProcessRegistry.NextId())
+	})
+	if err != nil {
+		panic(err) // protoactor's Spawn does the same
+	}
+	return pid
 }
 
 // SpawnNamed starts a child of the actor of ctx with a fixed name.
 func SpawnNamed(ctx Context, props *Props, name string) (*PID, error) {
 	c := raw(ctx)
-	return c.SpawnNamed(withDispatcher(c.ActorSystem(), props), name)
+	return spawn(c.ActorSystem(), props, func(pp *pa.Props) (*PID, error) { return c.SpawnNamed(pp, name) })
 }

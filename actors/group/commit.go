@@ -164,12 +164,12 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			if st.Count > 0 || st.Pending > 0 || g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || g.ops.Len() > 0 ||
 				(g.cg != nil && len(g.cg.members) > 0) {
 				if woken && g.idle() {
-					ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+					ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 				}
 				return
 			}
 			if !st.Exists {
-				g.log.Info().Msg("empty_group_removed")
+				g.log().Info().Msg("empty_group_removed")
 				g.reset()
 				g.maybeForget(ctx)
 				return
@@ -177,7 +177,7 @@ func (g *groupActor) expire(ctx actor.Context, woken bool) {
 			g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DeleteAll{Reply: p} }, func(v any) {
 				if res, ok := v.(*offsets.Result); ok && res.ErrorCode == 0 && g.state == stateEmpty &&
 					len(g.members) == 0 && g.ops.Len() == 0 && (g.cg == nil || len(g.cg.members) == 0) {
-					g.log.Info().Msg("group_expired_no_offsets_left")
+					g.log().Info().Msg("group_expired_no_offsets_left")
 					g.reset()
 					g.maybeForget(ctx)
 				}
@@ -195,10 +195,10 @@ func (g *groupActor) handleDropTopics(ctx actor.Context, m *dropTopics) {
 	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.DropTopics{Topics: m.topics, Reply: p} },
 		func(v any) {
 			if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
-				g.log.Error().Strs("topics", m.topics).Msg("deleted_topics_offsets_not_dropped")
+				g.log().Error().Strs("topics", m.topics).Msg("deleted_topics_offsets_not_dropped")
 			}
 			if m.woken && g.idle() {
-				ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+				ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 			}
 		})
 }

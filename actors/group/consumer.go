@@ -171,7 +171,7 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 		return true
 	case *DescribeGroup:
 		// DescribeGroups of a consumer-protocol group (KIP-1043).
-		m.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
+		m.Reply.Resolve(&Description{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
 		return true
 	case *DeleteGroup:
 		if len(cg.members) > 0 {
@@ -192,7 +192,7 @@ func (g *groupActor) consumerHandles(ctx actor.Context, r Request) bool {
 		return g.consumerDeleteOffsets(ctx, m)
 	case *listEntry:
 		m.reply.Resolve(&listedGroup{
-			ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: consumerProtocol, State: cg.state(), Type: consumerType},
+			ListedGroup: ListedGroup{Group: g.id, ProtocolType: consumerProtocol, State: cg.state(), Type: consumerType},
 			exists:      true,
 		})
 		return true
@@ -219,15 +219,15 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	committed := false
 	if g.cg == nil {
 		if r.MemberEpoch != 0 {
-			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.cfg.Group+" not found.")
+			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.id+" not found.")
 			return
 		}
 		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
 			// Online upgrade (migrate.go); refused, Apache answers GROUP_ID_NOT_FOUND.
 			cg, why := g.upgrade()
 			if cg == nil {
-				g.log.Info().Str("reason", why).Msg("classic_group_not_upgraded")
-				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.cfg.Group+
+				g.log().Info().Str("reason", why).Msg("classic_group_not_upgraded")
+				g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Cannot upgrade classic group "+g.id+
 					" to consumer group because "+why+".")
 				return
 			}
@@ -271,7 +271,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			m = cg.members[r.MemberID]
 		}
 		if m == nil {
-			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.cfg.Group+".")
+			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.id+".")
 			return
 		}
 		res := &ConsumerHeartbeatResult{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch,
@@ -281,7 +281,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			g.finishHeartbeat(ctx, r, res)
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "left", r, func(code int16) {
 			if code != 0 {
 				r.Reply.Resolve(&ConsumerHeartbeatResult{ErrorCode: code, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch})
@@ -313,12 +313,12 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			}
 		}
 		if m == nil {
-			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.cfg.Group+".")
+			g.answerHeartbeat(r, kerr.UnknownMemberID.Code, "Member "+r.MemberID+" is not a member of group "+g.id+".")
 			return
 		}
 		if code := epochCheck(r.MemberEpoch, m.epoch, m.prevEpoch, owned, m.assigned); code != 0 {
 			g.cfg.Settings.Metrics.consumerFenced("epoch")
-			g.log.Debug().Str("member", logs.ID(m.id)).Int32("got", r.MemberEpoch).Int32("member_epoch", m.epoch).Msg("consumer_member_epoch_fenced")
+			g.log().Debug().Str("member", logs.ID(m.id)).Int32("got", r.MemberEpoch).Int32("member_epoch", m.epoch).Msg("consumer_member_epoch_fenced")
 			g.answerHeartbeat(r, code, "The consumer group member's epoch ("+epochStr(r.MemberEpoch)+") is not the one known by the group coordinator ("+
 				epochStr(m.epoch)+"). The member must abandon all its partitions and rejoin.")
 			return
@@ -333,7 +333,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		// The join is accepted: the classic side goes, its members are now this group's.
 		g.dropClassicState()
 		g.armUpgraded(ctx, upgraded)
-		g.log.Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).
+		g.log().Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).
 			Msg("classic_group_upgraded_to_consumer_protocol")
 	}
 	g.updateConsumerMember(ctx, m, r, re)
@@ -443,7 +443,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 			cg.members[m.id] = m
 			cg.instances[inst] = m.id
 			cg.dirty = true
-			g.log.Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(oldID)).Str("instance", logs.ID(inst)).Msg("consumer_static_member_replaced")
+			g.log().Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(oldID)).Str("instance", logs.ID(inst)).Msg("consumer_static_member_replaced")
 			return m, 0, ""
 		}
 	}
@@ -468,7 +468,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 	cg.emptySince = time.Time{}
 	cg.bump = true
 	cg.dirty = true
-	g.log.Info().Str("member", logs.ID(id)).Str("instance", logs.ID(m.instanceID)).Int32("group_epoch", cg.epoch+1).Msg("consumer_member_joined")
+	g.log().Info().Str("member", logs.ID(id)).Str("instance", logs.ID(m.instanceID)).Int32("group_epoch", cg.epoch+1).Msg("consumer_member_joined")
 	return m, 0, ""
 }
 
@@ -596,7 +596,7 @@ func (g *groupActor) computeTarget() {
 		cg.reconcileSince = time.Now()
 	}
 	cg.dirty = true
-	g.log.Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
+	g.log().Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
 }
 
 // reconcileMember moves m one step towards its target, keeps the partition holders up
@@ -675,7 +675,7 @@ func (g *groupActor) staticLeave(m *cMember) {
 		m.rebalanceCancel = nil
 	}
 	g.cg.dirty = true
-	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Msg("consumer_static_member_left_temporarily")
+	g.log().Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Msg("consumer_static_member_left_temporarily")
 }
 
 // removeConsumerMember takes m out of the group (a leave or a fence) and bumps the
@@ -759,7 +759,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 			g.armConsumerSession(ctx, m)
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_session_expired_fenced")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_session_expired_fenced")
 		g.cfg.Settings.Metrics.sessionExpired()
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "session_timeout", nil, logNotSaved(g))
 	case *consumerRebalanceCheck:
@@ -767,7 +767,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 		if m == nil || m.rebalanceSeq != t.seq || m.state != memberUnrevoked || m.epoch != t.epoch {
 			return
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_rebalance_timeout_fenced")
+		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_rebalance_timeout_fenced")
 		g.fenceConsumerMembers(ctx, []*cMember{m}, "rebalance_timeout", nil, logNotSaved(g))
 	}
 }
@@ -775,7 +775,7 @@ func (g *groupActor) onConsumerTimer(ctx actor.Context, msg any) {
 func logNotSaved(g *groupActor) func(code int16) {
 	return func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
 		}
 	}
 }
@@ -806,7 +806,7 @@ func (g *groupActor) consumerAdminLeave(ctx actor.Context, r *LeaveGroup) {
 			res.Members[i] = kerr.UnknownMemberID.Code
 			continue
 		}
-		g.log.Info().Str("member", logs.ID(m.id)).Str("reason", logs.ID(lm.Reason)).Msg("consumer_member_removed_by_leave_group")
+		g.log().Info().Str("member", logs.ID(m.id)).Str("reason", logs.ID(lm.Reason)).Msg("consumer_member_removed_by_leave_group")
 		gone = append(gone, m)
 	}
 	if len(gone) == 0 && !cg.dirty {
@@ -868,14 +868,14 @@ func (g *groupActor) assignedTopics(a assignment) []AssignedTopic {
 func (g *groupActor) handleConsumerDescribe(r *ConsumerDescribe) {
 	cg := g.cg
 	if cg == nil {
-		msg := "Group " + g.cfg.Group + " not found."
+		msg := "Group " + g.id + " not found."
 		if g.exists {
-			msg = "Group " + g.cfg.Group + " is not a consumer group."
+			msg = "Group " + g.id + " is not a consumer group."
 		}
-		r.Reply.Resolve(&ConsumerDescription{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, ErrorMessage: msg})
+		r.Reply.Resolve(&ConsumerDescription{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, ErrorMessage: msg})
 		return
 	}
-	d := &ConsumerDescription{Group: g.cfg.Group, State: cg.state(), Epoch: cg.epoch, AssignmentEpoch: cg.targetEpoch,
+	d := &ConsumerDescription{Group: g.id, State: cg.state(), Epoch: cg.epoch, AssignmentEpoch: cg.targetEpoch,
 		AssignorName: g.preferredAssignor()}
 	ids := make([]string, 0, len(cg.members))
 	for id := range cg.members {
@@ -1107,7 +1107,7 @@ func (g *groupActor) shutdownConsumer(code int16) {
 // publishConsumer brings kaas_consumer_group_members{state} to the group's members
 // (none once the actor stops). It runs with every save, which every state change makes.
 func (g *groupActor) publishConsumer() {
-	var now [4]int
+	var now [4]int32
 	if cg := g.cg; cg != nil {
 		cg.stateName = cg.state()
 		if (cg.stateName == "Stable" || cg.stateName == "Empty") && !cg.reconcileSince.IsZero() {
@@ -1189,7 +1189,7 @@ func (g *groupActor) resolveRegexes() {
 		sort.Strings(res)
 		m.resolvedGen = gen
 		if cg.resubscribe(m, m.subscribed, res) {
-			g.log.Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
+			g.log().Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
 			cg.bump = true
 			cg.dirty = true
 		}

@@ -155,7 +155,7 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 	cg.dirty, cg.saving = false, true
 	blob, err := g.consumerBlob()
 	if err != nil {
-		panic(fmt.Errorf("group %q: encode consumer state: %w", g.cfg.Group, err)) // a broken invariant
+		panic(fmt.Errorf("group %q: encode consumer state: %w", g.id, err)) // a broken invariant
 	}
 	g.generation = cg.epoch
 	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch, Consumer: blob}
@@ -257,7 +257,7 @@ func (g *groupActor) loadConsumer(ctx actor.Context, meta offsets.GroupMeta) err
 	g.protocolType = consumerProtocol
 	g.generation = cg.epoch
 	g.publishConsumer()
-	g.log.Info().Int32("group_epoch", cg.epoch).Int32("target_epoch", cg.targetEpoch).Int("members", len(cg.members)).
+	g.log().Info().Int32("group_epoch", cg.epoch).Int32("target_epoch", cg.targetEpoch).Int("members", len(cg.members)).
 		Msg("consumer_group_loaded_with_its_members")
 	return nil
 }

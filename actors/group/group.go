@@ -45,6 +45,9 @@ type Config struct {
 	NewID func() string
 	// OffsetsRestarts, when set, counts offsets actors restarted after a panic.
 	OffsetsRestarts prometheus.Counter
+
+	// supervisor is offsetsSupervisor, one for all the groups of a manager.
+	supervisor actor.SupervisorStrategy
 }
 
 // Props makes a group actor. It restarts its offsets actor after a panic (protoactor's
@@ -53,14 +56,30 @@ func Props(cfg Config) *actor.Props {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	c := &cfg // one copy, shared by every incarnation and the strategy
-	strategy := actor.RestartChildren(10, 10*time.Second, func(reason any) {
-		c.Log.Warn().Str("group", logs.ID(c.Group)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
-		if c.OffsetsRestarts != nil {
-			c.OffsetsRestarts.Inc()
+	if cfg.supervisor == nil {
+		cfg.supervisor = offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
+	}
+	c := &cfg // one copy, shared by every incarnation
+	return groupProps(c, c.Group, c.Offsets)
+}
+
+// groupProps makes the actor of group id with offsets actor props off, under the rest of
+// kind: the manager's one Config for all its groups (its Group and Offsets unused), so
+// that a live group does not keep a copy of what every group shares.
+func groupProps(kind *Config, id string, off *actor.Props) *actor.Props {
+	return actor.PropsOf(func() actor.Actor { return newGroupActor(kind, id, off) }, actor.WithSupervisor(kind.supervisor))
+}
+
+// offsetsSupervisor restarts a group's failed offsets actor (protoactor's default bound:
+// 10 in 10 s), counting it. The manager makes one for all its groups, so that they are
+// one kind of actor (actor.Props); the failed actor's id names its group.
+func offsetsSupervisor(log zerolog.Logger, restarts prometheus.Counter) actor.SupervisorStrategy {
+	return actor.RestartChildrenOf(10, 10*time.Second, func(child *actor.PID, reason any) {
+		log.Warn().Str("actor", logs.ID(child.Id)).Interface("reason", reason).Msg("offsets_actor_failed_restarting")
+		if restarts != nil {
+			restarts.Inc()
 		}
 	})
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(c) }, actor.WithSupervisor(strategy))
 }
 
 // member is one member of the group.
@@ -106,8 +125,9 @@ type op struct {
 
 type groupActor struct {
 	// config
-	cfg *Config // shared by the incarnations; never written
-	log logs.Tagged
+	cfg          *Config // shared by the incarnations and by the manager's groups; never written
+	id           string  // the group id (cfg.Group is not this group's when cfg is a manager's)
+	offsetsProps *actor.Props
 
 	// collaborators
 	offsets *actor.PID
@@ -141,7 +161,7 @@ type groupActor struct {
 	// cg is the state of a consumer-protocol group (KIP-848, consumer.go); nil for a
 	// classic group. consumerPublished is what it added to the member-state gauge.
 	cg                *consumerGroup
-	consumerPublished [4]int
+	consumerPublished [4]int32
 
 	// initial rebalance delay (Apache InitialDelayedJoin)
 	initialDelay   bool
@@ -162,7 +182,7 @@ type groupActor struct {
 	// metrics: what this actor added to the gauges, and the rebalance being timed.
 	pub            published
 	stopped        bool
-	rebalanceStart time.Time
+	rebalanceStart time.Duration // since monoBase (monotonic); 0: no rebalance being timed
 	rebalanceCause string
 
 	// releasing: the manager told the group to go (release); it waits for its offsets
@@ -173,11 +193,13 @@ type groupActor struct {
 	releaseCancel actor.Cancel
 }
 
-func newGroupActor(cfg *Config) *groupActor {
-	g := &groupActor{cfg: cfg}
-	g.log = logs.Tag(&g.cfg.Log, "group", logs.ID(cfg.Group))
-	return g
+func newGroupActor(cfg *Config, id string, off *actor.Props) *groupActor {
+	return &groupActor{cfg: cfg, id: id, offsetsProps: off}
 }
+
+// log is the broker's logger adding the group to each event, made per event rather than
+// kept (72 bytes per live group): most groups never log a line.
+func (g *groupActor) log() logs.Tagged { return logs.Tag(&g.cfg.Log, "group", logs.ID(g.id)) }
 
 // Receive: lifecycle, then requests, then events.
 //
@@ -247,12 +269,12 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 		}
 	case *actor.Terminated:
 		if g.releasing && g.offsets != nil && m.Who.Equal(g.offsets) {
-			g.log.Warn().Msg("offsets_actor_stopped_before_flush_answered")
+			g.log().Warn().Msg("offsets_actor_stopped_before_flush_answered")
 			g.finishRelease(ctx)
 		}
 	case *releaseDeadline:
 		if g.releasing {
-			g.log.Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
+			g.log().Error().Dur("timeout_ms", flushTimeout).Msg("offsets_flush_timed_out_acknowledged_writes_are_on_disk")
 			g.finishRelease(ctx)
 		}
 	case Request:
@@ -269,13 +291,13 @@ func (g *groupActor) publish() {
 		if g.cg != nil {
 			st, n = g.cg.stateName, len(g.cg.members)
 		}
-		g.cfg.Settings.Metrics.publish(&g.pub, g.cfg.Group, g.exists, st, n)
+		g.cfg.Settings.Metrics.publish(&g.pub, g.id, g.exists, st, n)
 	}
 }
 
 func (g *groupActor) unpublish() {
 	g.stopped = true
-	g.cfg.Settings.Metrics.unpublish(&g.pub, g.cfg.Group)
+	g.cfg.Settings.Metrics.unpublish(&g.pub, g.id)
 	g.publishConsumer()
 }
 
@@ -286,14 +308,16 @@ func (g *groupActor) reset() {
 	g.stateSince = time.Now()
 	g.generation = 0
 	g.protocolType, g.protocol, g.leader = "", "", ""
-	g.members = map[string]*member{}
+	// The member tables are made when the first member (or pending member) comes
+	// (classicMaps): a group that only commits never needs them.
+	g.members = nil
 	g.order = nil
-	g.instances = map[string]string{}
-	g.pending = map[string]uint64{}
-	g.pendingTimer = map[string]actor.Cancel{}
-	g.supported = map[string]int{}
+	g.instances = nil
+	g.pending = nil
+	g.pendingTimer = nil
+	g.supported = nil
 	g.awaitingJoin = 0
-	g.pendingSync = map[string]bool{}
+	g.pendingSync = nil
 	g.topics, g.topicsKnown = nil, false
 	g.initialDelay, g.newMemberAdded = false, false
 	if g.cg != nil {
@@ -303,13 +327,36 @@ func (g *groupActor) reset() {
 	}
 }
 
+// classicMaps makes the member tables a classic member is about to go into; reads and
+// deletes need none (a nil map reads as empty).
+func (g *groupActor) classicMaps() {
+	if g.members == nil {
+		g.members = map[string]*member{}
+	}
+	if g.instances == nil {
+		g.instances = map[string]string{}
+	}
+	if g.pending == nil {
+		g.pending = map[string]uint64{}
+	}
+	if g.pendingTimer == nil {
+		g.pendingTimer = map[string]actor.Cancel{}
+	}
+	if g.supported == nil {
+		g.supported = map[string]int{}
+	}
+	if g.pendingSync == nil {
+		g.pendingSync = map[string]bool{}
+	}
+}
+
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = actor.Pending[op]{}
-	pid, err := actor.SpawnNamed(ctx, g.cfg.Offsets, "offsets")
+	pid, err := actor.SpawnNamed(ctx, g.offsetsProps, "offsets")
 	if err != nil {
 		// The name is free after a restart (children stop first); this is a broken invariant.
-		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.cfg.Group, err))
+		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
 	}
 	g.offsets = pid
 	g.loading = true
@@ -331,7 +378,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			g.broken = notAvailable
 		case st.ErrorCode != 0:
 			if !wasBroken {
-				g.log.Error().Int16("error_code", st.ErrorCode).Msg("group_file_unusable_answers_coordinator_not_available")
+				g.log().Error().Int16("error_code", st.ErrorCode).Msg("group_file_unusable_answers_coordinator_not_available")
 			}
 			g.broken = st.ErrorCode
 		case st.Exists:
@@ -347,7 +394,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 			}
 			if len(st.Meta.Consumer) > 0 {
 				if err := g.loadConsumer(ctx, st.Meta); err != nil {
-					g.log.Error().Err(err).Msg("group_file_unusable_answers_coordinator_not_available")
+					g.log().Error().Err(err).Msg("group_file_unusable_answers_coordinator_not_available")
 					g.cg = nil
 					g.broken = notAvailable
 				}
@@ -371,7 +418,7 @@ func (g *groupActor) onLoaded(ctx actor.Context) func(v any) {
 // Panicked logs a panic of the actor with its stack (actor.PanicHandler); the supervisor
 // restarts it.
 func (g *groupActor) Panicked(_ actor.Context, p any) {
-	logs.Panic(g.log.Error(), p).Msg("group_actor_panicked_restarting")
+	logs.Panic(g.log().Error(), p).Msg("group_actor_panicked_restarting")
 }
 
 // handle runs one request: the message being handled, or one that waited for the load.
@@ -481,7 +528,7 @@ func (g *groupActor) shutdown(code int16) {
 	}
 	g.shutdownConsumer(code)
 	g.cfg.Settings.Pending.release(len(g.pending))
-	g.pending, g.pendingTimer = map[string]uint64{}, map[string]actor.Cancel{}
+	g.pending, g.pendingTimer = nil, nil
 	for _, c := range []actor.Cancel{g.joinCancel, g.syncCancel, g.releaseCancel} {
 		if c != nil {
 			c()
@@ -531,7 +578,7 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 // onFlushed: the offsets actor answered the release's Flush.
 func (g *groupActor) onFlushed(ctx actor.Context, v any) {
 	if r, ok := v.(*offsets.Result); !ok || r.ErrorCode != 0 {
-		g.log.Warn().Interface("answer", v).Msg("offsets_flush_failed_acknowledged_writes_are_on_disk")
+		g.log().Warn().Interface("answer", v).Msg("offsets_flush_failed_acknowledged_writes_are_on_disk")
 	}
 	g.finishRelease(ctx)
 }
@@ -559,7 +606,7 @@ func (g *groupActor) idle() bool {
 // onIdle: the group saw no traffic for group.idle.passivation.ms.
 func (g *groupActor) onIdle(ctx actor.Context) {
 	if g.idle() {
-		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 		return
 	}
 	ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
@@ -570,16 +617,20 @@ func (g *groupActor) onIdle(ctx actor.Context) {
 // pile up actors.
 func (g *groupActor) maybeForget(ctx actor.Context) {
 	if !g.exists && g.idle() && g.broken == 0 {
-		ctx.Send(ctx.Parent(), &passivate{group: g.cfg.Group, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &passivate{group: g.id, pid: ctx.Self()})
 	}
 }
+
+// monoBase is what rebalanceStart counts from: a Duration on the monotonic clock is 8
+// bytes where a time.Time is 24, in every group actor.
+var monoBase = time.Now()
 
 func (g *groupActor) setState(s state) {
 	g.prevState, g.state = g.state, s
 	g.stateSince = time.Now()
-	if (s == stateStable || s == stateEmpty) && !g.rebalanceStart.IsZero() {
-		g.cfg.Settings.Metrics.rebalanceDone(g.rebalanceCause, g.stateSince.Sub(g.rebalanceStart))
-		g.rebalanceStart = time.Time{}
+	if (s == stateStable || s == stateEmpty) && g.rebalanceStart != 0 {
+		g.cfg.Settings.Metrics.rebalanceDone(g.rebalanceCause, g.stateSince.Sub(monoBase)-g.rebalanceStart)
+		g.rebalanceStart = 0
 	}
 }
 
@@ -592,7 +643,7 @@ func (g *groupActor) saveEmpty(ctx actor.Context) {
 		EmptySince: g.stateSince.UnixMilli()}
 	g.saveMeta(ctx, nil, meta, func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("group_meta_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("group_meta_not_saved")
 		}
 	})
 }
@@ -641,6 +692,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	now := time.Now()
 	g.protocol = meta.Protocol
 	g.leader = meta.Leader
+	g.classicMaps()
 	for _, mm := range meta.Members {
 		g.joinSeq++
 		m := &member{
@@ -659,7 +711,7 @@ func (g *groupActor) loadMembers(ctx actor.Context, meta offsets.GroupMeta) {
 	}
 	g.computeTopics()
 	g.setState(stateStable)
-	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
+	g.log().Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(g.members)).Msg("group_loaded_stable_with_its_members")
 	if len(g.members) > g.cfg.Settings.MaxSize {
 		g.prepareRebalance(ctx, causeMaxSize, "loaded group is larger than group.max.size")
@@ -698,10 +750,10 @@ func (g *groupActor) oldest() *member {
 
 func (g *groupActor) handleDescribe(r *DescribeGroup) {
 	if !g.exists {
-		r.Reply.Resolve(&Description{Group: g.cfg.Group, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
+		r.Reply.Resolve(&Description{Group: g.id, ErrorCode: kerr.GroupIDNotFound.Code, State: stateDead.String()})
 		return
 	}
-	d := &Description{Group: g.cfg.Group, State: g.state.String(), ProtocolType: g.protocolType}
+	d := &Description{Group: g.id, State: g.state.String(), ProtocolType: g.protocolType}
 	stable := g.state == stateStable
 	if stable {
 		d.Protocol = g.protocol
@@ -719,7 +771,7 @@ func (g *groupActor) handleDescribe(r *DescribeGroup) {
 
 func (g *groupActor) handleListEntry(r *listEntry) {
 	r.reply.Resolve(&listedGroup{
-		ListedGroup: ListedGroup{Group: g.cfg.Group, ProtocolType: g.protocolType, State: g.state.String(), Type: classicType},
+		ListedGroup: ListedGroup{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: classicType},
 		exists:      g.exists,
 	})
 }
@@ -739,7 +791,7 @@ func (g *groupActor) handleDeleteGroup(ctx actor.Context, r *DeleteGroup) {
 				res = &offsets.Result{ErrorCode: notAvailable}
 			}
 			if res.ErrorCode == 0 && g.state == stateEmpty && len(g.members) == 0 {
-				g.log.Info().Msg("group_deleted")
+				g.log().Info().Msg("group_deleted")
 				g.reset()
 				// A commit that came in after the delete was queued behind it and made a new
 				// simple group (Apache handles them in the same order).

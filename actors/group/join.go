@@ -24,7 +24,7 @@ func (g *groupActor) handleJoin(ctx actor.Context, r *JoinGroup) {
 		return
 	}
 	if r.Reason != "" {
-		g.log.Info().Str("member", logs.ID(r.MemberID)).Str("instance", logs.ID(r.InstanceID)).Str("reason", logs.ID(r.Reason)).Msg("member_joining")
+		g.log().Info().Str("member", logs.ID(r.MemberID)).Str("instance", logs.ID(r.InstanceID)).Str("reason", logs.ID(r.Reason)).Msg("member_joining")
 	}
 	m := g.members[r.MemberID]
 	if !acceptJoin(g.state, s.MaxSize, m != nil, m != nil && m.join != nil, g.awaitingJoin, len(g.members)) {
@@ -83,16 +83,17 @@ func (g *groupActor) joinNewMember(ctx actor.Context, r *JoinGroup) {
 		// group (GROUP_MAX_SIZE_REACHED, as a group that is full) and per broker
 		// (COORDINATOR_LOAD_IN_PROGRESS: retriable, the client tries again later).
 		if max := g.cfg.Settings.MaxPendingMembers; max > 0 && len(g.pending) >= max {
-			g.log.Warn().Int("pending", len(g.pending)).Msg("pending_member_refused_group_bound")
+			g.log().Warn().Int("pending", len(g.pending)).Msg("pending_member_refused_group_bound")
 			g.replyJoin(r, joinError(kerr.GroupMaxSizeReached.Code, ""))
 			return
 		}
 		if !g.cfg.Settings.Pending.take() {
-			g.log.Warn().Int64("pending_total", g.cfg.Settings.Pending.Count()).Msg("pending_member_refused_broker_bound")
+			g.log().Warn().Int64("pending_total", g.cfg.Settings.Pending.Count()).Msg("pending_member_refused_broker_bound")
 			g.replyJoin(r, joinError(kerr.CoordinatorLoadInProgress.Code, ""))
 			return
 		}
 		g.pendingSeq++
+		g.classicMaps()
 		g.pending[id] = g.pendingSeq
 		g.pendingTimer[id] = actor.After(ctx, r.SessionTimeout, &pendingDeadline{member: id, seq: g.pendingSeq})
 		g.replyJoin(r, joinError(kerr.MemberIDRequired.Code, id))
@@ -169,6 +170,7 @@ func (g *groupActor) addMember(ctx actor.Context, id string, r *JoinGroup) {
 	if len(g.members) == 0 {
 		g.protocolType = r.ProtocolType
 	}
+	g.classicMaps()
 	g.members[id] = m
 	g.order = append(g.order, m)
 	for _, p := range m.protocols {
@@ -249,7 +251,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 	// The deadline is set before the timeouts change (Apache updateStaticMemberAndRebalance).
 	g.renameMember(ctx, m, newID)
 	g.updateMember(m, r)
-	g.log.Info().Str("member", logs.ID(newID)).Str("instance", logs.ID(r.InstanceID)).Str("replaced", logs.ID(oldID)).Msg("static_member_replaced")
+	g.log().Info().Str("member", logs.ID(newID)).Str("instance", logs.ID(r.InstanceID)).Str("replaced", logs.ID(oldID)).Msg("static_member_replaced")
 
 	switch g.state {
 	case stateStable:
@@ -269,7 +271,7 @@ func (g *groupActor) replaceStaticMember(ctx actor.Context, oldID, newID string,
 			meta := g.generationMeta(func(o *member) []byte { return o.assignment })
 			g.saveMeta(ctx, r, meta, func(code int16) {
 				if code != 0 {
-					g.log.Warn().Int16("error_code", code).Str("instance", logs.ID(r.InstanceID)).
+					g.log().Warn().Int16("error_code", code).Str("instance", logs.ID(r.InstanceID)).
 						Msg("static_member_replacement_not_saved_undone")
 					g.undoReplacement(ctx, m, newID, oldID, prev)
 					g.replyJoin(r, joinError(code, ""))
@@ -306,6 +308,7 @@ func (g *groupActor) renameMember(ctx actor.Context, m *member, id string) {
 	old := m.id
 	delete(g.members, old)
 	m.id = id
+	g.classicMaps()
 	g.members[id] = m
 	if m.instanceID != "" {
 		g.instances[m.instanceID] = id

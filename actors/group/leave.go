@@ -22,7 +22,7 @@ func (g *groupActor) handleLeave(ctx actor.Context, r *LeaveGroup) {
 	}
 	removed, pendingLeft := false, false
 	for i, lm := range r.Members {
-		g.log.Info().Str("member", logs.ID(lm.MemberID)).Str("instance", logs.ID(lm.InstanceID)).Str("reason", logs.ID(lm.Reason)).Msg("member_leaving")
+		g.log().Info().Str("member", logs.ID(lm.MemberID)).Str("instance", logs.ID(lm.InstanceID)).Str("reason", logs.ID(lm.Reason)).Msg("member_leaving")
 		switch {
 		case lm.MemberID == "":
 			// Admin removal by group.instance.id (KIP-345).

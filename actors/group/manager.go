@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,7 +73,12 @@ func ManagerProps(cfg ManagerConfig) *actor.Props {
 			cfg.Restarts.Inc()
 		}
 	})
-	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log} }, actor.WithSupervisor(strategy))
+	kind := &Config{Settings: cfg.Settings, Log: cfg.Log, NewID: cfg.NewID, OffsetsRestarts: cfg.OffsetsRestarts,
+		supervisor: offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)}
+	if kind.NewID == nil {
+		kind.NewID = uuid.NewString
+	}
+	return actor.PropsOf(func() actor.Actor { return &manager{cfg: cfg, log: log, kind: kind} }, actor.WithSupervisor(strategy))
 }
 
 // entry is one live group actor.
@@ -87,6 +93,9 @@ type entry struct {
 type manager struct {
 	cfg ManagerConfig
 	log zerolog.Logger
+	// kind is what every group's actor is made with but its id and offsets actor
+	// (groupProps).
+	kind *Config
 
 	groups  map[string]*entry
 	byPID   map[string]*entry
@@ -263,10 +272,7 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
 		return nil, errNotOwned
 	}
-	props := Props(Config{
-		Group: id, Settings: mg.cfg.Settings, Offsets: mg.cfg.Offsets(id), Log: mg.cfg.Log, NewID: mg.cfg.NewID,
-		OffsetsRestarts: mg.cfg.OffsetsRestarts,
-	})
+	props := groupProps(mg.kind, id, mg.cfg.Offsets(id))
 	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
 	// offsets actor of "a").
 	pid, err := actor.SpawnNamed(ctx, props, strconv.Quote(id))

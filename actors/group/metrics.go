@@ -1,6 +1,7 @@
 package group
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +13,7 @@ import (
 // runs). A nil *Metrics records nothing.
 type Metrics struct {
 	groups           *prometheus.GaugeVec // by state
-	members          *prometheus.GaugeVec // by group
+	members          *memberCounts        // kaas_group_members, by group
 	rebalances       *prometheus.CounterVec
 	rebalanceSeconds *prometheus.HistogramVec
 	expiries         prometheus.Counter
@@ -48,9 +49,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		groups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kaas_groups", Help: "Consumer groups this broker coordinates (loaded), by state (a consumer-protocol group's: Empty, Assigning, Reconciling, Stable).",
 		}, []string{"state"}),
-		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kaas_group_members", Help: "Members of each group this broker coordinates (loaded).",
-		}, []string{"group"}),
+		members: &memberCounts{desc: prometheus.NewDesc("kaas_group_members",
+			"Members of each group this broker coordinates (loaded).", []string{"group"}, nil),
+			n: map[string]int{}},
 		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kaas_group_rebalances_total", Help: "Rebalances started (a group entering PreparingRebalance), by reason.",
 		}, []string{"reason"}),
@@ -102,8 +103,46 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type published struct {
 	counted bool // the group adds 1 to kaas_groups{state}
 	state   string
-	members prometheus.Gauge // nil: no kaas_group_members series
+	members bool // the group has a kaas_group_members series, of n
 	n       int
+}
+
+// memberCounts is kaas_group_members: a count per loaded group, read at a scrape. A
+// GaugeVec child per group cost about 300 bytes (the gauge, its label pairs, the vec's
+// entry); a map entry keyed by the group's own id string is a tenth of that.
+type memberCounts struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (c *memberCounts) set(group string, n int) {
+	c.mu.Lock()
+	c.n[group] = n
+	c.mu.Unlock()
+}
+
+func (c *memberCounts) remove(group string) {
+	c.mu.Lock()
+	delete(c.n, group)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *memberCounts) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector. The counts are copied first, so a group
+// publishing never waits for the scrape.
+func (c *memberCounts) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	n := make(map[string]int, len(c.n))
+	for g, v := range c.n {
+		n[g] = v
+	}
+	c.mu.Unlock()
+	for g, v := range n {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), g)
+	}
 }
 
 // publish brings the gauges to the group's current state and membership; a group that
@@ -121,15 +160,12 @@ func (m *Metrics) publish(p *published, group string, exists bool, s string, mem
 		p.counted, p.state = true, s
 	}
 	switch {
-	case exists && p.members == nil:
-		p.members, p.n = m.members.WithLabelValues(group), members
-		p.members.Set(float64(members))
-	case exists && p.n != members:
-		p.n = members
-		p.members.Set(float64(members))
-	case !exists && p.members != nil:
-		m.members.DeleteLabelValues(group)
-		p.members = nil
+	case exists && (!p.members || p.n != members):
+		p.members, p.n = true, members
+		m.members.set(group, members)
+	case !exists && p.members:
+		m.members.remove(group)
+		p.members = false
 	}
 }
 
@@ -142,9 +178,9 @@ func (m *Metrics) unpublish(p *published, group string) {
 		m.groups.WithLabelValues(p.state).Dec()
 		p.counted = false
 	}
-	if p.members != nil {
-		m.members.DeleteLabelValues(group)
-		p.members = nil
+	if p.members {
+		m.members.remove(group)
+		p.members = false
 	}
 }
 
@@ -174,7 +210,7 @@ func (m *Metrics) consumerFenced(reason string) {
 
 // consumerMembers moves kaas_consumer_group_members from what a group published (was)
 // to now, by state (memberStates order).
-func (m *Metrics) consumerMembers(was *[4]int, now [4]int) {
+func (m *Metrics) consumerMembers(was *[4]int32, now [4]int32) {
 	if m == nil {
 		*was = now
 		return

@@ -341,7 +341,7 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 	md, err := decodeSubscription(r.Protocols[0].Metadata)
 	if err != nil {
 		// Apache: an IllegalStateException, UNKNOWN_SERVER_ERROR.
-		g.log.Warn().Err(err).Str("member", logs.ID(id)).Msg("classic_member_subscription_malformed")
+		g.log().Warn().Err(err).Str("member", logs.ID(id)).Msg("classic_member_subscription_malformed")
 		g.replyJoin(r, joinError(kerr.UnknownServerError.Code, r.MemberID))
 		return
 	}
@@ -361,7 +361,7 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 		cg.members[id] = m
 		cg.emptySince = time.Time{}
 		cg.bump = true
-		g.log.Info().Str("member", logs.ID(id)).Str("instance", logs.ID(r.InstanceID)).Int32("group_epoch", cg.epoch+1).
+		g.log().Info().Str("member", logs.ID(id)).Str("instance", logs.ID(r.InstanceID)).Int32("group_epoch", cg.epoch+1).
 			Msg("classic_member_joined_consumer_group")
 	}
 	if r.InstanceID != "" && m.instanceID != r.InstanceID {
@@ -407,7 +407,7 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 		// The last consumer-protocol member was a static member this one replaced: the
 		// group goes back to the classic protocol without a rebalance, the joiner with
 		// the assignment it took over (Apache validateOnlineDowngradeWithReplacedMemberId).
-		g.log.Info().Str("member", logs.ID(m.id)).Msg("consumer_group_downgraded_by_static_replacement")
+		g.log().Info().Str("member", logs.ID(m.id)).Msg("consumer_group_downgraded_by_static_replacement")
 		g.downgrade(ctx, nil, false, r, func(code int16) {
 			if code != 0 {
 				g.replyJoin(r, joinError(code, r.MemberID))
@@ -462,7 +462,7 @@ func (g *groupActor) replaceConsumerMember(old *cMember, id string) *cMember {
 		cg.instances[m.instanceID] = m.id
 	}
 	cg.dirty = true
-	g.log.Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(old.id)).Str("instance", logs.ID(m.instanceID)).
+	g.log().Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(old.id)).Str("instance", logs.ID(m.instanceID)).
 		Msg("consumer_static_member_replaced")
 	return m
 }
@@ -601,10 +601,10 @@ func (g *groupActor) onClassicOwed(ctx actor.Context, t *classicOwedCheck) {
 	if t.owes == owesSync {
 		reason = "classic_sync_timeout"
 	}
-	g.log.Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Str("reason", reason).Msg("classic_member_fenced")
+	g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Str("reason", reason).Msg("classic_member_fenced")
 	g.fenceConsumerMembers(ctx, []*cMember{m}, reason, nil, func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("consumer_group_state_not_saved")
 		}
 	})
 }
@@ -657,10 +657,10 @@ func (g *groupActor) downgradable(ms []*cMember) bool {
 	case rest == 0:
 		return false
 	case !g.cfg.Settings.Consumer.downgradeEnabled():
-		g.log.Info().Msg("consumer_group_not_downgraded_policy_disabled")
+		g.log().Info().Msg("consumer_group_not_downgraded_policy_disabled")
 		return false
 	case rest > g.cfg.Settings.MaxSize:
-		g.log.Info().Int("members", rest).Msg("consumer_group_not_downgraded_larger_than_group_max_size")
+		g.log().Info().Int("members", rest).Msg("consumer_group_not_downgraded_larger_than_group_max_size")
 		return false
 	}
 	return true
@@ -709,6 +709,7 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 	g.dropClassicState()
 	g.generation = cg.epoch
 	g.protocolType = consumerProtocol
+	g.classicMaps()
 	now := time.Now()
 	for _, id := range ids {
 		cm := cg.members[id]
@@ -735,14 +736,14 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 	g.computeTopics()
 	g.setState(stateStable)
 	meta := g.generationMeta(func(m *member) []byte { return m.assignment })
-	g.log.Info().Int32("generation", g.generation).Int("members", len(ids)).Str("protocol", logs.ID(g.protocol)).
+	g.log().Info().Int32("generation", g.generation).Int("members", len(ids)).Str("protocol", logs.ID(g.protocol)).
 		Msg("consumer_group_downgraded_to_classic")
 	if rebalance {
-		g.prepareRebalance(ctx, causeDowngraded, "group "+g.cfg.Group+" downgraded from consumer to classic")
+		g.prepareRebalance(ctx, causeDowngraded, "group "+g.id+" downgraded from consumer to classic")
 	}
 	g.saveMeta(ctx, client, meta, func(code int16) {
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Msg("group_meta_not_saved")
+			g.log().Warn().Int16("error_code", code).Msg("group_meta_not_saved")
 		}
 		for _, w := range waiters {
 			if w.client != nil {
@@ -763,7 +764,7 @@ func (g *groupActor) upgrade() (cg *consumerGroup, refusal string) {
 	}
 	cg, err := g.consumerFromClassic()
 	if err != nil {
-		g.log.Warn().Err(err).Msg("classic_group_not_upgraded_malformed_consumer_protocol")
+		g.log().Warn().Err(err).Msg("classic_group_not_upgraded_malformed_consumer_protocol")
 		return nil, "the embedded consumer protocol is malformed"
 	}
 	return cg, ""

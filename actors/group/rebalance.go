@@ -17,8 +17,8 @@ import (
 // cause is reason's bounded name, the metrics' label.
 func (g *groupActor) prepareRebalance(ctx actor.Context, cause, reason string) {
 	g.cfg.Settings.Metrics.rebalanceStarted(cause)
-	if g.rebalanceStart.IsZero() {
-		g.rebalanceStart, g.rebalanceCause = time.Now(), cause
+	if g.rebalanceStart == 0 {
+		g.rebalanceStart, g.rebalanceCause = max(time.Since(monoBase), 1), cause
 	}
 	if g.state == stateCompletingRebalance {
 		for _, m := range g.members {
@@ -33,7 +33,7 @@ func (g *groupActor) prepareRebalance(ctx actor.Context, cause, reason string) {
 	g.pendingSync = map[string]bool{}
 	wasEmpty := g.state == stateEmpty
 	g.setState(statePreparingRebalance)
-	g.log.Info().Str("reason", logs.ID(reason)).Int32("generation", g.generation).Msg("rebalance_started")
+	g.log().Info().Str("reason", logs.ID(reason)).Int32("generation", g.generation).Msg("rebalance_started")
 	if wasEmpty {
 		d := g.cfg.Settings.InitialRebalanceDelay
 		g.initialDelay = true
@@ -115,7 +115,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	joined := ""
 	for _, m := range ms {
 		if m.join == nil && m.instanceID == "" {
-			g.log.Info().Str("member", logs.ID(m.id)).Msg("member_removed_did_not_rejoin_in_time")
+			g.log().Info().Str("member", logs.ID(m.id)).Msg("member_removed_did_not_rejoin_in_time")
 			g.removeMember(m, 0)
 			continue
 		}
@@ -139,7 +139,7 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 		g.protocol, g.leader = "", ""
 		g.topics, g.topicsKnown = nil, false
 		g.setState(stateEmpty)
-		g.log.Info().Int32("generation", g.generation).Msg("group_empty")
+		g.log().Info().Int32("generation", g.generation).Msg("group_empty")
 		g.saveEmpty(ctx)
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
 		return
@@ -148,14 +148,15 @@ func (g *groupActor) completeJoin(ctx actor.Context) {
 	if g.protocol, voted = selectProtocol(protocolLists(ms)); !voted {
 		// Every join checks that its protocols are shared by all members (§4.3 step 7b/8b),
 		// so an empty vote is a broken invariant: say so rather than answer silently.
-		g.log.Error().Int32("generation", g.generation).Int("members", len(ms)).
+		g.log().Error().Int32("generation", g.generation).Int("members", len(ms)).
 			Msg("no_protocol_common_to_all_members_generation_without_protocol")
 	}
 	g.computeTopics()
 	g.setState(stateCompletingRebalance)
-	g.log.Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
+	g.log().Info().Int32("generation", g.generation).Str("protocol", logs.ID(g.protocol)).Str("leader", logs.ID(g.leader)).
 		Int("members", len(ms)).Msg("join_phase_complete")
 	now := time.Now()
+	g.classicMaps()
 	for _, m := range ms {
 		g.pendingSync[m.id] = true
 		// Every member's session restarts here, a static member kept without rejoining

@@ -98,7 +98,7 @@ func (g *groupActor) onSessionCheck(ctx actor.Context, c *sessionCheck) {
 		g.armSession(ctx, m)
 		return
 	}
-	g.log.Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member_session_expired")
+	g.log().Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Bool("new", m.isNew).Msg("member_session_expired")
 	g.cfg.Settings.Metrics.sessionExpired()
 	g.removeMember(m, 0)
 	g.afterRemoval(ctx, causeSessionExpired, "member "+m.id+" session expired")
@@ -108,7 +108,7 @@ func (g *groupActor) onPendingDeadline(ctx actor.Context, m *pendingDeadline) {
 	if seq, ok := g.pending[m.member]; !ok || seq != m.seq {
 		return
 	}
-	g.log.Info().Str("member", logs.ID(m.member)).Msg("pending_member_expired")
+	g.log().Info().Str("member", logs.ID(m.member)).Msg("pending_member_expired")
 	g.dropPending(m.member)
 	if g.state == statePreparingRebalance {
 		g.tryCompleteJoin(ctx)

@@ -28,7 +28,7 @@ func (g *groupActor) onSyncDeadline(ctx actor.Context, m *syncDeadline) {
 	}
 	for id := range g.pendingSync {
 		if mm := g.members[id]; mm != nil {
-			g.log.Info().Str("member", logs.ID(id)).Msg("member_removed_no_syncgroup_in_time")
+			g.log().Info().Str("member", logs.ID(id)).Msg("member_removed_no_syncgroup_in_time")
 			g.removeMember(mm, kerr.UnknownMemberID.Code)
 		}
 	}
@@ -105,7 +105,7 @@ func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]by
 			return // the group moved on meanwhile; its parked syncs were answered then
 		}
 		if code != 0 {
-			g.log.Warn().Int16("error_code", code).Int32("generation", gen).Msg("generation_not_saved_rebalancing")
+			g.log().Warn().Int16("error_code", code).Int32("generation", gen).Msg("generation_not_saved_rebalancing")
 			for _, m := range g.members {
 				if m.sync != nil {
 					m.sync.fail(code)
@@ -120,7 +120,7 @@ func (g *groupActor) completeSync(ctx actor.Context, assignments map[string][]by
 			m.assignment = assign(m)
 		}
 		g.setState(stateStable)
-		g.log.Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group_stable")
+		g.log().Info().Int32("generation", g.generation).Int("members", len(g.members)).Msg("group_stable")
 		for _, m := range g.members {
 			if m.sync != nil {
 				s := m.sync

@@ -194,19 +194,19 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.commitBatch(b)
 		return
 	}
-	data, err := encodeRecord(a.cfg.Group, a.st.epoch, b.rec.ops)
+	data, err := encodeRecord(a.group, a.st.epoch, b.rec.ops)
 	if err == nil {
 		err = b.rec.err
 	}
 	if err != nil {
 		a.queue = nil
-		a.log.Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		a.log().Error().Err(err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
 	b.reply = actor.NewWaitable(ctx)
 	a.inflight, a.queue = append(a.inflight, b), nil
-	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.cfg.Group, Data: data, Reply: b.reply})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.group, Data: data, Reply: b.reply})
 }
 
 // applyQueue applies the queue to what the state will be once the batches in flight
@@ -270,17 +270,17 @@ func (a *offsetsActor) answerBatch(b *batch) {
 		a.cfg.Metrics.pendingRefusedOnce()
 	}
 	if b.refused > 0 {
-		limited(&a.failLog).Event(a.log.Warn()).Int("refused", b.refused).Int("limit", a.cfg.MaxPendingOffsets).
+		limited(&a.failLog).Event(a.log().Warn()).Int("refused", b.refused).Int("limit", a.cfg.MaxPendingOffsets).
 			Int("pending", a.st.pendingCount()).Msg("offsets_pending_txn_limit_reached")
 	}
 	if b.dropped > 0 {
 		// Apache deletes a deleted group's pending transactional offsets too
 		// (OffsetMetadataManager.deleteAllOffsets); a commit marker that comes later
 		// finds nothing to apply.
-		a.log.Warn().Int("pending_offsets", b.dropped).Msg("offsets_pending_txn_dropped_with_group")
+		a.log().Warn().Int("pending_offsets", b.dropped).Msg("offsets_pending_txn_dropped_with_group")
 	}
 	if b.expired > 0 {
-		a.log.Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
+		a.log().Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
 	}
 	for i, q := range b.reqs {
 		resolve(q.msg, b.results[i])
@@ -335,11 +335,11 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res journal.Appended, s
 		a.inflight = nil
 	}
 	if res.Err != nil {
-		limited(&a.failLog).Event(a.log.Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
+		limited(&a.failLog).Event(a.log().Error()).Err(res.Err).Int("requests", len(b.reqs)).Msg("offsets_write_failed")
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
-	if a.cfg.Gate != nil && !a.cfg.Gate() {
+	if a.gate != nil && !a.gate() {
 		// Durable in this broker's journal, but the lease may have lapsed meanwhile and
 		// another broker adopted the group: not acknowledged (a successor that replayed
 		// the journal first has it; one that did not never acknowledged it either).
@@ -368,7 +368,7 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 		if b.res == nil {
 			v, ok := b.reply.Wait(time.Until(deadline))
 			if !ok {
-				a.log.Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
+				a.log().Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
 				for _, b := range a.inflight {
 					a.failBatch(b, codeWriteFailed)
 				}

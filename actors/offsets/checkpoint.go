@@ -56,7 +56,9 @@ func (a *offsetsActor) scheduleCheckpoint(ctx actor.Context) {
 // onCheckpointTick rewrites the group file with everything journaled so far, on its own
 // goroutine: commits go on meanwhile. One checkpoint runs at a time.
 func (a *offsetsActor) onCheckpointTick(ctx actor.Context) {
-	a.ckptScheduled = false
+	// The timer has fired: its cancel would only keep it (and its message) reachable for
+	// as long as the group stays idle.
+	a.ckptScheduled, a.ckptCancel = false, nil
 	if a.lastSeq <= a.fileSeq {
 		return
 	}
@@ -75,15 +77,20 @@ func (a *offsetsActor) startCheckpoint(ctx actor.Context) bool {
 	}
 	job, err := a.checkpointJob()
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_checkpoint_failed")
+		a.log().Error().Err(err).Msg("offsets_checkpoint_failed")
 		a.scheduleCheckpoint(ctx)
 		return false
 	}
 	a.ckpt = job
-	actor.Background(ctx, func() any {
+	run := func() any {
 		job.run()
 		return job
-	})
+	}
+	if q := a.cfg.WriteQueue; q != nil {
+		q.Background(ctx, run)
+	} else {
+		actor.Background(ctx, run)
+	}
 	return true
 }
 
@@ -94,8 +101,8 @@ func (a *offsetsActor) checkpointJob() (*ckptJob, error) {
 		return nil, err
 	}
 	job := &ckptJob{seq: a.lastSeq, done: make(chan struct{}), tomb: tombAfter(data, a.tomb)}
-	fsys, dir, name, path, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.path, a.tomb, a.cfg.WriteSlots
-	group, slotWait, cluster, epoch := a.cfg.Group, a.cfg.slotWait, a.cfg.Gate != nil, a.st.epoch
+	fsys, dir, name, path, dropTomb, slots := a.cfg.FS, a.cfg.Dir, a.name, a.filePath(), a.tomb, a.cfg.WriteSlots
+	group, slotWait, cluster, epoch := a.group, a.cfg.slotWait, a.gate != nil, a.st.epoch
 	mkdir := a.exists && !a.dirReady
 	job.run = func() {
 		defer close(job.done)
@@ -223,12 +230,12 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	a.cfg.Metrics.wrote(job.err, job.took)
 	if job.err != nil {
 		// Memory and the journal still hold everything; the next checkpoint retries.
-		limited(&a.ckptFailLog).Event(a.log.Error()).Err(job.err).Msg("offsets_checkpoint_failed")
+		limited(&a.ckptFailLog).Event(a.log().Error()).Err(job.err).Msg("offsets_checkpoint_failed")
 		return
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
 	a.tomb = job.tomb
-	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.cfg.Group, Seq: job.seq})
+	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.group, Seq: job.seq})
 }
 
 // checkpointWait bounds how long a stopping or restarting actor waits for its file to be
@@ -255,7 +262,7 @@ func waitJob(job *ckptJob, deadline time.Time) bool {
 func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 	if job := a.ckpt; job != nil {
 		if !waitJob(job, deadline) {
-			a.log.Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
+			a.log().Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
 			a.leaveWithJournal(ctx)
 			return
 		}
@@ -272,23 +279,23 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 	}
 	job, err := a.checkpointJob()
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_checkpoint_failed_state_left_with_journal")
+		a.log().Error().Err(err).Msg("offsets_checkpoint_failed_state_left_with_journal")
 		a.leaveWithJournal(ctx)
 		return
 	}
 	actor.Go(ctx, job.run)
 	if !waitJob(job, deadline) {
-		a.log.Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
+		a.log().Error().Dur("waited_ms", checkpointWait).Msg("offsets_checkpoint_did_not_finish")
 		a.leaveWithJournal(ctx)
 		return
 	}
 	if job.panicked != nil {
 		job.err = fmt.Errorf("checkpoint panic: %v", job.panicked)
-		a.log.Error().Interface("panic", job.panicked).Bytes("stack", job.stack).Msg("offsets_job_panic")
+		a.log().Error().Interface("panic", job.panicked).Bytes("stack", job.stack).Msg("offsets_job_panic")
 	}
 	a.checkpointResult(ctx, job)
 	if job.err != nil && !job.refused() {
-		a.log.Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
+		a.log().Error().Err(job.err).Msg("offsets_checkpoint_failed_state_left_with_journal")
 		a.leaveWithJournal(ctx)
 	}
 }
@@ -297,9 +304,9 @@ func (a *offsetsActor) checkpointNow(ctx actor.Context, deadline time.Time) {
 // group's records pinned (a restart replays them) and this state in memory for the
 // group's next actor, which claims it instead of reading the older file.
 func (a *offsetsActor) leaveWithJournal(ctx actor.Context) {
-	u, err := newUnsaved(a.cfg.Group, a.st, a.exists, a.lastSeq)
+	u, err := newUnsaved(a.group, a.st, a.exists, a.lastSeq)
 	if err != nil {
-		a.log.Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
+		a.log().Error().Err(err).Msg("offsets_state_not_encoded_for_journal")
 		return
 	}
 	ctx.Send(a.cfg.Journal, u)
@@ -405,13 +412,13 @@ func tombAfter(data []byte, tomb bool) bool {
 func (a *offsetsActor) fileData(s state, exists bool) ([]byte, error) {
 	if !exists {
 		if s.epoch > 0 {
-			return encodeTombstone(a.cfg.Group, s.epoch, a.cfg.Now())
+			return encodeTombstone(a.group, s.epoch, a.cfg.Now())
 		}
 		return nil, nil
 	}
-	meta, err := a.metaJSON.encode(s.meta)
+	meta, err := encodeMetaCached(&a.metaJSON, s.meta)
 	if err != nil {
-		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.cfg.Group), err)
+		return nil, fmt.Errorf("encode meta of group %q: %w", logs.ID(a.group), err)
 	}
-	return encodeFileWith(a.cfg.Group, s, meta)
+	return encodeFileWith(a.group, s, meta)
 }

@@ -33,7 +33,7 @@ import (
 func (a *offsetsActor) claim(ctx actor.Context) {
 	p := actor.NewPromise(ctx, ctx.Self())
 	a.claiming, a.claimID = true, p.ID()
-	ctx.Send(a.cfg.Journal, &journal.Claim{Key: a.cfg.Group, Reply: p})
+	ctx.Send(a.cfg.Journal, &journal.Claim{Key: a.group, Reply: p})
 	a.armStashWait(ctx)
 }
 
@@ -60,7 +60,7 @@ func (a *offsetsActor) onStashTimeout(ctx actor.Context) {
 	if a.claiming {
 		event = "offsets_journal_claim_unanswered_requests_retried"
 	}
-	a.log.Error().Dur("waited_ms", a.cfg.ClaimWait).Int("requests", len(a.stash)).Msg(event)
+	a.log().Error().Dur("waited_ms", a.cfg.ClaimWait).Int("requests", len(a.stash)).Msg(event)
 	a.failStash(codeLoading)
 	a.armStashWait(ctx)
 }
@@ -80,7 +80,7 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 			// Data is what encodeFile made: a bug, not a disk. The older file is not
 			// served instead.
 			a.loaded = true
-			a.log.Error().Err(err).Msg("offsets_state_from_journal_undecodable")
+			a.log().Error().Err(err).Msg("offsets_state_from_journal_undecodable")
 			a.broken, a.brokenAt = fmt.Errorf("state left with the journal: %w", err), a.cfg.Now()
 		} else {
 			a.startLoad(ctx, &unsavedIn{st: st, exists: exists, seq: u.Seq})
@@ -209,8 +209,8 @@ type loadJob struct {
 
 // startLoad runs a load job; its outcome comes back as the *loadJob itself.
 func (a *offsetsActor) startLoad(ctx actor.Context, u *unsavedIn) {
-	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.path, group: a.cfg.Group,
-		gate: a.cfg.Gate, unsaved: u}
+	job := &loadJob{fsys: a.cfg.FS, dir: a.cfg.Dir, name: a.name, path: a.filePath(), group: a.group,
+		gate: a.gate, unsaved: u}
 	if len(a.hold.markers) > 0 {
 		job.markers = append([]string(nil), a.hold.markers...)
 	}
@@ -239,7 +239,7 @@ func recovered(f func()) (p any, stack []byte) {
 
 // raise panics again, in the actor's turn, with what a job panicked with.
 func (a *offsetsActor) raise(p any, stack []byte) {
-	a.log.Error().Interface("panic", p).Bytes("stack", stack).Msg("offsets_job_panic")
+	a.log().Error().Interface("panic", p).Bytes("stack", stack).Msg("offsets_job_panic")
 	panic(p)
 }
 
@@ -373,9 +373,9 @@ func (a *offsetsActor) onLoad(ctx actor.Context, job *loadJob) {
 		h.checkedAt, h.markers = job.checked, job.left
 		switch {
 		case len(job.left) > 0 && first:
-			a.log.Error().Strs("markers", job.left).Msg("offsets_group_held_journal_damaged_until_marker_removed")
+			a.log().Error().Strs("markers", job.left).Msg("offsets_group_held_journal_damaged_until_marker_removed")
 		case len(job.left) == 0 && !first:
-			a.log.Info().Msg("offsets_group_hold_released")
+			a.log().Info().Msg("offsets_group_hold_released")
 		}
 	}
 	if job.read {
@@ -388,7 +388,7 @@ func (a *offsetsActor) onLoad(ctx actor.Context, job *loadJob) {
 func (a *offsetsActor) applyLoad(ctx actor.Context, job *loadJob) {
 	a.loaded = true
 	if job.tmpErr != nil {
-		a.log.Warn().Err(job.tmpErr).Msg("offsets_tmp_cleanup_failed")
+		a.log().Warn().Err(job.tmpErr).Msg("offsets_tmp_cleanup_failed")
 	}
 	if job.epochRead {
 		a.noteTomb(job.epochErr)
@@ -398,13 +398,13 @@ func (a *offsetsActor) applyLoad(ctx actor.Context, job *loadJob) {
 		a.st, a.exists = job.st, job.exists
 		a.publishAll()
 		a.lastSeq, a.fileSeq = job.unsaved.seq, 0
-		a.log.Warn().Uint64("seq", job.unsaved.seq).Msg("offsets_state_taken_from_journal_file_behind")
+		a.log().Warn().Uint64("seq", job.unsaved.seq).Msg("offsets_state_taken_from_journal_file_behind")
 		a.tookOver(job)
 		a.scheduleCheckpoint(ctx)
 		return
 	}
 	if job.dropped {
-		a.log.Warn().Uint64("epoch", job.unsaved.st.epoch).Uint64("file_epoch", job.fileEpoch).
+		a.log().Warn().Uint64("epoch", job.unsaved.st.epoch).Uint64("file_epoch", job.fileEpoch).
 			Msg("offsets_journal_state_older_than_file_dropped")
 	}
 	wasBroken := a.broken != nil
@@ -414,7 +414,7 @@ func (a *offsetsActor) applyLoad(ctx actor.Context, job *loadJob) {
 			// Once per incarnation: the group keeps answering COORDINATOR_NOT_AVAILABLE
 			// and the metric counts it; the retries are not logged again.
 			a.cfg.Metrics.loadFailed(job.reason)
-			a.log.Error().Err(a.broken).Str("reason", job.reason).
+			a.log().Error().Err(a.broken).Str("reason", job.reason).
 				Msg("offsets_file_unusable_group_unavailable_until_repaired")
 		}
 		return
@@ -425,7 +425,7 @@ func (a *offsetsActor) applyLoad(ctx actor.Context, job *loadJob) {
 	}
 	a.publishAll()
 	if wasBroken {
-		a.log.Info().Int("offsets", len(a.st.offsets)).Msg("offsets_file_loaded_after_repair")
+		a.log().Info().Int("offsets", len(a.st.offsets)).Msg("offsets_file_loaded_after_repair")
 	}
 	a.tookOver(job)
 }
@@ -436,11 +436,11 @@ func (a *offsetsActor) tookOver(job *loadJob) {
 	case job.fence != "":
 		a.fence(job.fence)
 	case job.takeoverErr != nil:
-		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.path, job.takeoverErr), a.cfg.Now()
-		a.log.Error().Err(job.takeoverErr).Msg("offsets_takeover_write_failed")
+		a.broken, a.brokenAt = fmt.Errorf("take over %s: %w", a.filePath(), job.takeoverErr), a.cfg.Now()
+		a.log().Error().Err(job.takeoverErr).Msg("offsets_takeover_write_failed")
 	case job.takenOver:
 		a.tomb = false
-		a.log.Info().Uint64("epoch", a.st.epoch).Msg("offsets_group_taken_over")
+		a.log().Info().Uint64("epoch", a.st.epoch).Msg("offsets_group_taken_over")
 	}
 }
 
@@ -452,7 +452,7 @@ func (a *offsetsActor) fence(reason string) {
 		a.pub.Remove()
 		a.pub = nil
 		a.unpublishPending()
-		a.log.Warn().Str("reason", reason).Uint64("epoch", a.st.epoch).Msg("offsets_group_fenced")
+		a.log().Warn().Str("reason", reason).Uint64("epoch", a.st.epoch).Msg("offsets_group_fenced")
 	}
 }
 
@@ -463,13 +463,13 @@ func (a *offsetsActor) fence(reason string) {
 // remembered from the last one, since a broker that took the group over rewrites the
 // file under its own epoch at any time, and that read is what fences the former owner.
 func (a *offsetsActor) mayWriteFile() bool {
-	if a.cfg.Gate == nil {
+	if a.gate == nil {
 		return true
 	}
 	if a.fenced {
 		return false
 	}
-	if !a.cfg.Gate() {
+	if !a.gate() {
 		a.fence("gate_closed")
 		return false
 	}
@@ -480,7 +480,7 @@ func (a *offsetsActor) mayWriteFile() bool {
 // logged once (until it is readable again) and remembered in tombUnreadable.
 func (a *offsetsActor) noteTomb(err error) {
 	if err != nil && !a.tombUnreadable {
-		a.log.Error().Err(err).Str("tombstone", filepath.Base(tombPath(a.path))).
+		a.log().Error().Err(err).Str("tombstone", filepath.Base(tombPath(a.filePath()))).
 			Msg("offsets_tombstone_unreadable_file_not_written")
 	}
 	a.tombUnreadable = err != nil

@@ -92,6 +92,11 @@ type Config struct {
 	// groups checkpointing together would otherwise need as many threads (Go stops the
 	// process at 10,000). Nil is no bound.
 	WriteSlots chan struct{}
+	// WriteQueue, shared like WriteSlots and of as many, starts a checkpoint's goroutine
+	// only when one of them is free: a checkpoint waiting its turn is then a queue entry,
+	// not a goroutine (its stack, its encoded file) waiting for a slot. Nil: each
+	// checkpoint waits for its slot on a goroutine of its own.
+	WriteQueue *actor.Limiter
 	// ClaimWait: how long requests wait for the journal's answer to the actor's Claim
 	// before they are answered COORDINATOR_LOAD_IN_PROGRESS (the actor goes on waiting);
 	// 0 is DefaultClaimWait.
@@ -159,11 +164,36 @@ func (c Config) withDefaults() Config {
 // A Config without a Journal is a wiring bug, and Props panics on it: the actor has no
 // other way to make a change durable.
 func Props(cfg Config) *actor.Props {
+	gate := cfg.Gate
+	return NewKind(cfg, func() func() bool { return gate }).Props(cfg.Group)
+}
+
+// Kind makes the offsets actors of many groups from one Config (its Group and Gate
+// unused), so that a live group does not keep a copy of what every group shares.
+type Kind struct {
+	cfg  Config
+	gate func() func() bool
+}
+
+// NewKind checks and completes cfg for Props; it panics on a Config without a Journal
+// (see Props). gate, when set, makes the Gate of each group as its Props are made (a
+// gate holds the ownership term the group is loaded under, so it is the group's own).
+func NewKind(cfg Config, gate func() func() bool) *Kind {
 	if cfg.Journal == nil {
 		panic("offsets.Props: Config.Journal is nil (the broker's journal actor, journal.Props)")
 	}
-	c := cfg.withDefaults() // one copy, shared by every incarnation
-	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&c) })
+	cfg.Gate = nil
+	return &Kind{cfg: cfg.withDefaults(), gate: gate}
+}
+
+// Props makes the offsets actor of group, as Props of k's Config with Group set to it
+// and Gate to one made now.
+func (k *Kind) Props(group string) *actor.Props {
+	var gate func() bool
+	if k.gate != nil {
+		gate = k.gate()
+	}
+	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&k.cfg, group, gate) })
 }
 
 // offsetsActor owns one group's file. It loads the file on its first request and keeps
@@ -178,52 +208,56 @@ func Props(cfg Config) *actor.Props {
 // journal (a checkpoint) by jobs on goroutines of their own whose outcomes come back as
 // messages; only a stopping or restarting actor waits for its last write, with a bound.
 type offsetsActor struct {
-	cfg  *Config // shared by the incarnations; never written
-	name string  // file name in cfg.Dir
-	path string
-	log  logs.Tagged
+	cfg   *Config     // shared by the incarnations and by the groups of a Kind; never written
+	group string      // the group id (cfg.Group is not this group's when cfg is a Kind's)
+	gate  func() bool // Config.Gate of this group (a Kind's cfg has none)
+	name  string      // file name in cfg.Dir (filePath)
 
+	// The flags are kept together, so that the actor packs into a smaller size class
+	// (one per live group): with each bool in its own word it took 48 bytes more.
 	loaded   bool
-	broken   error // the load failed; every request answers codeBroken
-	brokenAt time.Time
 	dirReady bool
-	tomb     bool  // the group's tombstone (tombstone.go) may be on disk
-	exists   bool  // the file exists on disk
-	st       state // what the file holds
-	metaJSON metaCache
+	tomb     bool // the group's tombstone (tombstone.go) may be on disk
+	exists   bool // the file exists on disk
 	// tombUnreadable: the last look found the group's tombstone unreadable (noteTomb);
 	// no file is written until it reads again.
 	tombUnreadable bool
+	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
+	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
+	// nothing is written.
+	fenced bool
+	// flushQueued: a flushNow is on its way to the actor; ckptScheduled: a checkpoint
+	// timer is armed (ckptCancel).
+	flushQueued, ckptScheduled bool
+	// claiming and loading: described with claimID and loadJob below.
+	claiming, loading bool
 
-	queue       []queued
-	flushQueued bool
+	broken   error // the load failed; every request answers codeBroken
+	brokenAt time.Time
+	st       state      // what the file holds
+	metaJSON *metaCache // encodeMetaCached
+
+	queue []queued
 
 	// The batches appended to the journal (journal.go) and not yet answered, the
 	// sequence number of the last record applied to st and of the last one the file
 	// holds, and the checkpoint being written or scheduled.
-	inflight      []*batch // appended, oldest first; answered in this order
-	lastSeq       uint64
-	fileSeq       uint64
-	ckpt          *ckptJob
-	ckptScheduled bool
-	ckptCancel    actor.Cancel
+	inflight   []*batch // appended, oldest first; answered in this order
+	lastSeq    uint64
+	fileSeq    uint64
+	ckpt       *ckptJob
+	ckptCancel actor.Cancel
 
 	// claiming: the journal has not yet said whether an earlier actor of the group left
 	// state behind its file; loading: a load job (load.go) reads the file. Requests wait
 	// in stash meanwhile, at most ClaimWait at a time (stashCancel).
-	claiming    bool
 	claimID     uint64
-	loading     bool
 	loadJob     *loadJob
 	stashCancel actor.Cancel
 	stash       []any
 	// flushes are the Flush requests waiting for everything accepted before them.
 	flushes []*Flush
 	hold    hold // hold.go: the group is held after a damaged journal segment
-	// fenced: the gate closed, or another broker wrote the file under a newer epoch.
-	// The group is no longer this actor's: everything answers NOT_COORDINATOR and
-	// nothing is written.
-	fenced bool
 	// pub publishes the committed offsets served (kaas_group_committed_offset, lag).
 	pub *metrics.GroupOffsets
 	// pendingShown is what this actor added to the pending offsets gauge.
@@ -233,17 +267,26 @@ type offsetsActor struct {
 	failLog, ckptFailLog *logs.Limiter
 }
 
-func newOffsetsActor(cfg *Config) *offsetsActor {
-	name := FileName(cfg.Group)
+func newOffsetsActor(cfg *Config, group string, gate func() bool) *offsetsActor {
+	name := FileName(group)
 	a := &offsetsActor{
-		cfg:  cfg,
-		name: name,
-		path: filepath.Join(cfg.Dir, name),
-		st:   newState(),
+		cfg:   cfg,
+		group: group,
+		gate:  gate,
+		name:  name,
+		st:    newState(),
 	}
-	a.log = logs.Tag(&a.cfg.Log, "group", logs.ID(cfg.Group)).And("file", name)
 	return a
 }
+
+// log is the broker's logger adding the group and its file to each event, made per event
+// rather than kept (72 bytes per live group): most groups never log a line.
+func (a *offsetsActor) log() logs.Tagged {
+	return logs.Tag(&a.cfg.Log, "group", logs.ID(a.group)).And("file", a.name)
+}
+
+// filePath is the group's file (made when needed, not kept: 16 bytes per live group).
+func (a *offsetsActor) filePath() string { return filepath.Join(a.cfg.Dir, a.name) }
 
 // errorLogInterval: a failure that repeats with every write (a full disk) is logged once
 // per interval, with the number of those left out.
@@ -265,7 +308,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
-		a.pub = a.cfg.Metrics.offsets().Group(a.cfg.Group)
+		a.pub = a.cfg.Metrics.offsets().Group(a.group)
 		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)
@@ -296,7 +339,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 // Panicked logs a panic of the actor with its stack (actor.PanicHandler); its group
 // actor restarts it.
 func (a *offsetsActor) Panicked(_ actor.Context, r any) {
-	a.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
+	a.log().Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("offsets_actor_panic")
 }
 
 // handle serves one request, or stashes it while the claim or a load is under way (one
@@ -363,7 +406,7 @@ func (a *offsetsActor) onStopping(ctx actor.Context) {
 // leavingToJournal says whether the broker stops and leaves the group's file behind its
 // journal (Config.LeaveToJournal).
 func (a *offsetsActor) leavingToJournal() bool {
-	return a.cfg.LeaveToJournal != nil && a.cfg.Gate == nil && a.cfg.LeaveToJournal()
+	return a.cfg.LeaveToJournal != nil && a.gate == nil && a.cfg.LeaveToJournal()
 }
 
 // onRestarting answers the queue of the failed incarnation without writing it: its state

@@ -75,7 +75,7 @@ type recorder struct {
 	// metas are the meta ops' GroupMetas, in order: applyOps uses them instead of
 	// decoding what encode made (megabytes for a group of 10,000 members).
 	metas []GroupMeta
-	cache *metaCache
+	cache **metaCache
 	err   error
 }
 
@@ -102,7 +102,7 @@ func (r *recorder) del(tp TopicPartition) {
 }
 
 func (r *recorder) meta(m GroupMeta, create bool) {
-	b, err := r.cache.encode(m)
+	b, err := encodeMetaCached(r.cache, m)
 	if err != nil {
 		r.err = errors.Join(r.err, err)
 		return

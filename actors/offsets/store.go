@@ -410,6 +410,20 @@ type metaCache struct {
 	json json.RawMessage
 }
 
+// encodeMetaCached encodes m, through the cache *c when m has members or consumer
+// state (made at its first such meta): a meta without them is a few scalars, encoded
+// afresh, so a group that only commits keeps no cache (and one that went empty drops it).
+func encodeMetaCached(c **metaCache, m GroupMeta) (json.RawMessage, error) {
+	if len(m.Members) == 0 && len(m.Consumer) == 0 {
+		*c = nil
+		return encodeMeta(m)
+	}
+	if *c == nil {
+		*c = &metaCache{}
+	}
+	return (*c).encode(m)
+}
+
 func (c *metaCache) encode(m GroupMeta) (json.RawMessage, error) {
 	if c.json != nil && sameMeta(c.meta, m) {
 		return c.json, nil

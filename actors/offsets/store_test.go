@@ -266,3 +266,22 @@ func quoteGo(b []byte) string {
 	sb.WriteByte('"')
 	return sb.String()
 }
+
+// A meta with members is encoded through the cache, made for it; one without is
+// encoded afresh and drops the cache: a group that only commits keeps none.
+func TestMetaCacheOnlyForMembers(t *testing.T) {
+	var c *metaCache
+	for _, m := range []GroupMeta{sampleStateMembers().meta, {ProtocolType: "consumer", Generation: 3}} {
+		got, err := encodeMetaCached(&c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := encodeMeta(m)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encoded %s, want %s", got, want)
+		}
+		if kept := c != nil; kept != (len(m.Members) > 0) {
+			t.Fatalf("%d members: cache kept %v", len(m.Members), kept)
+		}
+	}
+}

@@ -188,7 +188,7 @@ func TestTxnRecordsReplayOverLaterFile(t *testing.T) {
 	var records [][]op
 	var states []state
 	step := func(msg any) {
-		rec := &recorder{cache: &metaCache{}}
+		rec := &recorder{cache: new(*metaCache)}
 		q := queued{msg: msg}
 		switch m := msg.(type) {
 		case *TxnCommit:

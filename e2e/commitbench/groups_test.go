@@ -22,7 +22,8 @@ import (
 // (8 connections, 64 requests in flight on each), and reports how fast they were made
 // and the heap and stacks they hold, for kaas and for kfake with SyncWrites in the same
 // run, and for kfake keeping them in memory. KAAS_BENCH_GROUPS sets how many (default 100,000); KAAS_BENCH_HEAPPROFILE=path writes
-// the heap profile of kaas holding them.
+// the heap profile of kaas holding them once settled (kaas_settled_bytes/group: the
+// last checkpoints written, so what is left is what the groups keep).
 //
 //	go test -run NONE -bench LiveGroups -benchtime 1x ./e2e/commitbench/
 //
@@ -39,8 +40,19 @@ func BenchmarkLiveGroups(b *testing.B) {
 		kaas := brokertest.Start(b, func(c *config.Config) { c.LogLevel = "warn" })
 		createTopic(b, kaas.Addr())
 		base := inUse() - before // the broker itself
+		goroutines := runtime.NumGoroutine()
 		kRate := createGroups(b, kaas.Addr(), n)
 		kPer := float64(inUse()-before-base) / float64(n)
+		// What the figure is made of: the live heap, the heap's spans in use (with their
+		// free slots), and the stacks, with the goroutines behind them. It includes the
+		// checkpoints of the last offsets.checkpoint.interval.ms of groups, each waiting
+		// on a goroutine for one of the write slots, as many as the disk is behind.
+		logHeld(b, "kaas holding", n)
+		// Settled: once the last group's checkpoint is due and the goroutines writing
+		// checkpoints are done, what is left is what the live groups keep.
+		settle(b, time.Now().Add(config.Default().OffsetsCheckpointInterval), goroutines)
+		kSettled := float64(inUse()-before-base) / float64(n)
+		logHeld(b, "kaas settled with", n)
 		if path := os.Getenv("KAAS_BENCH_HEAPPROFILE"); path != "" {
 			writeHeapProfile(b, path)
 		}
@@ -63,13 +75,36 @@ func BenchmarkLiveGroups(b *testing.B) {
 		mPer := float64(inUse()-before-base) / float64(n)
 
 		b.ReportMetric(kPer, "kaas_bytes/group")
+		b.ReportMetric(kSettled, "kaas_settled_bytes/group")
 		b.ReportMetric(fPer, "kfake_sync_bytes/group")
 		b.ReportMetric(kRate, "kaas_groups/s")
 		b.ReportMetric(fRate, "kfake_sync_groups/s")
 		b.ReportMetric(mPer, "kfake_mem_bytes/group")
 		b.ReportMetric(mRate, "kfake_mem_groups/s")
-		b.Logf("%d groups of 4 partitions: kaas %.0f B/group, %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
-			n, kPer, kRate, fPer, fRate, kPer/fPer, kRate/fRate, mPer, mRate, kRate/mRate)
+		b.Logf("%d groups of 4 partitions: kaas %.0f B/group (%.0f settled), %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
+			n, kPer, kSettled, kRate, fPer, fRate, kPer/fPer, kRate/fRate, mPer, mRate, kRate/mRate)
+	}
+}
+
+// logHeld logs the live heap, the heap in use, the stacks and the goroutines.
+func logHeld(b *testing.B, what string, n int) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("%s %d groups: heap alloc %d MB, heap in use %d MB, stacks %d MB, %d goroutines",
+		what, n, ms.HeapAlloc>>20, ms.HeapInuse>>20, ms.StackInuse>>20, runtime.NumGoroutine())
+}
+
+// settle waits until due has passed and the goroutines are back to at most base plus
+// the dispatcher's idle workers (actor.maxIdle), for at most a minute.
+func settle(b *testing.B, due time.Time, base int) {
+	const idleWorkers = 256
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(due) || runtime.NumGoroutine() > base+idleWorkers {
+		if time.Now().After(deadline) {
+			b.Logf("not settled after a minute: %d goroutines", runtime.NumGoroutine())
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
