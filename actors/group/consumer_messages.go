@@ -60,7 +60,7 @@ func (g *groupActor) consumerTimes() (session, heartbeat time.Duration) {
 	s := &g.cfg.Settings.Consumer
 	session, heartbeat = s.SessionTimeout, s.HeartbeatInterval
 	if s.GroupConfigs != nil {
-		gs, gh := s.GroupConfigs.ConsumerGroupTimes(g.cfg.Group)
+		gs, gh := s.GroupConfigs.ConsumerGroupTimes(g.id)
 		if gs > 0 {
 			session = gs
 		}
