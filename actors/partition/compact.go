@@ -92,8 +92,9 @@ type cleanJob struct {
 	throttle *Throttle
 
 	// Made by the job.
-	upTo   int64 // the key map covers [dirtyFrom, upTo): the next pass starts there
-	groups []*cleanGroup
+	upTo    int64 // the key map covers [dirtyFrom, upTo): the next pass starts there
+	groups  []*cleanGroup
+	scratch recordScratch
 }
 
 // cleanGroup is consecutive segments replaced by one cleaned file.
@@ -107,6 +108,13 @@ func (g *cleanGroup) base() int64 { return g.olds[0].base }
 // readSegment walks a segment file the job reads through its own descriptor, every
 // batch CRC-checked: a pass never rewrites what it cannot trust.
 func readSegment(fs storage.FS, path string, fn func(pos int64, h *header, b []byte) error) error {
+	return readSegmentWith(fs, path, nil, fn)
+}
+
+// readSegmentWith is readSegment reading through *buf, kept for the next segment: a
+// pass reads every segment twice, and a window made for each was most of what it left
+// to the garbage collector.
+func readSegmentWith(fs storage.FS, path string, buf *[]byte, fn func(pos int64, h *header, b []byte) error) error {
 	f, err := fs.OpenFile(path, os.O_RDONLY)
 	if err != nil {
 		return fmt.Errorf("open segment %s: %w", path, err)
@@ -117,6 +125,10 @@ func readSegment(fs storage.FS, path string, fn func(pos int64, h *header, b []b
 		return fmt.Errorf("stat segment %s: %w", path, err)
 	}
 	w := walker{f: f, end: size}
+	if buf != nil {
+		w.buf = *buf
+		defer func() { *buf = w.buf[:0] }()
+	}
 	for pos := int64(0); pos < size; {
 		h, ok, err := w.batch(pos, false)
 		if err != nil {
@@ -141,23 +153,51 @@ func readSegment(fs storage.FS, path string, fn func(pos int64, h *header, b []b
 }
 
 // batchRecords decodes the records of a stored batch (decompressed if needed).
-func batchRecords(h *header, b []byte) ([]kmsg.Record, error) {
+func batchRecords(h *header, b []byte) ([]kmsg.Record, error) { return decodeRecords(h, b, nil) }
+
+// recordScratch is a cleaning pass's room for decoding one batch's records at a time,
+// reused from batch to batch: a pass decodes every batch it reads, and a copy and a
+// slice made for each kept the garbage collector running several times a second while
+// a partition was cleaned, its pauses and assists falling on the broker's producers
+// (BenchmarkCleanerProduce).
+type recordScratch struct {
+	raw    []byte
+	recs   []kmsg.Record
+	window []byte // the segment reader's (readSegmentWith)
+}
+
+// decodeRecords is batchRecords; with s, the records (and, for a compressed batch, the
+// bytes they point into) are s's and hold only until its next use, and an uncompressed
+// batch's records point into b.
+func decodeRecords(h *header, b []byte, s *recordScratch) ([]kmsg.Record, error) {
 	recs := b[batchHeaderSize:]
 	if codec := h.Attributes & attrCompression; codec != codecNone {
-		s := streamPool.Get().(*recordStream)
-		defer s.release()
-		if err := s.open(codec, recs, minDecompressLimit); err != nil {
+		st := streamPool.Get().(*recordStream)
+		defer st.release()
+		if err := st.open(codec, recs, minDecompressLimit); err != nil {
 			return nil, fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
 		}
-		raw, err := io.ReadAll(&s.lim)
-		if err != nil || s.lim.over {
+		var raw []byte
+		var err error
+		if s == nil {
+			raw, err = io.ReadAll(&st.lim)
+		} else {
+			raw, err = readAllInto(s.raw[:0], &st.lim)
+			s.raw = raw
+		}
+		if err != nil || st.lim.over {
 			return nil, fmt.Errorf("decompress batch at offset %d: %v", h.BaseOffset, err)
 		}
 		recs = raw
-	} else {
+	} else if s == nil {
 		recs = append([]byte(nil), recs...)
 	}
-	out := make([]kmsg.Record, 0, h.RecordCount)
+	var out []kmsg.Record
+	if s != nil {
+		out = s.recs[:0]
+	} else {
+		out = make([]kmsg.Record, 0, h.RecordCount)
+	}
 	for len(recs) > 0 {
 		length, n := binary.Varint(recs)
 		if n <= 0 || length < 0 || int64(n)+length > int64(len(recs)) {
@@ -170,7 +210,27 @@ func batchRecords(h *header, b []byte) ([]kmsg.Record, error) {
 		out = append(out, r)
 		recs = recs[int64(n)+length:]
 	}
+	if s != nil {
+		s.recs = out
+	}
 	return out, nil
+}
+
+// readAllInto is io.ReadAll appending to buf.
+func readAllInto(buf []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // buildKeyMap maps every key of [dirtyFrom, the end of the cleanable segments) to the
@@ -185,7 +245,7 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 		if s.next <= j.dirtyFrom {
 			continue
 		}
-		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
+		err := readSegmentWith(j.fs, s.path, &j.scratch.window, func(_ int64, h *header, b []byte) error {
 			j.pace(len(b))
 			aborted := txns.aborted(h)
 			if h.LastOffset() < j.dirtyFrom {
@@ -194,7 +254,7 @@ func (j *cleanJob) buildKeyMap() (map[keyHash]int64, error) {
 			// A marker maps no key, nor does an aborted transaction's record: it must
 			// never shadow an older value. A committed one maps its keys as any.
 			if h.Attributes&attrControl == 0 && !aborted {
-				recs, err := batchRecords(h, b)
+				recs, err := decodeRecords(h, b, &j.scratch)
 				if err != nil {
 					return err
 				}
@@ -286,7 +346,7 @@ func (j *cleanJob) writeCleaned(g *cleanGroup, keys map[keyHash]int64) error {
 	seen := false
 	txns := txnFilter{q: j.aborted}
 	for _, s := range g.olds {
-		err := readSegment(j.fs, s.path, func(_ int64, h *header, b []byte) error {
+		err := readSegmentWith(j.fs, s.path, &j.scratch.window, func(_ int64, h *header, b []byte) error {
 			j.pace(len(b) + len(pend)) // this batch read, the one before written
 			if pend != nil {
 				if _, err := f.WriteAt(pend, pos); err != nil {
@@ -342,7 +402,7 @@ func (j *cleanJob) cleanBatch(h *header, b []byte, keys map[keyHash]int64, abort
 		}
 		return nil, nil
 	}
-	recs, err := batchRecords(h, b)
+	recs, err := decodeRecords(h, b, &j.scratch)
 	if err != nil {
 		return nil, err
 	}
