@@ -106,7 +106,7 @@ func (p *partitionActor) maybeClean(ctx actor.Context) {
 	p.cleaning = c
 	p.log.Info().Int64("dirty_from", j.dirtyFrom).Int("segments", len(j.segs)).Msg("partition_clean_started")
 	actor.Background(ctx, func() any {
-		err := j.run()
+		err := atLowPriority(j.run)
 		if err == nil && c.gone.Load() {
 			j.removeCleaned() // the actor is gone: nothing will swap them in
 		}
