@@ -88,22 +88,8 @@ func (m *manager) handleAlterConfigs(ctx actor.Context, a *AlterTopicConfigs) {
 // changedConfigs applies a change to a topic's overrides and validates the result: the
 // new overrides, or the error code and message to answer.
 func (m *manager) changedConfigs(base map[string]string, ch TopicConfigChange) (map[string]string, int16, string) {
-	next := maps.Clone(base)
-	if next == nil {
-		next = map[string]string{}
-	}
-	if ch.Replace {
-		next = maps.Clone(ch.Configs)
-		if next == nil {
-			next = map[string]string{}
-		}
-	}
-	for _, op := range ch.Ops {
+	next, code, msg := applyConfigOps(base, ch, func(next map[string]string, op ConfigOp) (int16, string) {
 		switch op.Op {
-		case int8(kmsg.IncrementalAlterConfigOpSet):
-			next[op.Name] = op.Value
-		case int8(kmsg.IncrementalAlterConfigOpDelete):
-			delete(next, op.Name)
 		case int8(kmsg.IncrementalAlterConfigOpAppend), int8(kmsg.IncrementalAlterConfigOpSubtract):
 			def, ok := topicConfigs[op.Name]
 			if !ok || def.typ != kmsg.ConfigTypeList {
@@ -111,16 +97,47 @@ func (m *manager) changedConfigs(base map[string]string, ch TopicConfigChange) (
 				if op.Op == int8(kmsg.IncrementalAlterConfigOpSubtract) {
 					verb = "SUBTRACT"
 				}
-				return nil, kerr.InvalidConfig.Code, fmt.Sprintf("Can't %s to key %s because its type is not LIST.", verb, op.Name)
+				return kerr.InvalidConfig.Code, fmt.Sprintf("Can't %s to key %s because its type is not LIST.", verb, op.Name)
 			}
 			cur := m.defaults().of(next, op.Name)
 			next[op.Name] = editList(cur, op.Value, op.Op == int8(kmsg.IncrementalAlterConfigOpAppend))
-		default:
-			return nil, kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operation type %d", op.Op)
+			return 0, ""
 		}
+		return kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operation type %d", op.Op)
+	})
+	if code != 0 {
+		return nil, code, msg
 	}
 	if err := validateTopicConfigs(next); err != nil {
 		return nil, kerr.InvalidConfig.Code, err.Error()
+	}
+	return next, 0, ""
+}
+
+// applyConfigOps is a resource's configs after a change: base, or the change's whole set
+// for a legacy AlterConfigs (Replace), with its SET and DELETE operations applied and
+// every other operation handed to other, which edits next or answers the code and
+// message to refuse the change with (each resource type has its own APPEND, SUBTRACT
+// and unknown-operation answers).
+func applyConfigOps(base map[string]string, ch TopicConfigChange, other func(next map[string]string, op ConfigOp) (int16, string)) (map[string]string, int16, string) {
+	next := maps.Clone(base)
+	if ch.Replace {
+		next = maps.Clone(ch.Configs)
+	}
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, op := range ch.Ops {
+		switch op.Op {
+		case int8(kmsg.IncrementalAlterConfigOpSet):
+			next[op.Name] = op.Value
+		case int8(kmsg.IncrementalAlterConfigOpDelete):
+			delete(next, op.Name)
+		default:
+			if code, msg := other(next, op); code != 0 {
+				return nil, code, msg
+			}
+		}
 	}
 	return next, 0, ""
 }

@@ -273,19 +273,8 @@ func (m *manager) changedBrokerConfigs(base map[string]string, ch TopicConfigCha
 			return nil, kerr.InvalidRequest.Code, "Node id must be an integer, but it is: " + ch.Name
 		}
 	}
-	next := maps.Clone(base)
-	if ch.Replace {
-		next = maps.Clone(ch.Configs)
-	}
-	if next == nil {
-		next = map[string]string{}
-	}
-	for _, op := range ch.Ops {
+	next, code, msg := applyConfigOps(base, ch, func(next map[string]string, op ConfigOp) (int16, string) {
 		switch op.Op {
-		case int8(kmsg.IncrementalAlterConfigOpSet):
-			next[op.Name] = op.Value
-		case int8(kmsg.IncrementalAlterConfigOpDelete):
-			delete(next, op.Name)
 		case int8(kmsg.IncrementalAlterConfigOpAppend), int8(kmsg.IncrementalAlterConfigOpSubtract):
 			topic, ok := brokerToTopic[op.Name]
 			if !ok || topicConfigs[topic].typ != kmsg.ConfigTypeList {
@@ -293,16 +282,19 @@ func (m *manager) changedBrokerConfigs(base map[string]string, ch TopicConfigCha
 				if op.Op == int8(kmsg.IncrementalAlterConfigOpSubtract) {
 					verb = "subtract"
 				}
-				return nil, kerr.InvalidConfig.Code, fmt.Sprintf("Config value %s is not allowed for config key: %s", verb, op.Name)
+				return kerr.InvalidConfig.Code, fmt.Sprintf("Config value %s is not allowed for config key: %s", verb, op.Name)
 			}
 			cur, ok := next[op.Name]
 			if !ok {
 				cur = m.defaults().of(nil, topic)
 			}
 			next[op.Name] = editList(cur, op.Value, op.Op == int8(kmsg.IncrementalAlterConfigOpAppend))
-		default:
-			return nil, kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", op.Op)
+			return 0, ""
 		}
+		return kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operations type %d", op.Op)
+	})
+	if code != 0 {
+		return nil, code, msg
 	}
 	var fixed []string
 	for n := range next {

@@ -147,26 +147,17 @@ func ValidateGroupConfigs(cfgs map[string]string, b *config.Config) (int16, stri
 // in Apache's order (the operations, the name, the values): the new overrides, or the
 // error code and message to answer.
 func (m *manager) changedGroupConfigs(base map[string]string, ch TopicConfigChange) (map[string]string, int16, string) {
-	next := maps.Clone(base)
-	if ch.Replace {
-		next = maps.Clone(ch.Configs)
-	}
-	if next == nil {
-		next = map[string]string{}
-	}
-	for _, op := range ch.Ops {
+	next, code, msg := applyConfigOps(base, ch, func(_ map[string]string, op ConfigOp) (int16, string) {
 		switch op.Op {
-		case int8(kmsg.IncrementalAlterConfigOpSet):
-			next[op.Name] = op.Value
-		case int8(kmsg.IncrementalAlterConfigOpDelete):
-			delete(next, op.Name)
 		case int8(kmsg.IncrementalAlterConfigOpAppend):
-			return nil, kerr.InvalidConfig.Code, "Can't APPEND to key " + op.Name + " because its type is not LIST."
+			return kerr.InvalidConfig.Code, "Can't APPEND to key " + op.Name + " because its type is not LIST."
 		case int8(kmsg.IncrementalAlterConfigOpSubtract):
-			return nil, kerr.InvalidConfig.Code, "Can't SUBTRACT to key " + op.Name + " because its type is not LIST."
-		default:
-			return nil, kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operation type %d", op.Op)
+			return kerr.InvalidConfig.Code, "Can't SUBTRACT to key " + op.Name + " because its type is not LIST."
 		}
+		return kerr.InvalidRequest.Code, fmt.Sprintf("Unknown operation type %d", op.Op)
+	})
+	if code != 0 {
+		return nil, code, msg
 	}
 	if ch.Name == "" {
 		return nil, kerr.InvalidRequest.Code, "Default group resources are not allowed."
