@@ -641,19 +641,7 @@ func TestTxnPipelinedProducesKeepTheirOrder(t *testing.T) {
 			close(second)
 		}
 	}
-	send := func(seq int32, v string, corr int32) {
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(9)
-		req.TransactionID = kmsg.StringPtr("tx")
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "pipe"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = txnBatch(21, 0, seq, true, v)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		r.Send(req, corr)
-	}
+	send := func(seq int32, v string, corr int32) { sendTxnProduce(r, 9, seq, v, corr) }
 	send(0, "first", 1)
 	send(1, "second", 2)
 	for want := int32(1); want <= 2; want++ {
@@ -695,19 +683,7 @@ func TestTxnPipelinedProduceBehindAVerificationAfterTheFirstAppend(t *testing.T)
 			close(third)
 		}
 	}
-	send := func(seq int32, v string, corr int32) {
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(12)
-		req.TransactionID = kmsg.StringPtr("tx")
-		req.Acks, req.TimeoutMillis = -1, 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "pipe"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = txnBatch(21, 0, seq, true, v)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		r.Send(req, corr)
-	}
+	send := func(seq int32, v string, corr int32) { sendTxnProduce(r, 12, seq, v, corr) }
 	recv := func(want int32) {
 		t.Helper()
 		var resp kmsg.ProduceResponse
@@ -771,4 +747,21 @@ func TestTxnV12NextTransactionRacesThePreviousMarker(t *testing.T) {
 			t.Fatalf("v%d late batch: %v", c.version, kerr.ErrorForCode(p.ErrorCode))
 		}
 	}
+}
+
+// sendTxnProduce sends, without waiting for the answer, a Produce of version v for
+// transactional id "tx" holding producer 21's batch of one record v at sequence seq to
+// topic "pipe".
+func sendTxnProduce(r *brokertest.Raw, v int16, seq int32, value string, corr int32) {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(v)
+	req.TransactionID = kmsg.StringPtr("tx")
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "pipe"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = txnBatch(21, 0, seq, true, value)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r.Send(req, corr)
 }
