@@ -137,6 +137,15 @@ func (c *coord) ask(msg func(actor.Promise) any) any {
 	return v
 }
 
+// implicitAdd sends the implicit add of topic's partition to id's transaction (Produce
+// v12, KIP-890 part 2) and returns the waiter of its answer, *PartitionsVerified.
+func (c *coord) implicitAdd(id string, pid int64, epoch int16, topic string, part int32) *actor.Waiter {
+	w := c.sys.NewWaiter()
+	c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch,
+		Partitions: map[string][]int32{topic: {part}}, Add: true, Reply: w.Promise})
+	return w
+}
+
 func (c *coord) init(id string, timeoutMs int32) *ProducerIDInitialized {
 	return c.ask(func(p actor.Promise) any {
 		return &InitProducerID{TransactionalID: id, TimeoutMs: timeoutMs, ProducerID: -1, ProducerEpoch: -1, Reply: p}
@@ -448,10 +457,7 @@ func TestCompleteAndNextOngoingOneFdatasync(t *testing.T) {
 	c := startCoord(t, dir, func(Marker) *int16 { return nil }) // the test answers
 	r := c.init("tx", 60000)
 	add := func(epoch int16, part int32) *actor.Waiter {
-		w := c.sys.NewWaiter()
-		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
-			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
-		return w
+		return c.implicitAdd("tx", r.ProducerID, epoch, "a", part)
 	}
 	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
 		t.Fatalf("first add: %+v", v)
@@ -493,10 +499,7 @@ func TestCompleteAndNextOngoingFailedWrite(t *testing.T) {
 	defer c.stop()
 	r := c.init("tx", 60000)
 	add := func(epoch int16, part int32) *actor.Waiter {
-		w := c.sys.NewWaiter()
-		c.sys.Send(c.mgr, &VerifyPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: epoch,
-			Partitions: map[string][]int32{"a": {part}}, Add: true, Reply: w.Promise})
-		return w
+		return c.implicitAdd("tx", r.ProducerID, epoch, "a", part)
 	}
 	if v, _ := add(0, 0).Wait(5 * time.Second); v.(*PartitionsVerified).Codes["a"][0] != 0 {
 		t.Fatalf("first add: %+v", v)
