@@ -38,6 +38,42 @@ fi
 # kept in node_modules/.rdkafka-skip for run.sh's SKIP line. `npm ci` wipes node_modules, so
 # it runs only when the lockfile or node-rdkafka's prerequisites changed since the last
 # install (recorded in node_modules/.e2e-lock).
+# npm_ci DIR REASON BROKEN ERRPAT NOTE [VAR=value|-u VAR ...] runs `npm ci` in e2e/DIR
+# when its lockfile or REASON changed since the last install (the stamp in
+# DIR/node_modules/.e2e-lock), with the environment the trailing arguments give `env`.
+# REASON is "build", or why node-rdkafka cannot be built there: then the optional
+# dependency is left out and REASON is the skip reason. A build that does not load leaves
+# "BROKEN (first error: the first line of the log ERRPAT matches ...)" as the skip reason.
+npm_ci() {
+	local dir=$1 reason=$2 broken=$3 errpat=$4 note=$5
+	shift 5
+	local stamp
+	stamp="$(cat "$dir/package-lock.json")
+rdkafka: $reason"
+	[ "$stamp" = "$(cat "$dir/node_modules/.e2e-lock" 2>/dev/null)" ] && return 0
+	local npmlog=${TMPDIR:-/tmp}/kaas-e2e-npm-ci-$dir.log omit=()
+	[ "$reason" = build ] || omit=(--omit=optional)
+	log "npm ci in e2e/$dir${omit:+ (without node-rdkafka: ${reason#*was not built: })}$note"
+	if ! (cd "$dir" && env "$@" npm_config_nodedir="$nodedir" \
+		npm ci --no-audit --no-fund --foreground-scripts "${omit[@]}" >"$npmlog" 2>&1); then
+		log "npm ci in e2e/$dir failed (see $npmlog): its node clients will be skipped"
+		return 0
+	fi
+	mkdir -p "$dir/node_modules" # npm ci with nothing but an omitted optional package makes none
+	if [ "$reason" = build ]; then
+		rm -f "$dir/node_modules/.rdkafka-skip"
+		if ! (cd "$dir" && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
+			local first
+			first=$(grep -m1 -E "$errpat" "$npmlog")
+			echo "$broken (first error: ${first:-none logged}; see $npmlog)" >"$dir/node_modules/.rdkafka-skip"
+			log "$(cat "$dir/node_modules/.rdkafka-skip")"
+		fi
+	else
+		echo "$reason" >"$dir/node_modules/.rdkafka-skip"
+	fi
+	printf '%s' "$stamp" >"$dir/node_modules/.e2e-lock"
+}
+
 if command -v npm >/dev/null; then
 	nodedir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
 	rdkafka=build
@@ -46,30 +82,7 @@ if command -v npm >/dev/null; then
 	elif [ ! -f "$nodedir/include/node/common.gypi" ]; then
 		rdkafka="node-rdkafka was not built: no node headers in $nodedir/include/node (node-gyp would download them from outside the npm registry)"
 	fi
-	stamp="$(cat js/package-lock.json)
-rdkafka: $rdkafka"
-	if [ "$stamp" != "$(cat js/node_modules/.e2e-lock 2>/dev/null)" ]; then
-		npmlog=${TMPDIR:-/tmp}/kaas-e2e-npm-ci.log
-		omit=()
-		[ "$rdkafka" = build ] || omit=(--omit=optional)
-		log "npm ci in e2e/js${omit:+ (without node-rdkafka: ${rdkafka#node-rdkafka was not built: })}"
-		if (cd js && BUILD_LIBRDKAFKA=0 npm_config_nodedir=$nodedir \
-			npm ci --no-audit --no-fund --foreground-scripts "${omit[@]}" >"$npmlog" 2>&1); then
-			if [ "$rdkafka" = build ]; then
-				rm -f js/node_modules/.rdkafka-skip
-				if ! (cd js && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
-					first=$(grep -m1 -E 'error|ERR!' "$npmlog")
-					echo "node-rdkafka 2.15.0 did not build against Debian's librdkafka (first error: ${first:-none logged}; see $npmlog)" >js/node_modules/.rdkafka-skip
-					log "$(cat js/node_modules/.rdkafka-skip)"
-				fi
-			else
-				echo "$rdkafka" >js/node_modules/.rdkafka-skip
-			fi
-			printf '%s' "$stamp" >js/node_modules/.e2e-lock
-		else
-			log "npm ci failed (see $npmlog): the node clients will be skipped"
-		fi
-	fi
+	npm_ci js "$rdkafka" "node-rdkafka 2.15.0 did not build against Debian's librdkafka" 'error|ERR!' "" BUILD_LIBRDKAFKA=0
 
 	# e2e/js848: node-rdkafka 3.6.1 built with the librdkafka 2.12 it bundles (no
 	# BUILD_LIBRDKAFKA=0: Debian's 2.0.2 has no consumer group protocol, KIP-848), for the
@@ -82,32 +95,9 @@ rdkafka: $rdkafka"
 	elif ! command -v make >/dev/null || ! command -v cc >/dev/null || ! command -v c++ >/dev/null; then
 		rdkafka848="node-rdkafka 3.6.1 was not built: its bundled librdkafka needs make, cc and c++"
 	fi
-	stamp="$(cat js848/package-lock.json)
-rdkafka: $rdkafka848"
-	if [ "$stamp" != "$(cat js848/node_modules/.e2e-lock 2>/dev/null)" ]; then
-		npmlog=${TMPDIR:-/tmp}/kaas-e2e-npm-ci-js848.log
-		omit=()
-		[ "$rdkafka848" = build ] || omit=(--omit=optional)
-		log "npm ci in e2e/js848${omit:+ (without node-rdkafka: ${rdkafka848#node-rdkafka 3.6.1 was not built: })}; building the bundled librdkafka takes a few minutes"
-		if (cd js848 && env -u BUILD_LIBRDKAFKA npm_config_nodedir=$nodedir \
-			npm ci --no-audit --no-fund --foreground-scripts "${omit[@]}" >"$npmlog" 2>&1); then
-			mkdir -p js848/node_modules # npm ci without its only (optional) package makes none
-			if [ "$rdkafka848" = build ]; then
-				rm -f js848/node_modules/.rdkafka-skip
-				if ! (cd js848 && node -e "require('node-rdkafka')") >/dev/null 2>&1; then
-					# Not a bare "error": librdkafka's configure checks for strerror_r.
-					first=$(grep -m1 -E 'error:|\*\*\*|ERR!' "$npmlog")
-					echo "node-rdkafka 3.6.1 did not build with its bundled librdkafka (first error: ${first:-none logged}; see $npmlog)" >js848/node_modules/.rdkafka-skip
-					log "$(cat js848/node_modules/.rdkafka-skip)"
-				fi
-			else
-				echo "$rdkafka848" >js848/node_modules/.rdkafka-skip
-			fi
-			printf '%s' "$stamp" >js848/node_modules/.e2e-lock
-		else
-			log "npm ci in e2e/js848 failed (see $npmlog): node-rdkafka-848 will be skipped"
-		fi
-	fi
+	# Not a bare "error" for its first error: librdkafka's configure checks for strerror_r.
+	npm_ci js848 "$rdkafka848" "node-rdkafka 3.6.1 did not build with its bundled librdkafka" 'error:|\*\*\*|ERR!' \
+		"; building the bundled librdkafka takes a few minutes" -u BUILD_LIBRDKAFKA
 else
 	log "no npm: the node clients will be skipped"
 fi
