@@ -275,9 +275,14 @@ func configMillis(v string) time.Duration {
 func (m *manager) loadGroupConfigs() {
 	groups, err := readGroupConfigs(m.cfg.FS, m.root)
 	if err != nil {
-		m.log.Error().Err(err).Msg("group_configs_load_failed")
+		// Logged once per reason, not at every catalogue tick; the configs in force stay.
+		if reason := clip(err.Error(), 256); reason != m.groupCfgsReadErr {
+			m.groupCfgsReadErr = reason
+			m.log.Error().Str("reason", reason).Msg("group_configs_load_failed")
+		}
 		return
 	}
+	m.groupCfgsReadErr = ""
 	if m.groupCfgs != nil && maps.EqualFunc(groups, m.groupCfgs, maps.Equal) {
 		return
 	}

@@ -155,6 +155,8 @@ type manager struct {
 	// groupCfgs are the per-group configs as written (groupconfigs.go), and
 	// groupCfgsQueued what they will be once the queued writes are made (nil: none).
 	groupCfgs, groupCfgsQueued map[string]map[string]string
+	// groupCfgsReadErr is the last reason they could not be read again, logged once.
+	groupCfgsReadErr string
 }
 
 // ManagerProps makes the props of the topics manager (broker wiring: Env.Topics).
