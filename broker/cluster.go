@@ -189,6 +189,9 @@ func (b *Broker) startController() {
 				if err := b.releaseGroups(ctx, keep); err != nil {
 					return err
 				}
+				if err := b.releaseTxns(ctx, keep); err != nil {
+					return err
+				}
 				return b.rebalancePartitions(ctx, keep)
 			},
 			Adopt: func(st *cluster.State) error {
@@ -204,7 +207,10 @@ func (b *Broker) startController() {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				return b.rebalancePartitions(ctx, st)
+				if err := b.rebalancePartitions(ctx, st); err != nil {
+					return err
+				}
+				return b.adoptTxns(st)
 			},
 		},
 	})

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -10,32 +11,38 @@ import (
 	"kaas/actors/journal"
 	"kaas/actors/partition"
 	"kaas/actors/txn"
+	"kaas/cluster"
 	"kaas/storage"
 )
 
 // startTxns replays the transaction coordinator's state, starts its journal (a second
-// instance of actors/journal, under <data.dir>/transactions/journal) and the
-// transactions manager, and sets Env.Txns. Only a broker alone coordinates transactions
-// this round: in a cluster (a registry other than dev) Env.Txns stays nil and a
-// transactional InitProducerId gets UNSUPPORTED_VERSION, as before. Runs after the
-// topics manager, which hands out the producer ids.
+// instance of actors/journal) and the transactions manager, and sets Env.Txns. Runs
+// after the topics manager, which hands out the producer ids.
+//
+// A broker alone keeps its journal under <data.dir>/transactions/journal and starts an
+// actor for every id it replayed. A broker of a cluster keeps its own journal beside the
+// offsets journals (txn.NodeJournalDir) and the id files with every broker's on the
+// shared volume: its replay brings the files up to date with its own journal, and its
+// ids start only when the ownership controller gives them to it (adoptTxns), as groups
+// do.
 func (b *Broker) startTxns() error {
-	if b.cluster != nil {
-		return nil
-	}
 	fsys := storage.OSFS{}
-	rep, err := txn.Replay(fsys, b.cfg.DataDir, b.log)
+	c := &b.cfg
+	jdir := txn.JournalDir(c.DataDir)
+	if b.cluster != nil {
+		jdir = txn.NodeJournalDir(c.DataDir, c.NodeID)
+	}
+	rep, err := txn.ReplayDirs(fsys, txn.IDsDir(c.DataDir), jdir, b.log)
 	if err != nil {
 		return fmt.Errorf("replay transactions: %w", err)
 	}
 	b.txnJournal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
-		Dir: txn.JournalDir(b.cfg.DataDir), Name: "transactions_journal", Log: b.log, FirstSeq: rep.Next,
+		Dir: jdir, Name: "transactions_journal", Log: b.log, FirstSeq: rep.Next,
 	}), "transactions-journal")
 	if err != nil {
 		return fmt.Errorf("start transactions journal: %w", err)
 	}
-	c := &b.cfg
-	pid, err := b.sys.SpawnNamed(txn.ManagerProps(txn.ManagerConfig{
+	mc := txn.ManagerConfig{
 		Replayed: rep, Journal: b.txnJournal, FS: fsys, Dir: txn.IDsDir(c.DataDir), Topics: b.env.Topics, Log: b.log,
 		Settings: txn.Settings{
 			Expiration:    c.TransactionalIDExpiration,
@@ -46,7 +53,19 @@ func (b *Broker) startTxns() error {
 		Sides:   txnSides(b.env.Topics, b.env.Groups),
 		Metrics: txn.NewMetrics(b.met.Registry),
 		Resumes: b.met.ActorRestarts.WithLabelValues("transaction"),
-	}), "transactions")
+	}
+	if b.cluster != nil {
+		// The ids start when the controller gives them (Load, adoptTxns).
+		mc.Replayed = &txn.Replayed{Next: rep.Next}
+		mc.Owns = func(id string) bool {
+			if b.cluster.ctl == nil {
+				return false
+			}
+			return b.cluster.ctl.State().OwnsTxn(id)
+		}
+		mc.Gate = b.gate
+	}
+	pid, err := b.sys.SpawnNamed(txn.ManagerProps(mc), "transactions")
 	if err != nil {
 		return fmt.Errorf("start transactions manager: %w", err)
 	}
@@ -59,6 +78,59 @@ func (b *Broker) startTxns() error {
 	}
 	b.env.VerifyTxnGroup = conn.VerifyGroupWithCoordinator
 	return nil
+}
+
+// adoptTxns, in a cluster, brings the files of the transactional ids st gives this
+// broker up to date with the peers' journals (txn.Adopt), then has the manager start
+// them (txn.Load) and waits until they run: only then does the controller let clients
+// reach them.
+func (b *Broker) adoptTxns(st *cluster.State) error {
+	if b.env.Txns == nil {
+		return nil
+	}
+	var dirs []string
+	for id := int32(0); int(id) < b.cfg.ClusterSize; id++ {
+		if id != b.cfg.NodeID {
+			dirs = append(dirs, txn.NodeJournalDir(b.cfg.DataDir, id))
+		}
+	}
+	if _, err := txn.Adopt(txn.AdoptConfig{FS: storage.OSFS{}, IDsDir: txn.IDsDir(b.cfg.DataDir),
+		JournalDirs: dirs, Owns: st.OwnsTxn, Log: b.log}); err != nil {
+		return fmt.Errorf("adopt transactional ids: %w", err)
+	}
+	done := make(chan error, 1)
+	p := actor.PromiseFunc(func(v any) { err, _ := v.(error); done <- err })
+	b.sys.Send(b.env.Txns, &txn.Load{Owns: st.OwnsTxn, Reply: p})
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("load transactional ids: %w", err)
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("load transactional ids: no answer in 10s")
+	}
+}
+
+// releaseTxns stops the transactional ids keep does not keep (nil: every one) and waits
+// for their files to be saved.
+func (b *Broker) releaseTxns(ctx context.Context, keep *cluster.State) error {
+	if b.env.Txns == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	p := actor.PromiseFunc(func(any) { close(done) })
+	keepFn := func(string) bool { return false }
+	if keep != nil {
+		keepFn = keep.OwnsTxn
+	}
+	b.sys.Send(b.env.Txns, &txn.Release{Keep: keepFn, Reply: p})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("release transactional ids: %w", ctx.Err())
+	}
 }
 
 // txnSides reaches the partitions (contract 1: partition.WriteTxnMarker, routed by the
@@ -105,8 +177,11 @@ func (b *Broker) stopTxns(timeout time.Duration) {
 // txnChecker is the partitions' orphan check (partition.TxnChecker): a recovered open
 // transaction is asked of the coordinator (txn.CheckTxn). The topics manager starts
 // before the coordinator, so a partition that opens first gets no answer and asks again.
-// Nil in a cluster, which has no coordinator yet, and with a test's stand-in verifier
-// (WithTxnVerifier), whose transactions the coordinator never holds.
+// Nil in a cluster, where the coordinator of a producer id is not known to a partition
+// (an undecided transaction there is ended by its coordinator, which drives every
+// Prepare* it holds or adopts to its markers, and aborts an Ongoing one at its
+// timeout), and with a test's stand-in verifier (WithTxnVerifier), whose transactions
+// the coordinator never holds.
 func (b *Broker) txnChecker() *partition.TxnChecker {
 	if b.cluster != nil || b.env.VerifyTxn != nil {
 		return nil

@@ -240,6 +240,9 @@ func (s *State) Alive(id int32) bool {
 // OwnsGroup reports whether this broker serves group g in this state.
 func (s *State) OwnsGroup(g string) bool { _, st := s.Group(g); return st == Mine }
 
+// OwnsTxn reports whether this broker coordinates transactional id t in this state.
+func (s *State) OwnsTxn(t string) bool { _, st := s.Txn(t); return st == Mine }
+
 // OwnsPartition reports whether this broker serves (topic, p) in this state.
 func (s *State) OwnsPartition(topic string, p int32) bool {
 	_, st := s.Partition(topic, p)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor"
+	"kaas/actors/offsets"
 	"kaas/logs"
 	"kaas/storage"
 )
@@ -31,6 +32,13 @@ type ManagerConfig struct {
 	Metrics *Metrics
 	// Resumes, when set, counts id actors resumed after a panic in their Receive.
 	Resumes prometheus.Counter
+	// Owns, in a cluster, says whether this broker coordinates an id now (the
+	// ownership controller's state in force): the others get NOT_COORDINATOR. Nil: a
+	// broker alone, every id.
+	Owns func(id string) bool
+	// Gate, in a cluster, makes each id actor's gate when it starts (cluster.go): the
+	// lease held then must still be held for anything to be written.
+	Gate func() func() bool
 }
 
 // ManagerProps makes the transactions manager: it routes every per-id request to the
@@ -59,7 +67,8 @@ type entry struct {
 	id       string
 	pid      *actor.PID
 	sum      summary
-	stopping bool      // expired: requests wait for it to be gone, then go to a fresh actor
+	stopping bool      // expired or released: requests wait for it to be gone, then are routed again
+	released bool      // released to another broker (Release)
 	queue    []request // while stopping
 }
 
@@ -75,6 +84,12 @@ type manager struct {
 	ops        actor.Pending[func(any)]
 	tick       actor.Cancel
 	closing    bool
+	// In a cluster (cluster.go): the released actors not stopped yet (by PID id), the
+	// releases waiting for them, and the id files the last Load could not read.
+	releasing      map[string]bool
+	releaseReplies []actor.Promise
+	unreadable     map[string]bool
+	refusedLogged  map[string]bool
 }
 
 type metricsTick struct{ actor.Tick }
@@ -120,6 +135,12 @@ func (mg *manager) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		mg.onTerminated(ctx, m)
+	case *Load:
+		mg.handleLoad(ctx, m)
+	case *loaded:
+		mg.onLoaded(ctx, m)
+	case *Release:
+		mg.handleRelease(ctx, m)
 	case *actor.Settled:
 		if then, ok := mg.ops.Take(m); ok {
 			then(m.Value)
@@ -133,7 +154,10 @@ func (mg *manager) onStarted(ctx actor.Context) {
 	mg.ids = map[string]*entry{}
 	mg.byPID = map[string]*entry{}
 	mg.byProducer = map[int64]*entry{}
+	mg.releasing = map[string]bool{}
+	mg.refusedLogged = map[string]bool{}
 	if r := mg.cfg.Replayed; r != nil {
+		mg.unreadable = r.Unreadable
 		ids := make([]string, 0, len(r.States))
 		for id := range r.States {
 			ids = append(ids, id)
@@ -152,9 +176,13 @@ func (mg *manager) onStarted(ctx actor.Context) {
 
 func (mg *manager) spawn(ctx actor.Context, id string, m *Meta) (*entry, error) {
 	mg.gen++
+	var gate func() bool
+	if mg.cfg.Gate != nil {
+		gate = mg.cfg.Gate()
+	}
 	props := Props(Config{
 		ID: id, Meta: m, Journal: mg.cfg.Journal, FS: mg.cfg.FS, Dir: mg.cfg.Dir, Settings: mg.cfg.Settings,
-		Sides: mg.cfg.Sides, Topics: mg.cfg.Topics, Log: mg.cfg.Log, Now: mg.cfg.Now, Metrics: mg.cfg.Metrics,
+		Sides: mg.cfg.Sides, Topics: mg.cfg.Topics, Log: mg.cfg.Log, Now: mg.cfg.Now, Metrics: mg.cfg.Metrics, Gate: gate,
 	})
 	// Quoted, with a generation: an expired id's actor may still be stopping when the
 	// id comes back.
@@ -177,7 +205,21 @@ func (mg *manager) spawn(ctx actor.Context, id string, m *Meta) (*entry, error) 
 
 func (mg *manager) route(ctx actor.Context, r request) {
 	id := r.txnID()
+	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
+		r.fail(codeNotCoord)
+		return
+	}
 	e := mg.ids[id]
+	if name := offsets.FileName(id); e == nil && mg.unreadable[name] {
+		// Its file could not be read: starting afresh would forget its producer and
+		// an undecided transaction. Refused until a Load reads it (logged once).
+		if !mg.refusedLogged[name] {
+			mg.refusedLogged[name] = true
+			mg.log.Warn().Str("transactional_id", logs.ID(id)).Msg("transactional_id_refused_file_unreadable")
+		}
+		r.fail(codeNotAvailable)
+		return
+	}
 	if e == nil {
 		if _, ok := r.(*InitProducerID); !ok {
 			// Nothing runs for an id the coordinator does not know (Apache:
@@ -209,6 +251,10 @@ func (mg *manager) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		return
 	}
 	delete(mg.byPID, m.Who.Id)
+	if mg.releasing[m.Who.Id] {
+		delete(mg.releasing, m.Who.Id)
+		defer mg.releaseSettled()
+	}
 	mg.unindexProducer(e)
 	if mg.ids[e.id] == e {
 		delete(mg.ids, e.id)
@@ -239,6 +285,10 @@ func (mg *manager) handleDescribe(ctx actor.Context, d *Describe) {
 	out := make([]Description, len(d.IDs))
 	var ask []int
 	for i, id := range d.IDs {
+		if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
+			out[i] = Description{ID: id, ErrorCode: kerr.NotCoordinator.Code}
+			continue
+		}
 		if e := mg.ids[id]; e != nil && !e.stopping {
 			ask = append(ask, i)
 			continue

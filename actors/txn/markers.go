@@ -147,7 +147,7 @@ func (a *txnActor) retryComplete(ctx actor.Context) {
 // under transaction.max.open): done is then written alone, and the parked requests go on
 // after it as before.
 func (a *txnActor) completeWithNext(ctx actor.Context, done *Meta) bool {
-	if len(a.parked) == 0 {
+	if len(a.parked) == 0 || !a.mayWrite() {
 		return false
 	}
 	req := a.parked[0]
@@ -162,12 +162,15 @@ func (a *txnActor) completeWithNext(ctx actor.Context, done *Meta) bool {
 	}
 	a.parked = a.parked[1:]
 	a.busy = true
+	stamp(done, a.meta)
+	stamp(next, done)
 	p := a.waits.Await(ctx, func(v any) {
 		a.busy = false
+		defer a.finishRelease(ctx)
 		r, _ := v.(*journal.Appended)
-		if r == nil || r.Err != nil {
+		if r == nil || r.Err != nil || !a.mayWrite() {
 			a.cfg.Settings.Open.release()
-			if r == nil || a.stopping {
+			if r == nil || a.stopping || r.Err == nil { // gone, released, or the lease lapsed
 				answer(codeNotCoord)
 				return
 			}

@@ -3,6 +3,7 @@ package txn
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -98,8 +99,39 @@ type Meta struct {
 	UpdateMs int64 `json:"update_ms"`
 	// TV is the client's transaction version (1, or 2 for KIP-890 part 2 clients).
 	TV int8 `json:"tv"`
-	// CoordinatorEpoch is the ownership epoch markers carry (0 on one broker).
+	// CoordinatorEpoch is the epoch the markers of this record's transaction carry:
+	// Version, capped at the int32 range (0 in records written before Version was).
+	// It only grows, across the brokers an id moves between, so a partition refuses a
+	// marker of a coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
 	CoordinatorEpoch int32 `json:"coordinator_epoch"`
+	// Version counts the id's recorded transitions (stamp): each record one more than
+	// the one before it, whichever broker's journal holds it. A record is newer than an
+	// id's file when its Version is higher; records from before Version was (0) are
+	// ordered by their journal sequence number, as they were then (a broker alone).
+	Version uint64 `json:"version,omitempty"`
+}
+
+// stamp makes next the record after prev (nil: the id's first): its Version one more,
+// its markers' coordinator epoch with it.
+func stamp(next, prev *Meta) {
+	next.Version = 1
+	if prev != nil {
+		next.Version = prev.Version + 1
+	}
+	next.CoordinatorEpoch = int32(min(next.Version, math.MaxInt32))
+}
+
+// newer says whether a record (m, at seq of a journal) supersedes what is held (cur,
+// at curSeq of the same journal when sameJournal): by Version, or by sequence number
+// between records of the same journal written before Version was.
+func newer(m *Meta, seq uint64, cur *Meta, curSeq uint64, sameJournal bool) bool {
+	if cur == nil {
+		return true
+	}
+	if m.Version != 0 || cur.Version != 0 {
+		return m.Version > cur.Version
+	}
+	return sameJournal && seq > curSeq
 }
 
 func (m *Meta) clone() *Meta {

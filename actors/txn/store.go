@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -38,6 +39,13 @@ func JournalDir(data string) string { return filepath.Join(Dir(data), "journal")
 // IDsDir holds one file per transactional id.
 func IDsDir(data string) string { return filepath.Join(Dir(data), "ids") }
 
+// NodeJournalDir is the journal of broker node's coordinator in a cluster, beside the
+// offsets journals on the shared volume: a broker that adopts an id reads the journal of
+// the broker that held it (Adopt).
+func NodeJournalDir(data string, node int32) string {
+	return filepath.Join(data, "__cluster", "__transactions_journal", "node-"+strconv.Itoa(int(node)))
+}
+
 // savedFile is an id file's content.
 type savedFile struct {
 	Seq  uint64 `json:"seq"`
@@ -62,19 +70,32 @@ func saveID(fsys storage.FS, dir string, m *Meta, seq uint64) error {
 type Replayed struct {
 	States map[string]*Meta
 	Next   uint64
+	// Unreadable are the id files (names) that could not be read and that no journal
+	// record replaced: their ids are refused (COORDINATOR_NOT_AVAILABLE) rather than
+	// started afresh, which would forget their producer and an undecided transaction.
+	Unreadable map[string]bool
 }
 
 // Replay loads the coordinator's state from data's transactions directory (see above),
 // before anything is served.
 func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error) {
-	jdir, idir := JournalDir(data), IDsDir(data)
-	for _, d := range []string{Dir(data), jdir, idir} {
+	return ReplayDirs(fsys, IDsDir(data), JournalDir(data), log)
+}
+
+// ReplayDirs is Replay of the id files in idir and the journal in jdir (a broker of a
+// cluster: its own journal, NodeJournalDir). A journal record is taken only when it is
+// newer than the id's file (newer: by Version, which grows across brokers), so a
+// broker's journal never takes an id back from what a broker that adopted it since has
+// saved.
+func ReplayDirs(fsys storage.FS, idir, jdir string, log zerolog.Logger) (*Replayed, error) {
+	for _, d := range []string{filepath.Dir(idir), jdir, idir} {
 		if err := fsys.MkdirAll(d); err != nil {
 			return nil, fmt.Errorf("make %s: %w", d, err)
 		}
 	}
 	states := map[string]*Meta{}
 	seqs := map[string]uint64{}
+	unreadable := map[string]bool{}
 	names, err := fsys.ReadDirNames(idir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", idir, err)
@@ -86,16 +107,11 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 			_ = fsys.Remove(path) // a save a crash cut short; the journal still holds it
 			continue
 		}
-		b, err := fsys.ReadFile(path)
+		f, err := readID(fsys, idir, name)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		var f savedFile
-		if err := json.Unmarshal(b, &f); err != nil || f.Meta == nil {
-			return nil, fmt.Errorf("decode %s: bad transaction state file", path)
-		}
-		if offsets.FileName(f.Meta.ID) != name {
-			return nil, fmt.Errorf("decode %s: the file holds another id", path)
+			log.Error().Err(err).Str("file", name).Msg("transactional_id_file_unreadable")
+			unreadable[name] = true
+			continue
 		}
 		states[f.Meta.ID], seqs[f.Meta.ID] = f.Meta, f.Seq
 		maxSeq = max(maxSeq, f.Seq)
@@ -125,10 +141,11 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 				continue
 			}
 			maxSeq = max(maxSeq, r.Seq)
-			if r.Seq <= seqs[m.ID] {
+			if !newer(m, r.Seq, states[m.ID], seqs[m.ID], true) {
 				continue
 			}
 			states[m.ID], seqs[m.ID], changed[m.ID] = m, r.Seq, true
+			delete(unreadable, offsets.FileName(m.ID)) // rewritten from the record below
 		}
 		maxSeq = max(maxSeq, sc.Next-1)
 	}
@@ -168,7 +185,24 @@ func Replay(fsys storage.FS, data string, log zerolog.Logger) (*Replayed, error)
 		log.Info().Int("transactional_ids", len(states)).Int("replayed", len(ids)).Int("segments", len(segs)).
 			Msg("transactions_replayed")
 	}
-	return &Replayed{States: states, Next: maxSeq + 1}, nil
+	return &Replayed{States: states, Next: maxSeq + 1, Unreadable: unreadable}, nil
+}
+
+// readID reads the id file name of idir.
+func readID(fsys storage.FS, idir, name string) (*savedFile, error) {
+	path := filepath.Join(idir, name)
+	b, err := fsys.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var f savedFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Meta == nil {
+		return nil, fmt.Errorf("decode %s: bad transaction state file", path)
+	}
+	if offsets.FileName(f.Meta.ID) != name {
+		return nil, fmt.Errorf("decode %s: the file holds another id", path)
+	}
+	return &f, nil
 }
 
 type segment struct {

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,18 @@ type Config struct {
 	Now    func() time.Time
 	// Metrics count aborts by reason and markers by result (nil: not counted).
 	Metrics *Metrics
+	// Gate, in a cluster, says whether this broker still holds the lease it held when
+	// the actor started: nothing is written (journal, file) once it does not (nil: a
+	// broker alone, always).
+	Gate func() bool
+}
+
+// errLeaseLapsed: a file not written because the broker's lease lapsed.
+var errLeaseLapsed = errors.New("transaction state not saved: this broker's lease lapsed")
+
+// mayWrite says whether the actor may write: not released, and the lease still held.
+func (a *txnActor) mayWrite() bool {
+	return !a.releasing && (a.cfg.Gate == nil || a.cfg.Gate())
 }
 
 // Props makes an id's actor.
@@ -151,6 +164,9 @@ type txnActor struct {
 	saving, saveArmed bool
 	dead              bool // expired: stops once its file is removed
 	stopping          bool // the actor is stopping: nothing new is started
+	// releasing: another broker coordinates the id now (cluster.go): nothing more is
+	// written, the file is saved (releaseSaved) and the actor stops.
+	releasing, releaseSaved bool
 
 	// Timers, each with a guard its message carries.
 	deadline    actor.Cancel
@@ -229,6 +245,8 @@ func (a *txnActor) Receive(ctx actor.Context) {
 		a.save(ctx)
 	case *saveDone:
 		a.onSaved(ctx, m)
+	case *releaseID:
+		a.onRelease(ctx)
 	}
 }
 
@@ -292,6 +310,14 @@ func (a *txnActor) onStarted(ctx actor.Context) {
 }
 
 func (a *txnActor) onStopping() {
+	a.halt()
+	a.waits.Drain(func(then func(any)) { then(nil) })
+}
+
+// halt starts nothing more: the timers are cancelled, the waiting requests answered
+// NOT_COORDINATOR, the running transaction's place given back. What is under way (a
+// journal write) still gets its answer.
+func (a *txnActor) halt() {
 	a.stopping = true
 	for _, c := range []actor.Cancel{a.deadline, a.expiry, a.retry, a.parkTimer} {
 		if c != nil {
@@ -302,7 +328,6 @@ func (a *txnActor) onStopping() {
 		r.fail(codeNotCoord)
 	}
 	a.queue, a.parked = nil, nil
-	a.waits.Drain(func(then func(any)) { then(nil) })
 	a.notifyComplete(false)
 	if a.counted {
 		a.cfg.Settings.Open.release()
@@ -554,12 +579,20 @@ func (a *txnActor) fence(ctx actor.Context, next *Meta, then func(ok bool)) {
 // write makes next durable in the journal; only then does it become the state, and
 // then runs (ok false: the write failed, the state is unchanged).
 func (a *txnActor) write(ctx actor.Context, next *Meta, then func(ok bool)) {
+	if !a.mayWrite() {
+		// Released to another broker, or the lease lapsed: nothing more is written here
+		// (the new owner goes on from the id's file and this broker's journal).
+		then(false)
+		return
+	}
 	a.busy = true
 	if a.cfg.Journal == nil {
 		panic("transaction actor without a journal")
 	}
+	stamp(next, a.meta)
 	p := a.waits.Await(ctx, func(v any) {
 		a.busy = false
+		defer a.finishRelease(ctx)
 		r, _ := v.(*journal.Appended)
 		if r == nil || r.Err != nil {
 			if r != nil {
@@ -571,6 +604,13 @@ func (a *txnActor) write(ctx actor.Context, next *Meta, then func(ok bool)) {
 		}
 		prev := a.meta
 		a.meta, a.seq = next, r.Seq
+		if !a.mayWrite() {
+			// The lease this broker held when it wrote lapsed meanwhile: another broker
+			// may coordinate the id now and goes on from what it adopted. Nothing is
+			// answered as done here (the record stays in this journal, which it reads).
+			then(false)
+			return
+		}
 		a.changed(ctx, prev)
 		then(true)
 		a.drain(ctx)
@@ -707,14 +747,23 @@ func (a *txnActor) save(ctx actor.Context) {
 		return
 	}
 	a.saving = true
-	m, seq, fsys, dir := a.meta, a.seq, a.cfg.FS, a.cfg.Dir
-	actor.Background(ctx, func() any { return &saveDone{seq: seq, err: saveID(fsys, dir, m, seq)} })
+	m, seq, fsys, dir, gate := a.meta, a.seq, a.cfg.FS, a.cfg.Dir, a.cfg.Gate
+	actor.Background(ctx, func() any {
+		if gate != nil && !gate() {
+			return &saveDone{seq: seq, err: errLeaseLapsed}
+		}
+		return &saveDone{seq: seq, err: saveID(fsys, dir, m, seq)}
+	})
 }
 
 func (a *txnActor) onSaved(ctx actor.Context, m *saveDone) {
 	a.saving = false
+	defer a.finishRelease(ctx)
 	if m.err != nil {
 		a.log.Error().Err(m.err).Msg("transaction_state_save_failed")
+		if a.releasing {
+			return // the adopting broker reads this journal
+		}
 		if !a.saveArmed {
 			a.saveArmed = true
 			actor.After(ctx, a.cfg.Settings.CheckpointDelay, &saveNow{})
