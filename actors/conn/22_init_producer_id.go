@@ -18,7 +18,7 @@ import (
 // transaction coordinator (Env.Txns, actors/txn) answers: an epoch bump, the producer id
 // rotated when the epoch is exhausted, the KIP-360 checks, and an Ongoing transaction
 // fenced (aborted at a bumped epoch; the caller gets CONCURRENT_TRANSACTIONS and
-// retries). Without a coordinator (a cluster: not yet) a transactional id gets
+// retries). Without a coordinator (a test's broker that starts none) a transactional id gets
 // UNSUPPORTED_VERSION, a fatal error, rather than a retriable one a client would loop on
 // (librdkafka still retries it until its own timeout), and the first such request on a
 // connection is logged with the client and transactional ids.
