@@ -131,6 +131,10 @@ type loaded struct {
 	reply      actor.Promise
 }
 
+// adoptGap is how far past the loaded record an adopting broker's first record is
+// numbered, less one (see onLoaded).
+const adoptGap = 2
+
 // releaseID tells an id's actor it is released.
 type releaseID struct{}
 
@@ -173,6 +177,11 @@ func (mg *manager) onLoaded(ctx actor.Context, l *loaded) {
 			if mg.ids[m.ID] != nil {
 				continue // running here already (owned before, or made since)
 			}
+			// The broker that held the id may have had one more write of it in its
+			// journal when its lease lapsed, unanswered (two records, when a Complete*
+			// and the next Ongoing went in one frame): this broker's records start past
+			// them, so that no record it answers for ever ties with one of those.
+			m.Version += adoptGap
 			if _, err := mg.spawn(ctx, m.ID, m); err != nil {
 				l.err = fmt.Errorf("start transactional id %s: %w", logs.ID(m.ID), err)
 				break
