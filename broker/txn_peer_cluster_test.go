@@ -1,0 +1,100 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kaas/actors/actor"
+	"kaas/actors/group"
+	"kaas/actors/partition"
+	"kaas/actors/txn"
+	"kaas/broker/brokertest"
+	"kaas/internal/testwait"
+)
+
+// sideAnswer calls side with a promise and waits for its answer (the remote path
+// resolves it on the inter-broker client's goroutine).
+func sideAnswer(t *testing.T, side func(reply actor.Promise)) any {
+	t.Helper()
+	ch := make(chan any, 1)
+	side(actor.PromiseFunc(func(v any) { ch <- v }))
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer from the side")
+		return nil
+	}
+}
+
+// The coordinator's sides in a cluster: a marker for a partition another broker leads,
+// and the end of a group's offsets another broker coordinates, go to that broker as a
+// WriteTxnMarkers over the inter-broker client and come back as the partition's and the
+// group's answers.
+func TestClusterTxnSidesReachOtherBrokers(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	createTopic(t, a.Addr(), "tm", 4)
+
+	// A partition b leads, as a names it.
+	onB := int32(-1)
+	ctx := context.Background()
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		md, err := kadm.NewClient(directClient(t, a.Addr())).Metadata(ctx, "tm")
+		if err != nil {
+			return err
+		}
+		for _, p := range md.Topics["tm"].Partitions {
+			if p.Leader == 1 {
+				onB = p.Partition
+				return nil
+			}
+		}
+		return fmt.Errorf("no partition of tm led by broker 1 yet")
+	})
+
+	sides := a.ClusterTxnSides()
+	marker := func(epoch int16, coordEpoch int32) int16 {
+		v := sideAnswer(t, func(reply actor.Promise) {
+			// The remote path sends nothing through ctx.
+			sides.WriteMarker(nil, txn.Marker{Topic: "tm", Partition: onB, ProducerID: 4242, ProducerEpoch: epoch,
+				Commit: true, CoordinatorEpoch: coordEpoch}, reply)
+		})
+		r, ok := v.(*partition.TxnMarkerWritten)
+		if !ok {
+			t.Fatalf("marker answer %T, want *partition.TxnMarkerWritten", v)
+		}
+		if code, ok := sides.Code(v); !ok || code != r.ErrorCode {
+			t.Fatalf("Code(%+v) = %d, %v", r, code, ok)
+		}
+		return r.ErrorCode
+	}
+	if code := marker(5, 3); code != 0 {
+		t.Fatalf("marker on b's partition: %v", kerr.ErrorForCode(code))
+	}
+	// It reached b's partition, the epochs with it: an older producer epoch, then an
+	// older coordinator epoch, are refused there.
+	if code := marker(4, 3); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("older producer epoch: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code := marker(5, 2); code != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("older coordinator epoch: %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(code))
+	}
+
+	// A group b coordinates: nothing pending for the producer there, 0.
+	gb := groupOf(1, 2, "txg")
+	v := sideAnswer(t, func(reply actor.Promise) {
+		sides.EndOffsets(nil, txn.GroupMarker{Group: gb, ProducerID: 4242, ProducerEpoch: 5, Commit: true}, reply)
+	})
+	if r, ok := v.(*group.TxnOffsetMarked); !ok || r.ErrorCode != 0 {
+		t.Fatalf("group marker on b's group: %#v, want *group.TxnOffsetMarked with 0", v)
+	}
+
+}
