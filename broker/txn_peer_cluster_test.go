@@ -8,12 +8,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/actor"
+	"kaas/actors/conn"
 	"kaas/actors/group"
 	"kaas/actors/partition"
 	"kaas/actors/txn"
+	"kaas/broker"
 	"kaas/broker/brokertest"
+	"kaas/cluster"
 	"kaas/internal/testwait"
 )
 
@@ -97,4 +101,53 @@ func TestClusterTxnSidesReachOtherBrokers(t *testing.T) {
 		t.Fatalf("group marker on b's group: %#v, want *group.TxnOffsetMarked with 0", v)
 	}
 
+}
+
+// A partition leader's verification of a transactional batch (conn.VerifyWithCoordinator)
+// whose transactional id another broker coordinates is asked of that broker, as an
+// AddPartitionsToTxn v5 over the inter-broker client. Here that broker has no
+// coordinator (a cluster has none yet): its COORDINATOR_NOT_AVAILABLE comes back as the
+// retriable NOT_ENOUGH_REPLICAS a transactional Produce answers for a coordinator it
+// cannot use.
+func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a, _, err := brokertest.StartLogged(t, cfgs[0], broker.WithTxnVerifier(conn.VerifyWithCoordinator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	createTopic(t, a.Addr(), "tv", 4)
+	onA := int32(-1)
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		md, err := kadm.NewClient(directClient(t, a.Addr())).Metadata(context.Background(), "tv")
+		if err != nil {
+			return err
+		}
+		for _, p := range md.Topics["tv"].Partitions {
+			if p.Leader == 0 {
+				onA = p.Partition
+				return nil
+			}
+		}
+		return fmt.Errorf("no partition of tv led by broker 0 yet")
+	})
+	id := ""
+	for i := 0; id == ""; i++ {
+		if owner, st := a.Env().Ownership().Txn(fmt.Sprintf("tx-%d", i)); st == cluster.Elsewhere && owner == 1 {
+			id = fmt.Sprintf("tx-%d", i)
+		}
+	}
+
+	c := brokertest.Dial(t, a.Addr())
+	req := produceReq("tv", onA, -1, txnBatch(777, 0, 0, 1))
+	req.SetVersion(12)
+	req.TransactionID = kmsg.StringPtr(id)
+	resp := c.Roundtrip(req, 1).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("transactional produce, coordinator on broker 1: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
+	}
+	if n := forwardedOK(a, "AddPartitionsToTxn"); n < 1 {
+		t.Fatalf("AddPartitionsToTxn sent to broker 1: %v, want at least 1", n)
+	}
 }
