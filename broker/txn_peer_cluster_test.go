@@ -151,3 +151,39 @@ func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
 		t.Fatalf("AddPartitionsToTxn sent to broker 1: %v, want at least 1", n)
 	}
 }
+
+// A marker for a topic created through another broker a moment ago: the broker that
+// has not read the catalogue since reads it again rather than answer
+// UNKNOWN_TOPIC_OR_PARTITION, which the coordinator would give the marker up on.
+func TestClusterMarkerForNewTopicIsNotUnknown(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	a := brokertest.StartWith(t, cfgs[0])
+	b := brokertest.StartWith(t, cfgs[1])
+	waitReady(t, a, b)
+	req := kmsg.NewPtrMetadataRequest()
+	r, err := directClient(t, a.Addr()).SeedBrokers()[0].Request(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := r.(*kmsg.MetadataResponse).ControllerID
+	brokers := []*broker.Broker{a, b}
+	other := brokers[1-writer]
+	send := peerClient(t, other.Addr())
+	createTopic(t, brokers[writer].Addr(), "warm", 1)
+	send(groupMarker(1, 0, "g", true)) // the connection is made before the topic
+
+	createTopic(t, brokers[writer].Addr(), "fresh", 2)
+	m := kmsg.NewPtrWriteTxnMarkersRequest()
+	m.Version = 1
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed = 4243, 0, true
+	mk.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "fresh", Partitions: []int32{0, 1}}}
+	m.Markers = append(m.Markers, mk)
+	resp := send(m).(*kmsg.WriteTxnMarkersResponse)
+	for _, p := range resp.Markers[0].Topics[0].Partitions {
+		if p.ErrorCode != 0 && p.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("broker %d right after fresh was created: marker on fresh/%d: %v, want 0 or NOT_LEADER_OR_FOLLOWER",
+				1-writer, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+}
