@@ -43,10 +43,12 @@ func (b *Broker) clusterTxnSides() txn.Sides {
 		}
 		return b.cluster.ctl.State()
 	}
-	send := func(to int32, m txn.Marker, then func(code int16)) {
+	// send sends m to broker to and calls then with the answer's code, or with sent
+	// false when there is no inter-broker client to send it with.
+	send := func(to int32, m txn.Marker, then func(code int16, sent bool)) {
 		if b.peers == nil {
 			noPeers.Event(b.log.Warn()).Int32("peer", to).Msg("txn_marker_not_sent_no_inter_broker_client")
-			then(-1)
+			then(0, false)
 			return
 		}
 		req := kmsg.NewPtrWriteTxnMarkersRequest()
@@ -58,7 +60,7 @@ func (b *Broker) clusterTxnSides() txn.Sides {
 		rm.Topics = append(rm.Topics, rt)
 		req.Markers = append(req.Markers, rm)
 		b.peers.Send(to, req, func(r kmsg.Response, err error) {
-			then(markerCode(r, err, m.ProducerID, m.Topic, m.Partition))
+			then(markerCode(r, err, m.ProducerID, m.Topic, m.Partition), true)
 		})
 	}
 	return txn.Sides{
@@ -71,8 +73,8 @@ func (b *Broker) clusterTxnSides() txn.Sides {
 				local.WriteMarker(ctx, m, reply)
 				return
 			}
-			send(leader, m, func(code int16) {
-				if code < 0 {
+			send(leader, m, func(code int16, sent bool) {
+				if !sent {
 					code = kerr.NotLeaderForPartition.Code
 				}
 				reply.Resolve(&partition.TxnMarkerWritten{ErrorCode: code})
@@ -93,8 +95,8 @@ func (b *Broker) clusterTxnSides() txn.Sides {
 			}
 			m := txn.Marker{Topic: peer.TxnGroupTopic(g.Group), Partition: 0, ProducerID: g.ProducerID,
 				ProducerEpoch: g.ProducerEpoch, Commit: g.Commit, CoordinatorEpoch: -1}
-			send(owner, m, func(code int16) {
-				if code < 0 {
+			send(owner, m, func(code int16, sent bool) {
+				if !sent {
 					code = kerr.CoordinatorNotAvailable.Code
 				}
 				reply.Resolve(&group.TxnOffsetMarked{ErrorCode: code})
