@@ -225,3 +225,40 @@ func TestTxnPeerAddPartitionsAddsPartitionsAndGroups(t *testing.T) {
 		t.Fatalf("stale epoch: %v, want PRODUCER_FENCED", codes)
 	}
 }
+
+// A peer's abort marker is written straight to the partition: the sender is the
+// transaction's coordinator, and this broker's coordinator (which an operator's abort
+// goes through) is not asked, so a transaction it holds stays as it is.
+func TestTxnPeerAbortMarkerBypassesLocalCoordinator(t *testing.T) {
+	b := brokertest.StartWith(t, brokertest.Config(t))
+	createTopic(t, b.Addr(), "t", 1)
+	c := brokertest.Dial(t, b.Addr())
+	send := peerClient(t, b.Addr())
+
+	ip := c.Roundtrip(initPID(4, "ta", 60000, -1, -1), 1).(*kmsg.InitProducerIDResponse)
+	if ip.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ip.ErrorCode))
+	}
+	pid, epoch := ip.ProducerID, ip.ProducerEpoch
+	req := produceReq("t", 0, -1, txnBatch(pid, epoch, 0, 1))
+	req.SetVersion(12)
+	req.TransactionID = kmsg.StringPtr("ta")
+	if code := c.Roundtrip(req, 2).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("transactional produce: %v", kerr.ErrorForCode(code))
+	}
+	waitTxnState(t, c, "ta", "Ongoing")
+
+	m := kmsg.NewPtrWriteTxnMarkersRequest()
+	m.Version = 1
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed = pid, epoch, false
+	mk.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{0}}}
+	m.Markers = append(m.Markers, mk)
+	if code := markerCodeOf(send(m)); code != 0 {
+		t.Fatalf("peer's abort marker: %v", kerr.ErrorForCode(code))
+	}
+	if st := describeTxn(c, "ta"); st.State != "Ongoing" || st.ProducerEpoch != epoch {
+		t.Fatalf("after a peer's abort marker the local coordinator has %s at epoch %d, want Ongoing at %d (untouched)",
+			st.State, st.ProducerEpoch, epoch)
+	}
+}
