@@ -425,9 +425,16 @@ func (p *partitionActor) describeProducers() *ProducerStates {
 
 // handleTxnMarker routes a WriteTxnMarker to its partition actor (the topics manager):
 // UNKNOWN_TOPIC_OR_PARTITION for what the catalogue does not hold, NOT_LEADER_OR_FOLLOWER
-// for a partition led by another broker.
+// for a partition led by another broker. The coordinator gives a marker up on
+// UNKNOWN_TOPIC_OR_PARTITION, so in a cluster, where another broker may have created
+// the topic since this one last read the catalogue, the catalogue is read again first
+// (readUnknown) and only a topic it does not hold either is unknown.
 func (m *manager) handleTxnMarker(ctx actor.Context, msg *WriteTxnMarker) {
 	_, pid, code := m.lookup(msg.Topic, TopicID{}, msg.Partition)
+	if code == kerr.UnknownTopicOrPartition.Code && m.cfg.Cluster != nil {
+		m.readUnknown(ctx, []PartitionRef{{Topic: msg.Topic, Partition: msg.Partition}})
+		_, pid, code = m.lookup(msg.Topic, TopicID{}, msg.Partition)
+	}
 	if code != 0 {
 		msg.Reply.Resolve(&TxnMarkerWritten{ErrorCode: code})
 		return
