@@ -105,10 +105,10 @@ func TestClusterTxnSidesReachOtherBrokers(t *testing.T) {
 
 // A partition leader's verification of a transactional batch (conn.VerifyWithCoordinator)
 // whose transactional id another broker coordinates is asked of that broker, as an
-// AddPartitionsToTxn v5 over the inter-broker client. Here that broker has no
-// coordinator (a cluster has none yet): its COORDINATOR_NOT_AVAILABLE comes back as the
-// retriable NOT_ENOUGH_REPLICAS a transactional Produce answers for a coordinator it
-// cannot use.
+// AddPartitionsToTxn v5 over the inter-broker client. That broker's coordinator has
+// never seen the transactional id: its INVALID_PRODUCER_ID_MAPPING comes back to the
+// producer, as a broker alone answers a batch of an id it does not know (this broker's
+// own coordinator would have answered NOT_COORDINATOR).
 func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
 	cfgs := clusterConfigs(t, 2)
 	a, _, err := brokertest.StartLogged(t, cfgs[0], broker.WithTxnVerifier(conn.VerifyWithCoordinator))
@@ -144,8 +144,8 @@ func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
 	req.SetVersion(12)
 	req.TransactionID = kmsg.StringPtr(id)
 	resp := c.Roundtrip(req, 1).(*kmsg.ProduceResponse)
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code {
-		t.Fatalf("transactional produce, coordinator on broker 1: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("transactional produce, coordinator on broker 1: %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(code))
 	}
 	if n := forwardedOK(a, "AddPartitionsToTxn"); n < 1 {
 		t.Fatalf("AddPartitionsToTxn sent to broker 1: %v, want at least 1", n)

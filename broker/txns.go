@@ -64,6 +64,9 @@ func (b *Broker) startTxns() error {
 			return b.cluster.ctl.State().OwnsTxn(id)
 		}
 		mc.Gate = b.gate
+		// Markers and pending offsets' ends for partitions and groups other brokers
+		// serve go to them over the inter-broker client (txnpeers.go).
+		mc.Sides = b.clusterTxnSides()
 	}
 	pid, err := b.sys.SpawnNamed(txn.ManagerProps(mc), "transactions")
 	if err != nil {

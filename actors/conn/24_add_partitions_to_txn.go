@@ -131,7 +131,9 @@ func addPartitionsV3(c *Call, req *kmsg.AddPartitionsToTxnRequest) {
 		unknown := map[string]map[int32]int16{}
 		for t, ps := range tps {
 			for _, p := range ps {
-				if code := routes.Find(t, partition.TopicID{}, p).Code; code != 0 {
+				// Only a partition the catalogue does not have: in a cluster one another
+				// broker leads (NOT_LEADER_OR_FOLLOWER here) is the transaction's all the same.
+				if code := routes.Find(t, partition.TopicID{}, p).Code; code == kerr.UnknownTopicOrPartition.Code {
 					if unknown[t] == nil {
 						unknown[t] = map[int32]int16{}
 					}
