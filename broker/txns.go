@@ -84,18 +84,19 @@ func (b *Broker) startTxns() error {
 }
 
 // adoptTxns, in a cluster, brings the files of the transactional ids st gives this
-// broker up to date with the peers' journals (txn.Adopt), then has the manager start
+// broker up to date with the brokers' journals (txn.Adopt), then has the manager start
 // them (txn.Load) and waits until they run: only then does the controller let clients
 // reach them.
 func (b *Broker) adoptTxns(st *cluster.State) error {
 	if b.env.Txns == nil {
 		return nil
 	}
+	// Every broker's journal, this one's too: after its own lease lapsed and was taken
+	// again, the ids it held come back with what its journal holds past their files
+	// (their saves were refused once the lease lapsed).
 	var dirs []string
 	for id := int32(0); int(id) < b.cfg.ClusterSize; id++ {
-		if id != b.cfg.NodeID {
-			dirs = append(dirs, txn.NodeJournalDir(b.cfg.DataDir, id))
-		}
+		dirs = append(dirs, txn.NodeJournalDir(b.cfg.DataDir, id))
 	}
 	if _, err := txn.Adopt(txn.AdoptConfig{FS: storage.OSFS{}, IDsDir: txn.IDsDir(b.cfg.DataDir),
 		JournalDirs: dirs, Owns: st.OwnsTxn, Log: b.log}); err != nil {

@@ -24,7 +24,7 @@ import (
 //   - the manager serves only the ids Owns gives it (NOT_COORDINATOR for the others);
 //   - Release stops the ids this broker no longer owns: each writes nothing more, saves
 //     its file and stops, before the controller publishes that it let them go;
-//   - Adopt brings the files of the ids it gains up to date with every peer's journal
+//   - Adopt brings the files of the ids it gains up to date with every broker's journal
 //     (a broker that lost its lease could not save them), then Load starts their actors:
 //     a Prepare* is driven to its Complete*, an Ongoing keeps its deadline, as after a
 //     restart. Only then does the controller let clients reach them.
@@ -34,7 +34,9 @@ import (
 // AdoptConfig is what Adopt needs.
 type AdoptConfig struct {
 	FS storage.FS
-	// IDsDir holds the id files; JournalDirs are the peers' journals.
+	// IDsDir holds the id files; JournalDirs are the brokers' journals (this one's
+	// too: after a lapsed lease is taken again, its ids come back with what its journal
+	// holds past their files).
 	IDsDir      string
 	JournalDirs []string
 	// Owns says whether this broker coordinates an id now.
@@ -203,7 +205,7 @@ func (mg *manager) handleRelease(ctx actor.Context, r *Release) {
 		if e.stopping || r.Keep(e.id) {
 			continue
 		}
-		e.stopping, e.released = true, true
+		e.stopping = true
 		mg.releasing[e.pid.Id] = true
 		ctx.Send(e.pid, &releaseID{})
 		n++

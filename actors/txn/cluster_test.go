@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,16 @@ func (o *ownSet) set(all bool, ids ...string) {
 // shared id files, the ids own gives it (started by load).
 func startNode(t *testing.T, data string, node int32, own *ownSet) *coord {
 	t.Helper()
+	return startNodeGated(t, data, node, own, nil)
+}
+
+// startNodeGated is startNode whose id actors write only while lease says so.
+func startNodeGated(t *testing.T, data string, node int32, own *ownSet, lease *atomic.Bool) *coord {
+	t.Helper()
+	var gate func() func() bool
+	if lease != nil {
+		gate = func() func() bool { return lease.Load }
+	}
 	c := &coord{t: t, dir: data, sent: make(chan sent, 1000), answer: func(Marker) *int16 { return ok16() },
 		met: NewMetrics(prometheus.NewRegistry()), writes: &journalWrites{}}
 	c.sys = actor.NewSystem(zerolog.Nop())
@@ -67,7 +78,7 @@ func startNode(t *testing.T, data string, node int32, own *ownSet) *coord {
 	c.mgr, err = c.sys.SpawnNamed(ManagerProps(ManagerConfig{
 		Replayed: &Replayed{Next: rep.Next}, Journal: c.jpid, Dir: IDsDir(data), Topics: topics, Sides: sides,
 		Log: zerolog.Nop(), Settings: Settings{CheckpointDelay: time.Hour, MarkerBackoff: 10 * time.Millisecond, MaxPartitions: 100},
-		Metrics: c.met, Owns: own.owns,
+		Metrics: c.met, Owns: own.owns, Gate: gate,
 	}), "transactions")
 	if err != nil {
 		t.Fatal(err)
@@ -275,5 +286,41 @@ func testClusterUnreadableFile(t *testing.T) {
 	}
 	if got := n.init("fine", 60000); got.ErrorCode != 0 {
 		t.Fatalf("init of another id: %+v", got)
+	}
+}
+
+// TestClusterLapsedLeaseTakenAgain: a broker whose lease lapses writes nothing more (its
+// release cannot save the id's file) and, once it holds the lease again and adopts the
+// id back, takes it from its own journal: the open transaction is still there.
+func TestClusterLapsedLeaseTakenAgain(t *testing.T) {
+	data := t.TempDir()
+	own := &ownSet{}
+	own.set(true)
+	var lease atomic.Bool
+	lease.Store(true)
+	n := startNodeGated(t, data, 0, own, &lease)
+	defer n.stop()
+	r := n.init("tx", 60000)
+	if code := n.add("tx", r.ProducerID, r.ProducerEpoch, map[string][]int32{"a": {3}}); code != 0 {
+		t.Fatalf("add: %d", code)
+	}
+	lease.Store(false)
+	if got := n.init("other", 60000); got.ErrorCode == 0 {
+		t.Fatalf("init with the lease lapsed: %+v, want an error (nothing written)", got)
+	}
+	n.release(func(string) bool { return false })
+	if _, err := os.Stat(filepath.Join(IDsDir(data), offsets.FileName("tx"))); !os.IsNotExist(err) {
+		t.Fatalf("the release saved the id's file with the lease lapsed (%v)", err)
+	}
+	lease.Store(true)
+	if _, err := Adopt(AdoptConfig{IDsDir: IDsDir(data), JournalDirs: []string{NodeJournalDir(data, 0)},
+		Owns: own.owns, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.load(own.owns); err != nil {
+		t.Fatal(err)
+	}
+	if d := n.describe("tx"); d.State != Ongoing || d.ProducerID != r.ProducerID || d.Partitions["a"] == nil {
+		t.Fatalf("after the lease was taken again: %+v, want the open transaction", d)
 	}
 }

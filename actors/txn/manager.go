@@ -68,7 +68,6 @@ type entry struct {
 	pid      *actor.PID
 	sum      summary
 	stopping bool      // expired or released: requests wait for it to be gone, then are routed again
-	released bool      // released to another broker (Release)
 	queue    []request // while stopping
 }
 
