@@ -55,7 +55,7 @@ type consumerGroup struct {
 	// dirty: something durable changed since the last save; bump: the heartbeat being
 	// handled moves the group epoch (once, whatever it changed).
 	dirty, bump bool
-	// stateName is state() as of the last change (the gauges read it after every
+	// stateName is state() as of the last save (the gauges read it after every
 	// message; every change of epochs or members is saved, which refreshes it).
 	stateName string
 	// reconcileSince: when the target the members are moving to was first computed

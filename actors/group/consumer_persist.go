@@ -194,9 +194,9 @@ var checkConsumerDeltas func(g *groupActor, meta offsets.GroupMeta, delta *offse
 // journal write per round, not one per heartbeat. client, if set, is answered with an
 // error should the group stop first.
 func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(code int16)) {
-	g.publishConsumer()
 	cg := g.cg
 	if cg == nil {
+		g.publishConsumer()
 		then(0)
 		return
 	}
@@ -212,6 +212,9 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 	batch := cg.waiting
 	cg.waiting, cg.inflight = nil, batch
 	cg.dirty, cg.saving = false, true
+	// The gauges follow the state once per save, not per change: what changes while a
+	// save is in flight is published with the next.
+	g.publishConsumer()
 	g.generation = cg.epoch
 	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch}
 	if len(cg.members) == 0 {

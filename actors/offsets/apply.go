@@ -136,7 +136,7 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 			rec.clear()
 			changed = true
 		}
-		return &Status{Exists: *exists, Meta: s.meta, Count: len(s.offsets), Pending: s.pendingCount()}, changed, len(gone)
+		return &Status{Exists: *exists, Meta: s.meta.whole(), Count: len(s.offsets), Pending: s.pendingCount()}, changed, len(gone)
 	}
 	return nil, false, 0
 }

@@ -36,6 +36,7 @@ type ConsumerDelta struct {
 type consumerParts struct {
 	header  json.RawMessage
 	members map[string]json.RawMessage
+	whole   json.RawMessage // blob(), once asked for
 }
 
 // consumerOp is a delta as the journal records it, with the meta's scalar fields.
@@ -94,8 +95,16 @@ func (p *consumerParts) apply(d *ConsumerDelta) *consumerParts {
 	return n
 }
 
-// blob is the whole state: the header's fields, then "members" sorted by id.
+// blob is the whole state: the header's fields, then "members" sorted by id. It is made
+// only when asked for (a file write, a Status), not with every delta.
 func (p *consumerParts) blob() json.RawMessage {
+	if p.whole == nil {
+		p.whole = p.assemble()
+	}
+	return p.whole
+}
+
+func (p *consumerParts) assemble() json.RawMessage {
 	ids := slices.Sorted(maps.Keys(p.members))
 	size := len(p.header) + 16
 	for _, id := range ids {
@@ -145,8 +154,17 @@ func withConsumerDelta(prev GroupMeta, meta GroupMeta, d *ConsumerDelta) (GroupM
 	}
 	parts = parts.apply(d)
 	meta.Members, meta.Protocol, meta.Leader = nil, "", ""
-	meta.parts, meta.Consumer = parts, parts.blob()
+	meta.parts, meta.Consumer = parts, nil
 	return meta, nil
+}
+
+// whole is m with its consumer state whole in Consumer (a state changed by deltas keeps
+// it by parts until then).
+func (m GroupMeta) whole() GroupMeta {
+	if m.parts != nil && m.Consumer == nil {
+		m.Consumer = m.parts.blob()
+	}
+	return m
 }
 
 // encodeConsumerOp is the journal form of a delta saved with meta's scalar fields.

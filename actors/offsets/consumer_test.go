@@ -33,8 +33,8 @@ func TestConsumerDeltaReplaysToWholeState(t *testing.T) {
 		apply(&s, &exists, queued{msg: &SaveMeta{Meta: GroupMeta{ProtocolType: "consumer", Generation: int32(4 + i)}, Consumer: d}}, time.Now(), rec)
 	}
 	ops = rec.ops
-	if string(s.meta.Consumer) != want || s.meta.Generation != 5 {
-		t.Fatalf("live state %s (generation %d), want %s", s.meta.Consumer, s.meta.Generation, want)
+	if string(s.meta.whole().Consumer) != want || s.meta.Generation != 5 {
+		t.Fatalf("live state %s (generation %d), want %s", s.meta.whole().Consumer, s.meta.Generation, want)
 	}
 	// The journal: through its encoding, replayed over the whole state (the file).
 	data, err := encodeRecord("g", 0, ops[1:])
@@ -50,8 +50,8 @@ func TestConsumerDeltaReplaysToWholeState(t *testing.T) {
 	if err := replayOps(&r, &rexists, decoded); err != nil {
 		t.Fatal(err)
 	}
-	if string(r.meta.Consumer) != want {
-		t.Fatalf("replayed %s, want %s", r.meta.Consumer, want)
+	if string(r.meta.whole().Consumer) != want {
+		t.Fatalf("replayed %s, want %s", r.meta.whole().Consumer, want)
 	}
 	// The file written from it reads back as the same whole state.
 	file, err := encodeFile("g", r)
