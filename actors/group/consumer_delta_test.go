@@ -8,8 +8,12 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/offsets"
+	"kaas/storage"
 )
 
 // Every consumer-protocol save of every test in this package is checked: the state the
@@ -130,4 +134,50 @@ func checkDelta(mirrors map[*consumerGroup]*deltaMirror, g *groupActor, meta off
 		}
 	}
 	return nil
+}
+
+// A delta that fails to be written is not lost: the member's heartbeat is answered with
+// the write's error, and its retry, which changes nothing more, is answered only once
+// the whole state (with the epoch it is told) is durable. After a restart the member is
+// at that epoch.
+func TestConsumerFailedDeltaSavedWholeOnRetry(t *testing.T) {
+	dir := t.TempDir()
+	fsys := storage.NewFaultFS(nil)
+	consumer := func(s *Settings) {
+		s.Consumer = ConsumerSettings{Enabled: true, SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second,
+			MaxSize: 10, Assignors: []string{"uniform", "range"}}
+	}
+	h := newHarnessFS(t, dir, fsys, consumer)
+	beat := func(member string, epoch int32) *ConsumerHeartbeatResult {
+		t.Helper()
+		r := &ConsumerHeartbeat{Group: "g", Version: 1, MemberID: member, MemberEpoch: epoch, RebalanceTimeout: -1, Owned: []OwnedTopic{}}
+		if epoch == 0 {
+			r.RebalanceTimeout, r.Subscribed, r.Owned = 1000, []string{}, []OwnedTopic{}
+		}
+		return call[*ConsumerHeartbeatResult](h, r)
+	}
+	if r := beat("a", 0); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("a joins: %+v", r)
+	}
+	if r := beat("b", 0); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+		t.Fatalf("b joins: %+v", r)
+	}
+	failNextSegmentSync(fsys)
+	if r := beat("a", 1); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("a moves to epoch 2, its write fails: %s", codeName(r.ErrorCode))
+	}
+	if r := beat("a", 1); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+		t.Fatalf("a's retry: %s, epoch %d", codeName(r.ErrorCode), r.MemberEpoch)
+	}
+	h.stop()
+	h = newHarnessFS(t, dir, fsys, consumer)
+	defer h.stop()
+	d := call[*ConsumerDescription](h, &ConsumerDescribe{Group: "g"})
+	epochs := map[string]int32{}
+	for _, m := range d.Members {
+		epochs[m.MemberID] = m.MemberEpoch
+	}
+	if d.Epoch != 2 || epochs["a"] != 2 || epochs["b"] != 2 {
+		t.Fatalf("after a restart: group epoch %d, members %v; want a and b at 2", d.Epoch, epochs)
+	}
 }

@@ -245,8 +245,9 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 		cg.saving, cg.inflight = false, nil
 		if code != 0 {
 			// What the file holds is not known to be what the deltas were built on: the
-			// next save writes the whole state.
-			cg.full = true
+			// next heartbeat saves, and writes the whole state (a retry that changes
+			// nothing is not answered before what it was told is durable).
+			cg.full, cg.dirty = true, true
 		}
 		for _, w := range batch {
 			if w.client != nil {
