@@ -1,6 +1,7 @@
 package group
 
 import (
+	"container/heap"
 	"slices"
 	"sort"
 )
@@ -34,43 +35,59 @@ func assignUniform(members []assignMember, topics map[string]int32) map[string]a
 	if len(members) == 0 {
 		return out
 	}
+	// Members by id, worked on by index: counts, subscriptions and assignments in
+	// slices, so a group of thousands costs no map per member beyond its assignment.
 	ms := slices.Clone(members)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].id < ms[j].id })
-	subs := make(map[string]map[string]bool, len(ms)) // member → topics
-	eligible := map[string][]string{}                 // topic → members, by id
-	for _, m := range ms {
-		out[m.id] = assignment{}
-		subs[m.id] = map[string]bool{}
+	n := len(ms)
+	subs := make([][]string, n) // member → topics that exist, sorted, unique
+	asg := make([]assignment, n)
+	cnt := make([]int, n)
+	eligible := map[string][]int{} // topic → members, by id
+	for i, m := range ms {
+		asg[i] = assignment{}
+		out[m.id] = asg[i]
 		for _, t := range m.subscribed {
-			if _, ok := topics[t]; ok && !subs[m.id][t] {
-				subs[m.id][t] = true
-				eligible[t] = append(eligible[t], m.id)
+			if _, ok := topics[t]; ok && !slices.Contains(subs[i], t) {
+				subs[i] = append(subs[i], t)
+				eligible[t] = append(eligible[t], i)
 			}
 		}
+		slices.Sort(subs[i])
+	}
+	subscribes := func(i int, t string) bool {
+		_, ok := slices.BinarySearch(subs[i], t)
+		return ok
 	}
 	// Fair share of a member: the partitions it could take over the members that could
 	// take them; with one subscription for all, total/members rounded up.
-	quota := func(id string) int {
+	quota := func(i int) int {
 		share := 0.0
-		for t := range subs[id] {
+		for _, t := range subs[i] {
 			share += float64(topics[t]) / float64(len(eligible[t]))
 		}
 		return int(share + 0.999999)
 	}
-	taken := map[topicPartition]bool{}
+	taken := make(map[string][]bool, len(topics)) // topic → partition taken
+	for t, c := range topics {
+		if len(eligible[t]) > 0 {
+			taken[t] = make([]bool, c)
+		}
+	}
 	// Stickiness: keep previous partitions still valid, up to the quota.
-	for _, m := range ms {
-		q := quota(m.id)
+	for i, m := range ms {
+		q := quota(i)
 		m.prev.each(func(t string, p int32) {
-			tp := topicPartition{t, p}
-			if !subs[m.id][t] || p >= topics[t] || taken[tp] || out[m.id].count() >= q {
+			if p >= topics[t] || cnt[i] >= q || !subscribes(i, t) || taken[t][p] {
 				return
 			}
-			taken[tp] = true
-			out[m.id].add(t, p)
+			taken[t][p] = true
+			asg[i].add(t, p)
+			cnt[i]++
 		})
 	}
-	// The rest, each to the eligible member with the fewest.
+	// The rest, each to the eligible member with the fewest (the first by id among
+	// equals): a heap of the topic's members by count, then id.
 	names := make([]string, 0, len(topics))
 	for t := range topics {
 		names = append(names, t)
@@ -80,43 +97,53 @@ func assignUniform(members []assignMember, topics map[string]int32) map[string]a
 		if len(eligible[t]) == 0 {
 			continue
 		}
+		h := &countHeap{cnt: cnt}
 		for p := int32(0); p < topics[t]; p++ {
-			if taken[topicPartition{t, p}] {
+			if taken[t][p] {
 				continue
 			}
-			best := ""
-			for _, id := range eligible[t] {
-				if best == "" || out[id].count() < out[best].count() {
-					best = id
-				}
+			if h.idx == nil {
+				h.idx = slices.Clone(eligible[t])
+				heap.Init(h)
 			}
-			out[best].add(t, p)
-			taken[topicPartition{t, p}] = true
+			best := h.idx[0]
+			asg[best].add(t, p)
+			cnt[best]++
+			taken[t][p] = true
+			heap.Fix(h, 0)
 		}
 	}
 	// Even out: move one partition at a time from a member with the most to an eligible
 	// member with at least two fewer, until none can move. Each move lowers the spread,
 	// so this ends; with one subscription for all it moves only what the quota demands.
+	order := make([]int, n)
 	for moved := true; moved; {
 		moved = false
-		order := slices.Clone(ms)
-		sort.SliceStable(order, func(i, j int) bool { return out[order[i].id].count() > out[order[j].id].count() })
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return cnt[order[a]] > cnt[order[b]] })
+		if cnt[order[0]]-cnt[order[n-1]] < 2 {
+			break
+		}
 		for _, hi := range order {
-			for k := len(order) - 1; k >= 0 && !moved; k-- {
+			for k := n - 1; k >= 0 && !moved; k-- {
 				lo := order[k]
-				if out[hi.id].count()-out[lo.id].count() < 2 {
+				if cnt[hi]-cnt[lo] < 2 {
 					break
 				}
 				// The last movable partition, so the lowest ones stay put.
 				var pick *topicPartition
-				out[hi.id].each(func(t string, p int32) {
-					if subs[lo.id][t] {
+				asg[hi].each(func(t string, p int32) {
+					if subscribes(lo, t) {
 						pick = &topicPartition{t, p}
 					}
 				})
 				if pick != nil {
-					out[hi.id].remove(pick.topic, pick.partition)
-					out[lo.id].add(pick.topic, pick.partition)
+					asg[hi].remove(pick.topic, pick.partition)
+					asg[lo].add(pick.topic, pick.partition)
+					cnt[hi]--
+					cnt[lo]++
 					moved = true
 				}
 			}
@@ -126,6 +153,28 @@ func assignUniform(members []assignMember, topics map[string]int32) map[string]a
 		}
 	}
 	return out
+}
+
+// countHeap orders member indexes by their count, then by index (id order).
+type countHeap struct {
+	idx []int
+	cnt []int
+}
+
+func (h *countHeap) Len() int { return len(h.idx) }
+func (h *countHeap) Less(a, b int) bool {
+	ia, ib := h.idx[a], h.idx[b]
+	if h.cnt[ia] != h.cnt[ib] {
+		return h.cnt[ia] < h.cnt[ib]
+	}
+	return ia < ib
+}
+func (h *countHeap) Swap(a, b int) { h.idx[a], h.idx[b] = h.idx[b], h.idx[a] }
+func (h *countHeap) Push(x any)    { h.idx = append(h.idx, x.(int)) }
+func (h *countHeap) Pop() any {
+	x := h.idx[len(h.idx)-1]
+	h.idx = h.idx[:len(h.idx)-1]
+	return x
 }
 
 // assignRange gives each topic's partitions in contiguous ranges to the members

@@ -55,7 +55,7 @@ type consumerGroup struct {
 	// dirty: something durable changed since the last save; bump: the heartbeat being
 	// handled moves the group epoch (once, whatever it changed).
 	dirty, bump bool
-	// stateName is state() as of the last change (the gauges read it after every
+	// stateName is state() as of the last save (the gauges read it after every
 	// message; every change of epochs or members is saved, which refreshes it).
 	stateName string
 	// reconcileSince: when the target the members are moving to was first computed
@@ -64,6 +64,11 @@ type consumerGroup struct {
 	// saving: a save is in flight for inflight; waiting wait for the next one.
 	saving            bool
 	inflight, waiting []saveWaiter
+	// touched: the members whose saved record changed (or that are gone) since the last
+	// save; full: the next save writes the whole state rather than a delta of the
+	// touched members (consumer_persist.go).
+	touched map[string]bool
+	full    bool
 }
 
 // cMember is one consumer-protocol member.
@@ -102,8 +107,14 @@ func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{
 		members: map[string]*cMember{}, instances: map[string]string{}, target: map[string]assignment{},
 		owner: map[topicPartition]string{}, subscribed: map[string]int{}, topicParts: map[string]int32{},
-		emptySince: time.Now(), stateName: "Empty",
+		emptySince: time.Now(), stateName: "Empty", touched: map[string]bool{}, full: true,
 	}
+}
+
+// changed marks member id's saved record as changed (or gone) and the group as dirty.
+func (cg *consumerGroup) changed(id string) {
+	cg.touched[id] = true
+	cg.dirty = true
 }
 
 // consumerStates are a consumer-protocol group's states (Apache ConsumerGroupState).
@@ -442,7 +453,8 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 			cg.target[m.id] = tgt
 			cg.members[m.id] = m
 			cg.instances[inst] = m.id
-			cg.dirty = true
+			cg.changed(oldID)
+			cg.changed(m.id)
 			g.log().Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(oldID)).Str("instance", logs.ID(inst)).Msg("consumer_static_member_replaced")
 			return m, 0, ""
 		}
@@ -452,7 +464,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 		// held is free, and it reconciles from nothing to its target.
 		g.setHeld(m, assignment{}, assignment{}, 0)
 		m.epoch, m.prevEpoch, m.state = 0, 0, memberStable
-		cg.dirty = true
+		cg.changed(m.id)
 		return m, 0, ""
 	}
 	id := r.MemberID
@@ -467,7 +479,7 @@ func (g *groupActor) consumerJoin(r *ConsumerHeartbeat, re *regexp.Regexp, reErr
 	cg.members[id] = m
 	cg.emptySince = time.Time{}
 	cg.bump = true
-	cg.dirty = true
+	cg.changed(id)
 	g.log().Info().Str("member", logs.ID(id)).Str("instance", logs.ID(m.instanceID)).Int32("group_epoch", cg.epoch+1).Msg("consumer_member_joined")
 	return m, 0, ""
 }
@@ -482,16 +494,16 @@ func (g *groupActor) updateConsumerMember(ctx actor.Context, m *cMember, r *Cons
 		// its classic metadata).
 		g.classicOwe(ctx, m, owesNothing)
 		m.classic = nil
-		cg.dirty = true
+		cg.changed(m.id)
 	}
 	if r.RackID != nil && *r.RackID != m.rackID {
 		m.rackID = *r.RackID
-		cg.dirty = true
+		cg.changed(m.id)
 	}
 	if r.RebalanceTimeout != -1 {
 		if d := time.Duration(r.RebalanceTimeout) * time.Millisecond; d != m.rebalanceTimeout {
 			m.rebalanceTimeout = d
-			cg.dirty = true
+			cg.changed(m.id)
 		}
 	}
 	if r.CanDescribe != nil {
@@ -504,7 +516,7 @@ func (g *groupActor) updateConsumerMember(ctx actor.Context, m *cMember, r *Cons
 		if !slices.Equal(subs, m.subscribed) {
 			cg.resubscribe(m, subs, m.resolved)
 			cg.bump = true
-			cg.dirty = true
+			cg.changed(m.id)
 		}
 	}
 	if r.Regex != nil && *r.Regex != m.regex {
@@ -515,12 +527,12 @@ func (g *groupActor) updateConsumerMember(ctx actor.Context, m *cMember, r *Cons
 		if m.re == nil && cg.resubscribe(m, m.subscribed, nil) {
 			cg.bump = true
 		}
-		cg.dirty = true
+		cg.changed(m.id)
 	}
 	if r.ServerAssignor != nil && *r.ServerAssignor != m.assignor {
 		m.assignor = *r.ServerAssignor
 		cg.bump = true
-		cg.dirty = true
+		cg.changed(m.id)
 	}
 }
 
@@ -590,7 +602,13 @@ func (g *groupActor) computeTarget() {
 	for _, m := range cg.members {
 		ms = append(ms, assignMember{id: m.id, instanceID: m.instanceID, subscribed: m.topics(), prev: cg.target[m.id]})
 	}
+	prev := cg.target
 	cg.target = assignors[name](ms, cg.topicParts)
+	for id, a := range cg.target {
+		if !a.equal(prev[id]) {
+			cg.changed(id)
+		}
+	}
 	cg.targetEpoch = cg.epoch
 	if cg.reconcileSince.IsZero() {
 		cg.reconcileSince = time.Now()
@@ -623,7 +641,7 @@ func (g *groupActor) reconcileMember(ctx actor.Context, m *cMember, owned assign
 		m.prevEpoch = m.epoch
 	}
 	m.epoch, m.state = rec.epoch, rec.state
-	cg.dirty = true
+	cg.changed(m.id)
 	switch {
 	case m.state == memberUnrevoked && (!wasUnrevoked || oldEpoch != m.epoch || m.rebalanceCancel == nil):
 		g.armRebalance(ctx, m)
@@ -662,6 +680,7 @@ func (g *groupActor) setHeld(m *cMember, assigned, revoking assignment, epoch in
 	})
 	revoking.each(func(t string, p int32) { cg.owner[topicPartition{t, p}] = m.id })
 	m.assigned, m.revoking = assigned, revoking
+	cg.changed(m.id)
 }
 
 // staticLeave is a heartbeat with epoch -2: the member stays with its assignment at
@@ -674,7 +693,7 @@ func (g *groupActor) staticLeave(m *cMember) {
 		m.rebalanceCancel()
 		m.rebalanceCancel = nil
 	}
-	g.cg.dirty = true
+	g.cg.changed(m.id)
 	g.log().Info().Str("member", logs.ID(m.id)).Str("instance", logs.ID(m.instanceID)).Msg("consumer_static_member_left_temporarily")
 }
 
@@ -691,7 +710,7 @@ func (g *groupActor) removeConsumerMember(m *cMember, reason string) {
 	}
 	cg.resubscribe(m, nil, nil)
 	cg.epoch++
-	cg.dirty = true
+	cg.changed(m.id)
 	if len(cg.members) == 0 {
 		cg.emptySince = time.Now()
 	}
@@ -1191,7 +1210,7 @@ func (g *groupActor) resolveRegexes() {
 		if cg.resubscribe(m, m.subscribed, res) {
 			g.log().Info().Str("member", logs.ID(m.id)).Str("regex", logs.ID(m.regex)).Int("topics", len(res)).Msg("consumer_regex_resolved")
 			cg.bump = true
-			cg.dirty = true
+			cg.changed(m.id)
 		}
 	}
 	cg.regexGen = gen

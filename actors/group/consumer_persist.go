@@ -20,6 +20,13 @@ import (
 // expire and are fenced (as Apache does after a coordinator load).
 
 // savedConsumer is the JSON form (version 1).
+//
+// The offsets actor keeps it by parts (offsets.ConsumerDelta): the fields but members
+// (savedHeader) and one record per member. A save writes the whole state the first time
+// after the group is made or loaded, after a failed write, and while classic members
+// are in the group; otherwise it writes a delta: the header and the records of the
+// members that changed (consumerGroup.touched) or are gone. The file, rewritten behind
+// the journal, always holds the whole state in this form.
 type savedConsumer struct {
 	Version     int   `json:"version"`
 	Epoch       int32 `json:"group_epoch"`
@@ -72,9 +79,69 @@ const (
 	savedMixedVersion    = 2
 )
 
+// savedHeader is savedConsumer without its members: what a delta carries whole.
+type savedHeader struct {
+	Version     int              `json:"version"`
+	Epoch       int32            `json:"group_epoch"`
+	TargetEpoch int32            `json:"target_epoch"`
+	Topics      map[string]int32 `json:"topic_partitions"`
+}
+
+// consumerHeader is the state's header as savedConsumer encodes it.
+func (g *groupActor) consumerHeader() savedHeader {
+	cg := g.cg
+	h := savedHeader{Version: savedConsumerVersion, Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Topics: cg.topicParts}
+	for _, m := range cg.members {
+		if m.classic != nil {
+			h.Version = savedMixedVersion
+			break
+		}
+	}
+	return h
+}
+
+// savedMemberOf is m's record.
+func (g *groupActor) savedMemberOf(m *cMember) savedMember {
+	sm := savedMember{
+		ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+		Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(),
+		RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Subscribed: m.subscribed, Assignor: m.assignor,
+		Regex: m.regex, Resolved: m.resolved,
+		Assigned: m.assigned, Revoking: m.revoking, Target: g.cg.target[m.id],
+	}
+	if sm.Subscribed == nil {
+		sm.Subscribed = []string{}
+	}
+	if c := m.classic; c != nil {
+		sm.Classic = &savedClassic{SessionTimeoutMs: c.sessionTimeout.Milliseconds()}
+		for _, p := range c.protocols {
+			sm.Classic.Protocols = append(sm.Classic.Protocols, savedProtocol{Name: p.Name, Metadata: p.Metadata})
+		}
+	}
+	if sm.Target == nil {
+		sm.Target = assignment{}
+	}
+	if len(m.since) > 0 {
+		sm.Since = map[string][]int32{}
+		m.assigned.each(func(t string, p int32) {
+			if e, ok := m.since[topicPartition{t, p}]; ok {
+				sm.Since[t] = append(sm.Since[t], p, e)
+			}
+		})
+		m.revoking.each(func(t string, p int32) {
+			if e, ok := m.since[topicPartition{t, p}]; ok {
+				sm.Since[t] = append(sm.Since[t], p, e)
+			}
+		})
+	}
+	return sm
+}
+
+// consumerBlob is the whole state (savedConsumer), members sorted by id.
 func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 	cg := g.cg
-	s := savedConsumer{Version: savedConsumerVersion, Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Topics: cg.topicParts,
+	h := g.consumerHeader()
+	s := savedConsumer{Version: h.Version, Epoch: h.Epoch, TargetEpoch: h.TargetEpoch, Topics: h.Topics,
 		Members: make([]savedMember, 0, len(cg.members))}
 	ids := make([]string, 0, len(cg.members))
 	for id := range cg.members {
@@ -82,43 +149,32 @@ func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		m := cg.members[id]
-		sm := savedMember{
-			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
-			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state.String(),
-			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Subscribed: m.subscribed, Assignor: m.assignor,
-			Regex: m.regex, Resolved: m.resolved,
-			Assigned: m.assigned, Revoking: m.revoking, Target: cg.target[id],
-		}
-		if sm.Subscribed == nil {
-			sm.Subscribed = []string{}
-		}
-		if c := m.classic; c != nil {
-			s.Version = savedMixedVersion
-			sm.Classic = &savedClassic{SessionTimeoutMs: c.sessionTimeout.Milliseconds()}
-			for _, p := range c.protocols {
-				sm.Classic.Protocols = append(sm.Classic.Protocols, savedProtocol{Name: p.Name, Metadata: p.Metadata})
-			}
-		}
-		if sm.Target == nil {
-			sm.Target = assignment{}
-		}
-		if len(m.since) > 0 {
-			sm.Since = map[string][]int32{}
-			m.assigned.each(func(t string, p int32) {
-				if e, ok := m.since[topicPartition{t, p}]; ok {
-					sm.Since[t] = append(sm.Since[t], p, e)
-				}
-			})
-			m.revoking.each(func(t string, p int32) {
-				if e, ok := m.since[topicPartition{t, p}]; ok {
-					sm.Since[t] = append(sm.Since[t], p, e)
-				}
-			})
-		}
-		s.Members = append(s.Members, sm)
+		s.Members = append(s.Members, g.savedMemberOf(cg.members[id]))
 	}
 	return json.Marshal(s)
+}
+
+// consumerDelta is what changed since the last save: the header, the touched members'
+// records and the touched members that are gone.
+func (g *groupActor) consumerDelta() (*offsets.ConsumerDelta, error) {
+	cg := g.cg
+	h, err := json.Marshal(g.consumerHeader())
+	if err != nil {
+		return nil, err
+	}
+	d := &offsets.ConsumerDelta{Header: h, Set: make(map[string]json.RawMessage, len(cg.touched))}
+	for id := range cg.touched {
+		m := cg.members[id]
+		if m == nil {
+			d.Del = append(d.Del, id)
+			continue
+		}
+		if d.Set[id], err = json.Marshal(g.savedMemberOf(m)); err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(d.Del)
+	return d, nil
 }
 
 // saveWaiter is what waits for the save of the group's state: the request to answer
@@ -128,6 +184,9 @@ type saveWaiter struct {
 	then   func(code int16)
 }
 
+// checkConsumerDeltas, when set (tests), sees every save before it is sent.
+var checkConsumerDeltas func(g *groupActor, meta offsets.GroupMeta, delta *offsets.ConsumerDelta)
+
 // saveConsumer has the group's state written to its file through the offsets actor;
 // then runs with 0 once it is durable, or the write's code. One save is in flight at a
 // time: what changes meanwhile is written by the next one, with every waiter that came
@@ -135,9 +194,9 @@ type saveWaiter struct {
 // journal write per round, not one per heartbeat. client, if set, is answered with an
 // error should the group stop first.
 func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(code int16)) {
-	g.publishConsumer()
 	cg := g.cg
 	if cg == nil {
+		g.publishConsumer()
 		then(0)
 		return
 	}
@@ -153,20 +212,43 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 	batch := cg.waiting
 	cg.waiting, cg.inflight = nil, batch
 	cg.dirty, cg.saving = false, true
-	blob, err := g.consumerBlob()
-	if err != nil {
-		panic(fmt.Errorf("group %q: encode consumer state: %w", g.id, err)) // a broken invariant
-	}
+	// The gauges follow the state once per save, not per change: what changes while a
+	// save is in flight is published with the next.
+	g.publishConsumer()
 	g.generation = cg.epoch
-	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch, Consumer: blob}
+	meta := offsets.GroupMeta{ProtocolType: consumerProtocol, Generation: cg.epoch}
 	if len(cg.members) == 0 {
 		meta.EmptySince = cg.emptySince.UnixMilli()
 	}
-	g.saveMeta(ctx, nil, meta, func(code int16) {
+	var delta *offsets.ConsumerDelta
+	var err error
+	if cg.full {
+		meta.Consumer, err = g.consumerBlob()
+	} else {
+		delta, err = g.consumerDelta()
+	}
+	if err != nil {
+		panic(fmt.Errorf("group %q: encode consumer state: %w", g.id, err)) // a broken invariant
+	}
+	cg.full, cg.touched = false, map[string]bool{}
+	if checkConsumerDeltas != nil {
+		checkConsumerDeltas(g, meta, delta)
+	}
+	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.SaveMeta{Meta: meta, Consumer: delta, Reply: p} }, func(v any) {
+		code := notAvailable
+		if r, ok := v.(*offsets.Result); ok {
+			code = r.ErrorCode
+		}
 		if g.cg != cg {
 			return // the group was reset meanwhile; shutdownConsumer answered the waiters
 		}
 		cg.saving, cg.inflight = false, nil
+		if code != 0 {
+			// What the file holds is not known to be what the deltas were built on: the
+			// next heartbeat saves, and writes the whole state (a retry that changes
+			// nothing is not answered before what it was told is durable).
+			cg.full, cg.dirty = true, true
+		}
 		for _, w := range batch {
 			if w.client != nil {
 				actor.Handling(ctx, w.client)

@@ -387,7 +387,9 @@ func (g *groupActor) classicJoinConsumer(ctx actor.Context, r *JoinGroup) {
 	if cg.resubscribe(m, sortedUnique(md.Topics), nil) {
 		cg.bump = true
 	}
-	cg.dirty = true
+	// A mixed group's changes are saved whole: its classic members change in ways
+	// the consumer-protocol paths do not mark.
+	cg.dirty, cg.full = true, true
 	g.refreshTopics()
 	if cg.bump {
 		cg.epoch++
@@ -461,7 +463,7 @@ func (g *groupActor) replaceConsumerMember(old *cMember, id string) *cMember {
 	if m.instanceID != "" {
 		cg.instances[m.instanceID] = m.id
 	}
-	cg.dirty = true
+	cg.dirty, cg.full = true, true
 	g.log().Info().Str("member", logs.ID(m.id)).Str("replaced", logs.ID(old.id)).Str("instance", logs.ID(m.instanceID)).
 		Msg("consumer_static_member_replaced")
 	return m

@@ -1,8 +1,13 @@
 package group_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -572,4 +577,100 @@ func TestConsumerRangeAssignor(t *testing.T) {
 		}
 	}
 	noDoubleOwner(t, a, b, c)
+}
+
+// A heartbeat writes only what changed (a delta of the members it moved, journaled as a
+// "consumer" op); a crash with the group file not checkpointed replays the deltas over
+// it, and a restart reads the file the deltas were folded into: both bring back every
+// member at its epoch with its assignment and target, exactly, also mid-reconciliation.
+func TestConsumerDeltaStateSurvivesCrash(t *testing.T) {
+	w := startWire(t, func(c *config.Config) {
+		consumerProfile(c)
+		c.OffsetsCheckpointInterval = time.Hour
+	})
+	w.createTopics(12, "t")
+	var ms []*member
+	for range 6 {
+		ms = append(ms, w.join("g", "t"))
+	}
+	w.settle("g", ms...)
+	// One leaves, two join: a new target; only some members heartbeat after it, so the
+	// group is mid-reconciliation (members revoking, others not yet told).
+	gone := ms[0]
+	wantCode(t, "leave", w.cgh("g", hbOpts{member: gone.id, epoch: -1}).ErrorCode, 0)
+	ms = append(ms[1:], w.join("g", "t"), w.join("g", "t"))
+	ms[0].beat()
+	ms[1].beat()
+	before := memberStates(w.cgDescribe(1, "g").Groups[0])
+	if len(before) != 7 {
+		t.Fatalf("%d members before the crash, want 7", len(before))
+	}
+	img := t.TempDir()
+	brokertest.CopyTree(t, w.cfg.DataDir, img)
+	if _, err := os.Stat(filepath.Join(offsets.Dir(img), offsets.FileName("g"))); !os.IsNotExist(err) {
+		t.Fatalf("the group file was written before its checkpoint (%v): the journal is not what is tested", err)
+	}
+	if n := countInTree(t, img, `"consumer":{"meta"`); n == 0 {
+		t.Fatal("no consumer delta in the journal: every save wrote the whole state")
+	}
+	// Restart over the copy (a crash: the journal's deltas replayed), then over the
+	// original after a clean stop (the file holds the state the deltas made).
+	orig, origDir := w.b, w.cfg.DataDir
+	w.cfg.DataDir = img
+	w.b = brokertest.StartWith(t, w.cfg)
+	if after := memberStates(w.cgDescribe(1, "g").Groups[0]); !reflect.DeepEqual(after, before) {
+		t.Fatalf("after the crash:\n%v\nbefore:\n%v", after, before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.b, w.cfg.DataDir = orig, origDir
+	w.restart()
+	if after := memberStates(w.cgDescribe(1, "g").Groups[0]); !reflect.DeepEqual(after, before) {
+		t.Fatalf("after the restart:\n%v\nbefore:\n%v", after, before)
+	}
+	// And the members carry on from there.
+	w.settle("g", ms...)
+	noDoubleOwner(t, ms...)
+}
+
+// memberStates is every member's epoch, state, assignment and target as described.
+func memberStates(d kmsg.ConsumerGroupDescribeResponseGroup) map[string]string {
+	out := map[string]string{}
+	for _, m := range d.Members {
+		out[m.MemberID] = fmt.Sprintf("epoch %d assigned %v target %v", m.MemberEpoch, describedParts(m.Assignment), describedParts(m.TargetAssignment))
+	}
+	return out
+}
+
+func describedParts(a kmsg.Assignment) []int32 {
+	var ps []int32
+	for _, t := range a.TopicPartitions {
+		ps = append(ps, t.Partitions...)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// countInTree counts s in every file under dir.
+func countInTree(t *testing.T, dir, s string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n += bytes.Count(b, []byte(s))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

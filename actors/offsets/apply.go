@@ -94,8 +94,22 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 		}
 		return &Result{}, changed, 0
 	case *SaveMeta:
-		s.meta = m.Meta
-		rec.meta(m.Meta, m.Reply.Valid())
+		if m.Consumer != nil {
+			err := checkDelta(m.Consumer)
+			var meta GroupMeta
+			if err == nil {
+				meta, err = withConsumerDelta(s.meta, m.Meta, m.Consumer)
+			}
+			if err != nil {
+				// The group's own encoding: a broken invariant there, refused here.
+				return &Result{ErrorCode: codeWriteFailed}, false, 0
+			}
+			s.meta = meta
+			rec.consumer(meta, m.Consumer, m.Reply.Valid())
+		} else {
+			s.meta = m.Meta
+			rec.meta(m.Meta, m.Reply.Valid())
+		}
 		if !m.Reply.Valid() {
 			// No one to answer, but journaled like any change (see handleChange).
 			return nil, true, 0
@@ -122,7 +136,7 @@ func apply(s *state, exists *bool, q queued, now time.Time, rec *recorder) (resu
 			rec.clear()
 			changed = true
 		}
-		return &Status{Exists: *exists, Meta: s.meta, Count: len(s.offsets), Pending: s.pendingCount()}, changed, len(gone)
+		return &Status{Exists: *exists, Meta: s.meta.whole(), Count: len(s.offsets), Pending: s.pendingCount()}, changed, len(gone)
 	}
 	return nil, false, 0
 }

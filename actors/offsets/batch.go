@@ -153,7 +153,7 @@ func (a *offsetsActor) handleStat(m *Stat) {
 }
 
 func (a *offsetsActor) status() *Status {
-	return &Status{Exists: a.exists, Meta: a.st.meta, Count: len(a.st.offsets), Pending: a.st.pendingCount()}
+	return &Status{Exists: a.exists, Meta: a.st.meta.whole(), Count: len(a.st.offsets), Pending: a.st.pendingCount()}
 }
 
 func (a *offsetsActor) handleChange(ctx actor.Context, m any) {

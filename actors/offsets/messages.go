@@ -60,6 +60,8 @@ type GroupMeta struct {
 	// assignment, members with their epochs), opaque here: actors/group encodes it.
 	// nil for a classic group.
 	Consumer json.RawMessage
+	// parts: Consumer split by member, kept here once a delta was applied (consumer.go).
+	parts *consumerParts
 }
 
 // MemberMeta is one member of a saved generation (Apache MemberMetadata as
@@ -160,9 +162,15 @@ type DropTopics struct {
 // SaveMeta records the group's own state in its file (written with the next rewrite, or
 // at once when Reply is set: the reply comes after the write, and a failed write answers
 // NOT_COORDINATOR and keeps the meta on disk as it was). Reply: *Result.
+//
+// Consumer, when set, is a delta of the consumer-protocol state (consumer.go): Meta's
+// scalar fields (ProtocolType, Generation, EmptySince) replace the previous ones and the
+// previous consumer state, with the delta applied, is kept; Meta's other fields are not
+// read. The journal then records only the delta.
 type SaveMeta struct {
-	Meta  GroupMeta
-	Reply actor.Promise
+	Meta     GroupMeta
+	Consumer *ConsumerDelta
+	Reply    actor.Promise
 }
 
 // Flush makes every change accepted so far durable and the file hold it, and answers

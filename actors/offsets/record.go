@@ -43,8 +43,12 @@ type op struct {
 	Del []fileTP `json:"del,omitempty"`
 	// Meta replaces the group's meta (SaveMeta), encoded as in the file; the group then
 	// has a file unless NoCreate (a SaveMeta without a reply rides along with a write).
-	Meta     json.RawMessage `json:"meta,omitempty"`
-	NoCreate bool            `json:"no_create,omitempty"`
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// Consumer changes a consumer-protocol group's state by a delta (consumer.go): the
+	// meta's scalar fields, the state's header, the members set and those gone; the
+	// group then has a file unless NoCreate.
+	Consumer *consumerOp `json:"consumer,omitempty"`
+	NoCreate bool        `json:"no_create,omitempty"`
 	// Clear forgets the group: no offsets, no meta, no file (DeleteGroups, or expiry
 	// emptying an Empty group).
 	Clear bool `json:"clear,omitempty"`
@@ -111,6 +115,16 @@ func (r *recorder) meta(m GroupMeta, create bool) {
 	r.metas = append(r.metas, m)
 }
 
+func (r *recorder) consumer(m GroupMeta, d *ConsumerDelta, create bool) {
+	o, err := encodeConsumerOp(m, d)
+	if err != nil {
+		r.err = errors.Join(r.err, err)
+		return
+	}
+	r.ops = append(r.ops, op{Consumer: o, NoCreate: !create})
+	r.metas = append(r.metas, m)
+}
+
 func (r *recorder) clear() {
 	r.ops = append(r.ops, op{Clear: true})
 }
@@ -170,7 +184,7 @@ func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
 	}
 	for i, o := range r.Ops {
 		n := 0
-		for _, set := range []bool{o.Set != nil, o.Del != nil, o.Meta != nil, o.Clear, o.TxnSet != nil, o.TxnApply != nil, o.TxnDrop != nil} {
+		for _, set := range []bool{o.Set != nil, o.Del != nil, o.Meta != nil, o.Consumer != nil, o.Clear, o.TxnSet != nil, o.TxnApply != nil, o.TxnDrop != nil} {
 			if set {
 				n++
 			}
@@ -251,6 +265,20 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 			} else {
 				var err error
 				if m, err = decodeMeta(o.Meta); err != nil {
+					return err
+				}
+			}
+			s.meta = m
+			if !o.NoCreate {
+				*exists = true
+			}
+		case o.Consumer != nil:
+			var m GroupMeta
+			if metas != nil {
+				m, metas = metas[0], metas[1:]
+			} else {
+				var err error
+				if m, err = replayConsumerOp(s.meta, o.Consumer); err != nil {
 					return err
 				}
 			}

@@ -276,6 +276,7 @@ func encodeFile(group string, s state) ([]byte, error) {
 // meta of megabytes that changes once per generation while commits rewrite the file many
 // times a second, so the offsets actor keeps what this returns (metaCache).
 func encodeMeta(m GroupMeta) (json.RawMessage, error) {
+	m = m.whole()
 	f := fileMeta{
 		ProtocolType: jsonString(m.ProtocolType),
 		Generation:   m.Generation,
@@ -414,7 +415,7 @@ type metaCache struct {
 // state (made at its first such meta): a meta without them is a few scalars, encoded
 // afresh, so a group that only commits keeps no cache (and one that went empty drops it).
 func encodeMetaCached(c **metaCache, m GroupMeta) (json.RawMessage, error) {
-	if len(m.Members) == 0 && len(m.Consumer) == 0 {
+	if len(m.Members) == 0 && len(m.Consumer) == 0 && m.parts == nil {
 		*c = nil
 		return encodeMeta(m)
 	}
@@ -440,7 +441,8 @@ func sameMeta(a, b GroupMeta) bool {
 	return a.ProtocolType == b.ProtocolType && a.Generation == b.Generation && a.EmptySince == b.EmptySince &&
 		a.Protocol == b.Protocol && a.Leader == b.Leader && len(a.Members) == len(b.Members) &&
 		(len(a.Members) == 0 || &a.Members[0] == &b.Members[0]) &&
-		len(a.Consumer) == len(b.Consumer) && (len(a.Consumer) == 0 || &a.Consumer[0] == &b.Consumer[0])
+		len(a.Consumer) == len(b.Consumer) && (len(a.Consumer) == 0 || &a.Consumer[0] == &b.Consumer[0]) &&
+		a.parts == b.parts
 }
 
 // decodeFile parses a file's content into its group id and state.
