@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/internal/testwait"
+	"kaas/registry"
 )
 
 // txnCluster starts a static cluster of n brokers with topic (parts partitions, one
@@ -332,5 +335,76 @@ func TestClusterTxnCoordinatorMoves(t *testing.T) {
 		if k != 1 {
 			t.Fatalf("%s read %d times", v, k)
 		}
+	}
+}
+
+// TestClusterTxnShrinkKeepsOpenTransaction: the cluster shrinks from four brokers to
+// three while a transaction of an id coordinated by broker 3 is open; broker 3 stops
+// right after the transaction took its second partition (gracefully: the id's file,
+// written 2 s after a transition, does not hold that partition yet, broker 3's journal
+// does) and broker 2, which the smaller cluster gives the id, takes it from broker 3's
+// journal, although broker 3 is beyond the cluster's size now; the producer commits it
+// there.
+func TestClusterTxnShrinkKeepsOpenTransaction(t *testing.T) {
+	cfgs := clusterConfigs(t, 4)
+	four := registry.View{Size: 4, Alive: []int32{2, 3}}
+	three := registry.View{Size: 3, Alive: []int32{2}}
+	id := ""
+	for i := 0; id == ""; i++ {
+		c := fmt.Sprintf("shrink-%d", i)
+		if o4, _ := four.TxnOwner(c); o4 == 3 {
+			if o3, _ := three.TxnOwner(c); o3 == 2 {
+				id = c
+			}
+		}
+	}
+	b3 := brokertest.StartWith(t, cfgs[3])
+	waitReady(t, b3)
+	createTopic(t, b3.Addr(), "shrink", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := kgo.NewClient(kgo.SeedBrokers(b3.Addr(), cfgs[2].Listeners[0].Addr()), kgo.TransactionalID(id),
+		kgo.DefaultProduceTopic("shrink"), kgo.TransactionTimeout(60*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("first"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	small := cfgs[2]
+	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
+	if err := os.WriteFile(filepath.Join(small.DataDir, "__cluster", "cluster.size"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2 := brokertest.StartWith(t, small)
+	waitReady(t, b2)
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("second"), Partition: 1}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := b3.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		d, err := kadm.NewClient(directClient(t, b2.Addr())).DescribeTransactions(ctx, id)
+		if err != nil {
+			return err
+		}
+		if s, ok := d[id]; !ok || s.Err != nil || s.State != "Ongoing" || len(s.Topics["shrink"]) != 2 {
+			return fmt.Errorf("broker 2 describes %s as %+v, want the open transaction broker 3 held, on both partitions", id, d[id])
+		}
+		return nil
+	})
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit on broker 2: %v", err)
+	}
+	if got := readValues(ctx, t, kgo.SeedBrokers(b2.Addr()), "shrink", kgo.ReadCommitted(), 2); got["first"] != 1 || got["second"] != 1 {
+		t.Fatalf("read_committed: %v", got)
 	}
 }

@@ -91,12 +91,13 @@ func (b *Broker) adoptTxns(st *cluster.State) error {
 	if b.env.Txns == nil {
 		return nil
 	}
-	// Every broker's journal, this one's too: after its own lease lapsed and was taken
-	// again, the ids it held come back with what its journal holds past their files
-	// (their saves were refused once the lease lapsed).
-	var dirs []string
-	for id := int32(0); int(id) < b.cfg.ClusterSize; id++ {
-		dirs = append(dirs, txn.NodeJournalDir(b.cfg.DataDir, id))
+	// Every broker's journal on the volume, this one's too (after its own lease lapsed
+	// and was taken again, the ids it held come back with what its journal holds past
+	// their files), and those of brokers beyond the cluster's size now (a shrunk
+	// cluster's: stopped, their ids' newest records are in their journals).
+	dirs, err := txn.NodeJournalDirs(storage.OSFS{}, b.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("adopt transactional ids: %w", err)
 	}
 	if _, err := txn.Adopt(txn.AdoptConfig{FS: storage.OSFS{}, IDsDir: txn.IDsDir(b.cfg.DataDir),
 		JournalDirs: dirs, Owns: st.OwnsTxn, Log: b.log}); err != nil {

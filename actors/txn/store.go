@@ -43,7 +43,32 @@ func IDsDir(data string) string { return filepath.Join(Dir(data), "ids") }
 // offsets journals on the shared volume: a broker that adopts an id reads the journal of
 // the broker that held it (Adopt).
 func NodeJournalDir(data string, node int32) string {
-	return filepath.Join(data, "__cluster", "__transactions_journal", "node-"+strconv.Itoa(int(node)))
+	return filepath.Join(journalsDir(data), "node-"+strconv.Itoa(int(node)))
+}
+
+func journalsDir(data string) string { return filepath.Join(data, "__cluster", "__transactions_journal") }
+
+// NodeJournalDirs lists every broker's journal on data, whatever the cluster's size is
+// now: a broker beyond a shrunk cluster's size, or one that was killed, may still hold
+// the newest records of ids that others coordinate now.
+func NodeJournalDirs(fsys storage.FS, data string) ([]string, error) {
+	names, err := fsys.ReadDirNames(journalsDir(data))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", journalsDir(data), err)
+	}
+	var out []string
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, "node-"); ok {
+			if _, err := strconv.ParseUint(rest, 10, 31); err == nil {
+				out = append(out, filepath.Join(journalsDir(data), n))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // savedFile is an id file's content.
