@@ -46,7 +46,9 @@ func NodeJournalDir(data string, node int32) string {
 	return filepath.Join(journalsDir(data), "node-"+strconv.Itoa(int(node)))
 }
 
-func journalsDir(data string) string { return filepath.Join(data, "__cluster", "__transactions_journal") }
+func journalsDir(data string) string {
+	return filepath.Join(data, "__cluster", "__transactions_journal")
+}
 
 // NodeJournalDirs lists every broker's journal on data, whatever the cluster's size is
 // now: a broker beyond a shrunk cluster's size, or one that was killed, may still hold
