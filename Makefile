@@ -93,7 +93,8 @@ bench:
 cluster: build
 	e2e/cluster/run.sh
 
-# chaos-cluster runs the three-process kill -9 / pause run (e2e/cluster) over its long seed
-# set; seed 1 runs in gotest. Replay one: go test ./e2e/cluster -run TestClusterChaos -cluster.seed=N -v
+# chaos-cluster runs the three-process kill -9 / pause runs (e2e/cluster: consumer groups over
+# their long seed set, and exactly-once transactions over 15 kills); their short forms run
+# in gotest. Replay one: go test ./e2e/cluster -run TestClusterChaos -cluster.seed=N -v
 chaos-cluster:
-	$(GO) test -race -timeout 30m -count=1 -v ./e2e/cluster -run 'TestClusterChaos$$' -cluster.long
+	$(GO) test -race -timeout 30m -count=1 -v ./e2e/cluster -run 'TestClusterChaos$$|TestClusterEOSKill$$' -cluster.long

@@ -19,7 +19,9 @@ import (
 
 // Exactly once across a cluster's kills: three consume-transform-produce members
 // (franz-go's GroupTransactSession) copy a topic while the brokers are killed -9 one
-// after the other and started again, then one is paused past its lease and resumed. Each kill takes transaction coordinators, the
+// after the other and started again (every other kill while an EndTxn is in flight),
+// then one is paused past its lease and resumed; `make chaos-cluster` (-cluster.long)
+// runs 15 kills over 12,000 records. Each kill takes transaction coordinators, the
 // group's coordinator and partition leaders with it; the broker that adopts an id reads
 // the killed broker's journal (an open transaction keeps its deadline, a Prepare* is
 // driven to its markers, sent broker to broker). Every transaction is all or nothing:
@@ -36,6 +38,7 @@ type eosLedger struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	commits int
+	ending  int // EndTxn calls in flight: some kills aim at them
 	stopped bool
 }
 
@@ -45,13 +48,16 @@ func (l *eosLedger) now() int {
 	return l.commits
 }
 
-func (l *eosLedger) waitFor(n int, deadline time.Time) bool {
+// waitFor waits until n transactions are committed (and, with ending, an EndTxn is in
+// flight), or deadline.
+func (l *eosLedger) waitFor(n int, ending bool, deadline time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.commits < n && !l.stopped && time.Now().Before(deadline) {
+	ok := func() bool { return l.commits >= n && (!ending || l.ending > 0) }
+	for !ok() && !l.stopped && time.Now().Before(deadline) {
 		l.cond.Wait()
 	}
-	return l.commits >= n
+	return ok()
 }
 
 func (l *eosLedger) stop() {
@@ -103,8 +109,13 @@ func eosLoop(sess *kgo.GroupTransactSession, id string, l *eosLedger, stop <-cha
 		fs.EachRecord(func(r *kgo.Record) {
 			sess.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: []byte(string(r.Value) + "|" + id)}, nil)
 		})
+		l.mu.Lock()
+		l.ending++
+		l.cond.Broadcast()
+		l.mu.Unlock()
 		committed, err := sess.End(context.Background(), kgo.TryCommit)
 		l.mu.Lock()
+		l.ending--
 		if err == nil && committed {
 			l.commits++
 		}
@@ -117,7 +128,10 @@ func eosLoop(sess *kgo.GroupTransactSession, id string, l *eosLedger, stop <-cha
 }
 
 func TestClusterEOSKill(t *testing.T) {
-	const n, kills = 3000, 3
+	n, kills := 3000, 3
+	if *longFlag { // make chaos-cluster
+		n, kills = 12000, 15
+	}
 	c := newCluster(t, false)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
 	if err != nil {
@@ -167,7 +181,8 @@ func TestClusterEOSKill(t *testing.T) {
 		wg.Wait()
 	}()
 	for k := 0; k < kills; k++ {
-		if !l.waitFor(l.now()+3, time.Now().Add(90*time.Second)) {
+		// Every other kill aims at an EndTxn in flight.
+		if !l.waitFor(l.now()+3, k%2 == 0, time.Now().Add(90*time.Second)) {
 			t.Fatalf("kill %d: the members committed nothing for 90 s (%d commits so far)", k, l.now())
 		}
 		victim := k % brokers
@@ -178,7 +193,7 @@ func TestClusterEOSKill(t *testing.T) {
 	// its journal); run again, it finds its lease lapsed, writes nothing of what it held,
 	// and takes back what the view gives it.
 	c.procs[1].Pause()
-	if !l.waitFor(l.now()+3, time.Now().Add(90*time.Second)) {
+	if !l.waitFor(l.now()+3, false, time.Now().Add(90*time.Second)) {
 		c.procs[1].Resume()
 		t.Fatalf("broker 1 paused: the members committed nothing for 90 s (%d commits so far)", l.now())
 	}
