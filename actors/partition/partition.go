@@ -661,7 +661,9 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 		if from >= 0 {
 			err = rewriteTail(f, from, size)
 		} else {
-			err = f.Sync()
+			// fdatasync: the records and the size that reads them back; the segment's
+			// mtime is nothing recovery reads.
+			err = f.Datasync()
 		}
 		met.synced(time.Since(start), batches)
 		return &syncDone{log: l, seg: s, size: size, end: end, err: err, idxErr: syncTxnIndexes(idx)}
