@@ -121,8 +121,11 @@ type partitionActor struct {
 	completing []completingTxn
 	durable    int64 // every offset below is on disk
 	syncing    bool
-	unsynced   int64
-	pending    []pendingAck
+	// syncAsked: a syncNow is in the mailbox (requestSync); the writes the mailbox
+	// holds before it are appended first and share its fsync.
+	syncAsked bool
+	unsynced  int64
+	pending   []pendingAck
 	// roll is the segment roll in flight (roll.go); rollQueue the produces that wait
 	// for it, in the order they came.
 	roll      *rollJob
@@ -218,6 +221,8 @@ func (p *partitionActor) Receive(ctx actor.Context) {
 		if p.disk != nil {
 			p.disk.onCorruptRead(m)
 		}
+	case *syncNow:
+		p.onSyncNow(ctx)
 	case *syncDone:
 		p.onSyncDone(ctx, m)
 	case *rollDone:
@@ -606,9 +611,31 @@ func (p *partitionActor) ack(ctx actor.Context, end int64, resp *Produced, reply
 	}
 	p.pending = append(p.pending, pendingAck{end: end, resp: resp, reply: reply})
 	actor.HandedOn(ctx)
-	if !p.syncing {
-		p.startSync(ctx)
+	p.requestSync(ctx)
+}
+
+// requestSync asks for an fsync of what waits in pending, once the writes already in
+// the mailbox are appended too (group commit across producers: produces and markers
+// that arrive together, such as the markers of every transaction one coordinator
+// journal write decided, share one fsync rather than each waiting for the one before).
+// The fsync starts when the syncNow sent here is handled, behind those writes; while
+// one runs, the next is asked for when it is done (settle).
+func (p *partitionActor) requestSync(ctx actor.Context) {
+	if p.syncing || p.syncAsked {
+		return
 	}
+	p.syncAsked = true
+	ctx.Send(ctx.Self(), &syncNow{})
+}
+
+// onSyncNow starts the fsync requestSync asked for, unless one runs already (it asks
+// again when done) or nothing waits any more.
+func (p *partitionActor) onSyncNow(ctx actor.Context) {
+	p.syncAsked = false
+	if p.disk == nil || p.syncing || len(p.pending) == 0 {
+		return
+	}
+	p.startSync(ctx)
 }
 
 // startSync fsyncs the active segment on a goroutine. Appends that arrive meanwhile are
@@ -634,7 +661,9 @@ func (p *partitionActor) startSync(ctx actor.Context) {
 		if from >= 0 {
 			err = rewriteTail(f, from, size)
 		} else {
-			err = f.Sync()
+			// fdatasync: the records and the size that reads them back; the segment's
+			// mtime is nothing recovery reads.
+			err = f.Datasync()
 		}
 		met.synced(time.Since(start), batches)
 		return &syncDone{log: l, seg: s, size: size, end: end, err: err, idxErr: syncTxnIndexes(idx)}
@@ -711,7 +740,13 @@ func (p *partitionActor) settle(ctx actor.Context, end int64, err error) {
 		}
 	}
 	p.pending = keep
-	if p.disk != nil && !p.syncing && (len(p.pending) > 0 || (p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages)) {
+	switch {
+	case p.disk == nil || p.syncing:
+	case len(p.pending) > 0:
+		// The writes that came during this fsync are appended; those still in the
+		// mailbox join them.
+		p.requestSync(ctx)
+	case p.cfg.FlushMessages != 1 && p.unsynced >= p.cfg.FlushMessages:
 		p.startSync(ctx)
 	}
 	p.notifyWatchers(ctx)

@@ -141,6 +141,10 @@ type EpochEnd struct {
 // logSize answers DescribeLogDirs for one partition (logdirs.go). Reply: *LogSize.
 type logSize struct{ reply actor.Promise }
 
+// syncNow starts the fsync a write waits for, after the writes queued before it
+// (requestSync). It does not count as traffic.
+type syncNow struct{ actor.Tick }
+
 // syncDone reports a background fsync that made every offset below end durable.
 type syncDone struct {
 	log  *segmentLog // the log it synced (one closed since is not this actor's any more)

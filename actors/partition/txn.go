@@ -247,9 +247,7 @@ func (p *partitionActor) ackMarker(ctx actor.Context, end int64, reply actor.Pro
 	}
 	p.pending = append(p.pending, pendingAck{end: end, resp: &TxnMarkerWritten{}, reply: reply, marker: true})
 	actor.HandedOn(ctx)
-	if !p.syncing {
-		p.startSync(ctx)
-	}
+	p.requestSync(ctx) // shares the fsync of the produces and markers arriving with it
 }
 
 // endTxn applies a marker (h: its header, its base offset assigned) to the producer
