@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The transactions commands, after Apache's kafka-transactions.sh (KIP-664): list and
@@ -307,12 +309,13 @@ func abortTxn(fs *flag.FlagSet) action {
 		},
 		run: func(c *cmd) error {
 			var markers []kadm.TxnMarkers
+			coordinator := int32(-1)
 			if txnID != "" {
-				m, err := c.txnMarker(txnID)
+				m, coord, err := c.txnMarker(txnID)
 				if err != nil {
 					return fmt.Errorf("%s: %w", bounded(txnID), err)
 				}
-				markers = append(markers, m)
+				markers, coordinator = append(markers, m), coord
 			} else {
 				m := kadm.TxnMarkers{ProducerID: producerID, ProducerEpoch: int16(producerEpoch), CoordinatorEpoch: int32(coordEpoch),
 					Topics: p.set()}
@@ -340,30 +343,31 @@ func abortTxn(fs *flag.FlagSet) action {
 						m.CoordinatorEpoch = 0
 					}
 				}
-				markers = append(markers, m)
+				markers, coordinator = append(markers, m), c.coordinatorOfProducer(m.ProducerID)
 			}
-			return c.writeAborts(markers)
+			return c.writeAborts(markers, coordinator)
 		},
 	}
 }
 
 // txnMarker is the abort marker of a transactional id's running transaction: its
-// producer and epoch, its partitions, and the highest coordinator epoch they know.
-func (c *cmd) txnMarker(id string) (kadm.TxnMarkers, error) {
+// producer and epoch, its partitions, and the highest coordinator epoch they know; and
+// the broker that coordinates the id.
+func (c *cmd) txnMarker(id string) (kadm.TxnMarkers, int32, error) {
 	ctx, cancel := c.context()
 	defer cancel()
 	described, err := c.adm.DescribeTransactions(ctx, id)
 	if err != nil && len(described) == 0 {
-		return kadm.TxnMarkers{}, err
+		return kadm.TxnMarkers{}, -1, err
 	}
 	d, err := described.On(id, nil)
 	switch {
 	case err != nil:
-		return kadm.TxnMarkers{}, err
+		return kadm.TxnMarkers{}, -1, err
 	case d.Err != nil:
-		return kadm.TxnMarkers{}, d.Err
+		return kadm.TxnMarkers{}, -1, d.Err
 	case d.State != "Ongoing" || len(d.Topics) == 0:
-		return kadm.TxnMarkers{}, fmt.Errorf("no transaction to abort: the id is %s with %d partitions", d.State, len(d.Topics.Sorted()))
+		return kadm.TxnMarkers{}, -1, fmt.Errorf("no transaction to abort: the id is %s with %d partitions", d.State, len(d.Topics.Sorted()))
 	}
 	m := kadm.TxnMarkers{ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch, Topics: d.Topics}
 	described2, err := c.adm.DescribeProducers(ctx, d.Topics)
@@ -376,16 +380,53 @@ func (c *cmd) txnMarker(id string) (kadm.TxnMarkers, error) {
 			}
 		})
 	}
-	return m, nil
+	return m, d.Coordinator, nil
 }
 
-// writeAborts sends the abort markers and reports each partition's outcome.
-func (c *cmd) writeAborts(markers []kadm.TxnMarkers) error {
+// coordinatorOfProducer is the broker whose coordinator holds producer pid's running
+// transaction (ListTransactions, asked of every broker), or -1: none does, or the
+// cluster cannot tell.
+func (c *cmd) coordinatorOfProducer(pid int64) int32 {
 	ctx, cancel := c.context()
 	defer cancel()
-	resps, err := c.adm.WriteTxnMarkers(ctx, markers...)
-	if err != nil && len(resps) == 0 {
-		return err
+	listed, _ := c.adm.ListTransactions(ctx, []int64{pid}, []string{"Ongoing"})
+	for _, l := range listed.Sorted() {
+		if l.ProducerID == pid {
+			return l.Coordinator
+		}
+	}
+	return -1
+}
+
+// writeAborts sends the abort markers and reports each partition's outcome. With the
+// broker that coordinates the producer's transactional id known (coordinator >= 0), the
+// markers go to it first: a kaas broker then aborts the transaction through its
+// coordinator (its state and every partition of it agree, and the producer is fenced,
+// wherever its partitions are led); a partition that broker does not lead and did not
+// end (NOT_LEADER_OR_FOLLOWER, as Apache answers) goes to its leader, as Apache's tool
+// sends every one.
+func (c *cmd) writeAborts(markers []kadm.TxnMarkers, coordinator int32) error {
+	ctx, cancel := c.context()
+	defer cancel()
+	resps := kadm.TxnMarkersResponses{}
+	rest := markers
+	if coordinator >= 0 {
+		rest = c.abortAtCoordinator(ctx, markers, coordinator, resps)
+	}
+	var err error
+	if len(rest) > 0 {
+		var more kadm.TxnMarkersResponses
+		more, err = c.adm.WriteTxnMarkers(ctx, rest...)
+		if err != nil && len(more) == 0 && len(resps) == 0 {
+			return err
+		}
+		for pid, m := range more {
+			for t, tr := range m.Topics {
+				for p, pr := range tr.Partitions {
+					putMarkerResponse(resps, pid, t, p, pr)
+				}
+			}
+		}
 	}
 	var docs []abortDoc
 	for _, m := range markers {
@@ -423,6 +464,75 @@ func (c *cmd) writeAborts(markers []kadm.TxnMarkers) error {
 	}
 	c.table([]string{"TOPIC", "PARTITION", "PRODUCER-ID", "PRODUCER-EPOCH", "STATUS"}, rows)
 	return nil
+}
+
+// abortAtCoordinator sends markers to broker coordinator, records in resps every
+// partition it answered other than NOT_LEADER_OR_FOLLOWER, and returns the markers of
+// the partitions left (every one when the broker could not be asked).
+func (c *cmd) abortAtCoordinator(ctx context.Context, markers []kadm.TxnMarkers, coordinator int32, resps kadm.TxnMarkersResponses) []kadm.TxnMarkers {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	for _, m := range markers {
+		rm := kmsg.NewWriteTxnMarkersRequestMarker()
+		rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+		for _, t := range m.Topics.Sorted() {
+			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			rt.Topic, rt.Partitions = t.Topic, t.Partitions
+			rm.Topics = append(rm.Topics, rt)
+		}
+		req.Markers = append(req.Markers, rm)
+	}
+	r, err := req.RequestWith(ctx, c.cl.Broker(int(coordinator)))
+	if err != nil {
+		return markers
+	}
+	var rest []kadm.TxnMarkers
+	for _, m := range markers {
+		left := kadm.TxnMarkers{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
+			CoordinatorEpoch: m.CoordinatorEpoch, Topics: kadm.TopicsSet{}}
+		answered := map[string]map[int32]int16{}
+		for _, rm := range r.Markers {
+			if rm.ProducerID != m.ProducerID {
+				continue
+			}
+			for _, rt := range rm.Topics {
+				for _, rp := range rt.Partitions {
+					if answered[rt.Topic] == nil {
+						answered[rt.Topic] = map[int32]int16{}
+					}
+					answered[rt.Topic][rp.Partition] = rp.ErrorCode
+				}
+			}
+		}
+		for _, t := range m.Topics.Sorted() {
+			for _, p := range t.Partitions {
+				code, ok := answered[t.Topic][p]
+				if !ok || code == kerr.NotLeaderForPartition.Code {
+					left.Topics.Add(t.Topic, p)
+					continue
+				}
+				putMarkerResponse(resps, m.ProducerID, t.Topic, p, kadm.TxnMarkersPartitionResponse{
+					NodeID: coordinator, ProducerID: m.ProducerID, Topic: t.Topic, Partition: p, Err: kerr.ErrorForCode(code)})
+			}
+		}
+		if len(left.Topics) > 0 {
+			rest = append(rest, left)
+		}
+	}
+	return rest
+}
+
+func putMarkerResponse(resps kadm.TxnMarkersResponses, pid int64, topic string, p int32, pr kadm.TxnMarkersPartitionResponse) {
+	m, ok := resps[pid]
+	if !ok {
+		m = kadm.TxnMarkersResponse{ProducerID: pid, Topics: kadm.TxnMarkersTopicResponses{}}
+		resps[pid] = m
+	}
+	t, ok := m.Topics[topic]
+	if !ok {
+		t = kadm.TxnMarkersTopicResponse{ProducerID: pid, Topic: topic, Partitions: kadm.TxnMarkersPartitionResponses{}}
+		m.Topics[topic] = t
+	}
+	t.Partitions[p] = pr
 }
 
 // hint explains the codes an abort may meet.

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"kaas/internal/testwait"
+	"kaas/registry"
 )
 
 // hangTxn leaves transactional id id Ongoing with one record on each of topic's
@@ -166,4 +168,93 @@ func TestTransactionsAbortByID(t *testing.T) {
 		t.Fatalf("t2 after the abort: %+v", d)
 	}
 	on(a, "transactions", "abort", "--transactional-id", "t2").must(t, 1) // nothing running
+}
+
+// TestTransactionsAbortTellsTheCoordinatorInACluster: in a cluster the abort reaches the
+// broker that coordinates the transactional id, although that broker leads none of the
+// transaction's partitions and the tool is pointed at another broker: the coordinator
+// aborts the transaction (CompleteAbort, the producer fenced), by --transactional-id
+// and by --producer-id alike. Sent to the partitions' leaders only, as Apache's tool
+// does, the id would stay Ongoing until its timeout.
+func TestTransactionsAbortTellsTheCoordinatorInACluster(t *testing.T) {
+	a := startCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "ctx"); err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]bool{}
+	testwait.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+		md, err := adm.Metadata(ctx, "ctx")
+		if err != nil {
+			return err
+		}
+		clear(leaders)
+		for _, p := range md.Topics["ctx"].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("partition %d has no leader yet", p.Partition)
+			}
+			leaders[p.Leader] = true
+		}
+		if len(md.Topics["ctx"].Partitions) != 2 {
+			return fmt.Errorf("%d partitions", len(md.Topics["ctx"].Partitions))
+		}
+		return nil
+	})
+	all := registry.View{Size: 3, Alive: []int32{0, 1, 2}}
+	idFor := func(prefix string) string {
+		for i := 0; ; i++ {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			if o, _ := all.TxnOwner(id); !leaders[o] {
+				return id
+			}
+		}
+	}
+	for _, by := range []string{"transactional-id", "producer-id"} {
+		t.Run(by, func(t *testing.T) {
+			id := idFor("abort-" + by)
+			p, err := kgo.NewClient(kgo.SeedBrokers(a), kgo.TransactionalID(id), kgo.TransactionTimeout(60*time.Second),
+				kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			for part := int32(0); part < 2; part++ {
+				if err := p.ProduceSync(ctx, &kgo.Record{Topic: "ctx", Partition: part, Value: []byte("x")}).FirstErr(); err != nil {
+					t.Fatalf("produce in the transaction: %v", err)
+				}
+			}
+			d := describeTxn(t, a, id)
+			args := []string{"transactions", "abort", "--transactional-id", id}
+			if by == "producer-id" {
+				pid, epoch, err := p.ProducerID(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"transactions", "abort", "--topic", "ctx", "--partition", "0",
+					"--producer-id", fmt.Sprint(pid), "--producer-epoch", fmt.Sprint(epoch)}
+				if pid != d.Transactions[0].ProducerID {
+					t.Fatalf("producer id %d, described %d", pid, d.Transactions[0].ProducerID)
+				}
+			}
+			on(a, args...).must(t, 0)
+			if d := describeTxn(t, a, id); d.Transactions[0].State != "CompleteAbort" {
+				t.Fatalf("%s after the abort: %+v, want CompleteAbort (the coordinator told)", id, d)
+			}
+			// Both partitions end aborted: nothing open is left on them.
+			for _, part := range []string{"0", "1"} {
+				if s := openTxnStart(t, a, "ctx", part); s >= 0 {
+					t.Fatalf("partition %s still has a transaction open at %d", part, s)
+				}
+			}
+		})
+	}
 }
