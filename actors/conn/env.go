@@ -34,9 +34,9 @@ type Env struct {
 
 	// Groups is the groups manager (actors/group): every group API is asked of it.
 	Groups *actor.PID
-	// Txns is the transactions manager (actors/txn), the transaction coordinator of a
-	// broker alone; nil in a cluster (not yet) and in tests without one: a transactional
-	// InitProducerId then gets UNSUPPORTED_VERSION.
+	// Txns is the transactions manager (actors/txn), the transaction coordinator of this
+	// broker (in a cluster, of the ids the cluster routes here); nil in tests without one:
+	// a transactional InitProducerId then gets UNSUPPORTED_VERSION.
 	Txns *actor.PID
 	// Topics is the topics manager (actors/partition): the topic catalogue, and the
 	// partitions the published catalogue does not name yet (a cluster's new topics).

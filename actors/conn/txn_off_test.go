@@ -31,7 +31,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestTransactionsWithoutCoordinator: with no transaction coordinator (Env.Txns nil: a
-// cluster, this round) a transactional producer is refused with UNSUPPORTED_VERSION,
+// broker that starts none) a transactional producer is refused with UNSUPPORTED_VERSION,
 // logged once per connection with the client and transactional ids however often the
 // client retries; the other transaction APIs answer COORDINATOR_NOT_AVAILABLE.
 func TestTransactionsWithoutCoordinator(t *testing.T) {
