@@ -20,15 +20,21 @@ func (b *Broker) startGroups() error {
 	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
 	// A group file replay cannot write (a full disk) does not stop the start: the journal
 	// keeps its records and serves them through the group's actor (journal.Recovered).
+	// A broker alone, the only reader of its journal, writes no file at start: every
+	// group's replayed state goes to the journal, which writes the files behind
+	// (SaveMany) while the groups are served. In a cluster a peer taking a group over
+	// reads its file, so replay writes them all first.
 	replayed, err := offsets.Replay(offsets.ReplayConfig{
 		FS: storage.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
+		Behind: b.cluster == nil,
 	})
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)
 	}
 	b.journal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
 		Dir: jdir, Log: b.log, Metrics: om.Journal(), Recovered: replayed,
-		Save: offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
+		Save:     offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
+		SaveMany: offsets.GroupFilesSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
 	}), "offsets-journal")
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)
