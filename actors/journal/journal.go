@@ -375,6 +375,9 @@ func (j *journalActor) adopt(ctx actor.Context) {
 	for _, u := range r.Unsaved {
 		j.onUnsaved(ctx, u)
 	}
+	// Taken once (the journal resumes after a panic, it is never made again): the
+	// Props keep r, which must not keep every state the start left once it is written.
+	r.Unsaved, r.Kept = nil, nil
 	j.held = r.Held
 	j.checkpointed("", 0)
 }
