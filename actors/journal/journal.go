@@ -49,6 +49,9 @@ type Config struct {
 	// SaveMany writes the Data of several keys (offsets.GroupFilesSaver), durable together
 	// when it returns: errs[i] is the outcome of keys[i]. nil: each goes through Save.
 	SaveMany func(keys []string, data [][]byte) (errs []error)
+	// Saved, when set, is told (on the journal's goroutine) each key whose unsaved state
+	// is saved and dropped: by a round of saves, or by the key's user's Checkpointed.
+	Saved func(key string)
 	// WriteBehindBatch is how many keys a round of saves takes at most; 0 is
 	// DefaultWriteBehindBatch. WriteBehindPause is the pause between two rounds while
 	// the last one saved everything it took and replayed state is left to write (the
@@ -237,6 +240,7 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		if u := j.unsaved[m.Key]; u != nil && m.Seq >= u.Seq {
 			delete(j.unsaved, m.Key)
 			delete(j.handed, m.Key)
+			j.saved(m.Key)
 			j.log.Info().Str("group", logs.ID(m.Key)).Msg("offsets_unsaved_state_written")
 		}
 	case *Unsaved:

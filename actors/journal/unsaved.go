@@ -122,6 +122,7 @@ func (j *journalActor) onUnsavedRound(ctx actor.Context, m *unsavedRound) {
 			firstErr = cmp.Or(firstErr, err)
 		} else if j.unsaved[u.Key] == u {
 			delete(j.unsaved, u.Key)
+			j.saved(u.Key)
 			j.checkpointed(u.Key, u.Seq)
 			if u.Replayed {
 				behind++
@@ -165,4 +166,11 @@ func (j *journalActor) retryable() []*Unsaved {
 		}
 	}
 	return out
+}
+
+// saved tells Config.Saved that key's unsaved state is saved.
+func (j *journalActor) saved(key string) {
+	if j.cfg.Saved != nil {
+		j.cfg.Saved(key)
+	}
 }

@@ -49,6 +49,9 @@ type ReplayConfig struct {
 	// of its journal; in a cluster a peer taking a group over reads its file, which
 	// replay then writes before anything is served.
 	Behind bool
+	// Pending, with Behind, is told each group whose file exists only in the state left
+	// to the journal (nil: no one is).
+	Pending *Pending
 }
 
 // The hold markers of a damaged segment, in journal.QuarantineDir beside it:
@@ -216,6 +219,9 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		}
 		switch {
 		case res.behind != nil:
+			if res.exists {
+				cfg.Pending.add(group, res.st.meta)
+			}
 			out.Unsaved = append(out.Unsaved, res.behind)
 			keep[group] = true
 			behind++
