@@ -63,7 +63,10 @@ const (
 
 // Replay brings every group file under the offsets directory up to date with the
 // journal, then deletes the journal's segments. The broker runs it at start, before any
-// offsets actor exists, so it is the one writer of these files.
+// offsets actor exists, so it is the one writer of these files. With Behind (a broker
+// alone) it writes none: each group's replayed state goes to the journal
+// (journal.Unsaved, Replayed), every segment stays pinned by those groups, and the files
+// are written after the start, by the groups' actors or by the journal (SaveMany).
 //
 // Each group's records are applied in order over its file (see record): a file that was
 // checkpointed after some of them gets those set again to what it already holds. A group
