@@ -3,6 +3,7 @@ package offsets
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,6 +58,13 @@ func writeBehindJournal(t *testing.T, root string) map[string]map[TopicPartition
 		{"t", 1}: {Offset: 7, LeaderEpoch: -1, CommitTime: behindNow},
 	}))
 	want["b-0"][TopicPartition{"t", 1}] = 7
+	// A group deleted after its last checkpoint: its file is still there, its records
+	// say it is gone.
+	writeGroupFile(t, Dir(root), "gone", groupState(GroupMeta{ProtocolType: "consumer"}, map[TopicPartition]Committed{
+		{"t", 0}: {Offset: 3, LeaderEpoch: -1, CommitTime: behindNow},
+	}))
+	writeSegment(t, jdir, behindGroups+n+1, frame(encRecord(t, "gone", clearOp())))
+	want["gone"] = map[TopicPartition]int64{}
 	return want
 }
 
@@ -69,6 +77,7 @@ type behindNode struct {
 	jpid *actor.PID
 	rec  *journal.Recovered
 	m    *Metrics
+	pend *Pending
 }
 
 // startBehind replays root's journal (Behind) and starts the journal on what it left,
@@ -76,16 +85,16 @@ type behindNode struct {
 // actor system's shutdown comes after every image of its data dir is taken).
 func startBehind(t *testing.T, root string, before func(storage.Op, string) error, tune func(*journal.Config)) *behindNode {
 	t.Helper()
-	n := &behindNode{t: t, root: root, fs: storage.NewFaultFS(nil), m: NewMetrics(prometheus.NewRegistry())}
+	n := &behindNode{t: t, root: root, fs: storage.NewFaultFS(nil), m: NewMetrics(prometheus.NewRegistry()), pend: NewPending()}
 	n.fs.SetBefore(before)
 	var err error
-	n.rec, err = Replay(ReplayConfig{FS: n.fs, OffsetsDir: Dir(root), JournalDir: JournalDir(root, 1), Log: zerolog.Nop(), Behind: true})
+	n.rec, err = Replay(ReplayConfig{FS: n.fs, OffsetsDir: Dir(root), JournalDir: JournalDir(root, 1), Log: zerolog.Nop(), Behind: true, Pending: n.pend})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.sys = actor.NewSystem(zerolog.Nop())
 	jc := journal.Config{Dir: JournalDir(root, 1), FS: n.fs, Log: zerolog.Nop(), Recovered: n.rec, SegmentBytes: 64 << 10,
-		Save: GroupFileSaver(n.fs, Dir(root)), SaveMany: GroupFilesSaver(n.fs, Dir(root)),
+		Save: GroupFileSaver(n.fs, Dir(root)), SaveMany: GroupFilesSaver(n.fs, Dir(root)), Saved: n.pend.Forget,
 		UnsavedRetry: time.Hour, WriteBehindPause: time.Hour}
 	if tune != nil {
 		tune(&jc)
@@ -162,8 +171,19 @@ func TestStartBehindServesWithoutWritingFiles(t *testing.T) {
 	want := writeBehindJournal(t, root)
 	before := groupFiles(t, Dir(root))
 	n := startBehind(t, root, nil, nil)
-	if len(n.rec.Unsaved) != behindGroups || len(n.rec.Kept) != 2 {
-		t.Fatalf("replay left %d groups' state and %d segments, want %d and 2", len(n.rec.Unsaved), len(n.rec.Kept), behindGroups)
+	if len(n.rec.Unsaved) != behindGroups+1 || len(n.rec.Kept) != 3 {
+		t.Fatalf("replay left %d groups' state and %d segments, want %d and 3", len(n.rec.Unsaved), len(n.rec.Kept), behindGroups+1)
+	}
+	// The listings see every group as if its file were written, and not the deleted one.
+	ids, err := n.pend.ListGroupIDs(n.fs, Dir(root))
+	if err != nil || len(ids) != behindGroups || slices.Contains(ids, "gone") {
+		t.Fatalf("groups listed after the start: %d (%v), want %d without gone", len(ids), err, behindGroups)
+	}
+	if _, ok, err := n.pend.ReadMeta(n.fs, Dir(root), "b-7"); !ok || err != nil {
+		t.Fatalf("b-7's meta after the start: %v %v", ok, err)
+	}
+	if _, ok, _ := n.pend.ReadMeta(n.fs, Dir(root), "gone"); ok {
+		t.Fatal("the deleted group's meta is read from its old file")
 	}
 	if got := groupFiles(t, Dir(root)); strings.Join(got, ",") != strings.Join(before, ",") {
 		t.Fatalf("the start wrote group files: %v, before %v", got, before)
@@ -214,7 +234,7 @@ func TestFilesWrittenBehindReplaceSegments(t *testing.T) {
 	}
 	img := imageOf(t, root)
 	held.open()
-	segs := []string{journal.SegmentName(1), journal.SegmentName(behindGroups + 1)}
+	segs := []string{journal.SegmentName(1), journal.SegmentName(behindGroups + 1), journal.SegmentName(behindGroups + behindGroups/2 + 1)}
 	testwait.For(t, waitFor, 5*time.Millisecond, testwait.Cond("the replayed segments deleted", func() bool {
 		for _, s := range segs {
 			if _, err := os.Stat(filepath.Join(JournalDir(root, 1), s)); err == nil {
@@ -223,7 +243,16 @@ func TestFilesWrittenBehindReplaceSegments(t *testing.T) {
 		}
 		return true
 	}))
+	if _, ok := groupFile(t, Dir(root), "gone"); ok {
+		t.Fatal("the deleted group's file is still there once the files are written")
+	}
 	for g, offs := range want {
+		if g == "gone" {
+			continue
+		}
+		if _, ok := n.pend.Meta(g); ok {
+			t.Fatalf("%s still pending once its file is written", g)
+		}
 		s, ok := groupFile(t, Dir(root), g)
 		if !ok || len(s.offsets) != len(offs) {
 			t.Fatalf("%s's file written behind holds %+v, want %v", g, s.offsets, offs)

@@ -16,17 +16,22 @@ import (
 type Pending struct {
 	mu     sync.Mutex
 	groups map[string]GroupMeta
+	gone   map[string]bool // deleted by the journal's records: the file still there is not listed
 }
 
 // NewPending makes an empty Pending.
-func NewPending() *Pending { return &Pending{groups: map[string]GroupMeta{}} }
+func NewPending() *Pending { return &Pending{groups: map[string]GroupMeta{}, gone: map[string]bool{}} }
 
-func (p *Pending) add(group string, meta GroupMeta) {
+func (p *Pending) add(group string, meta GroupMeta, exists bool) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
-	p.groups[group] = meta
+	if exists {
+		p.groups[group] = meta
+	} else {
+		p.gone[group] = true
+	}
 	p.mu.Unlock()
 }
 
@@ -37,10 +42,12 @@ func (p *Pending) Forget(group string) {
 	}
 	p.mu.Lock()
 	delete(p.groups, group)
+	delete(p.gone, group)
 	p.mu.Unlock()
 }
 
-// Meta is group's metadata while its file is not written; false when it is.
+// Meta is group's metadata while its file is not written; false when it is (or when the
+// group is deleted and its file not removed yet).
 func (p *Pending) Meta(group string) (GroupMeta, bool) {
 	if p == nil {
 		return GroupMeta{}, false
@@ -58,13 +65,13 @@ func (p *Pending) ListGroupIDs(fsys storage.FS, dir string) ([]string, error) {
 		return ids, err
 	}
 	p.mu.Lock()
-	n := len(p.groups)
+	defer p.mu.Unlock()
+	if len(p.groups) == 0 && len(p.gone) == 0 {
+		return ids, nil
+	}
+	ids = slices.DeleteFunc(ids, func(g string) bool { return p.gone[g] })
 	for g := range p.groups {
 		ids = append(ids, g)
-	}
-	p.mu.Unlock()
-	if n == 0 {
-		return ids, nil
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids), nil
@@ -73,6 +80,14 @@ func (p *Pending) ListGroupIDs(fsys storage.FS, dir string) ([]string, error) {
 // ReadMeta is offsets.ReadMeta, and for a group whose file is not written yet, the
 // metadata p holds.
 func (p *Pending) ReadMeta(fsys storage.FS, dir, group string) (GroupMeta, bool, error) {
+	if p != nil {
+		p.mu.Lock()
+		gone := p.gone[group]
+		p.mu.Unlock()
+		if gone {
+			return GroupMeta{}, false, nil
+		}
+	}
 	m, ok, err := ReadMeta(fsys, dir, group)
 	if err != nil || ok {
 		return m, ok, err

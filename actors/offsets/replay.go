@@ -222,9 +222,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		}
 		switch {
 		case res.behind != nil:
-			if res.exists {
-				cfg.Pending.add(group, res.st.meta)
-			}
+			cfg.Pending.add(group, res.st.meta, res.exists)
 			out.Unsaved = append(out.Unsaved, res.behind)
 			keep[group] = true
 			behind++
