@@ -22,6 +22,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/conn"
+	"kaas/actors/offsets"
 	"kaas/actors/partition"
 	"kaas/config"
 	"kaas/datamode"
@@ -44,6 +45,8 @@ type Broker struct {
 	lock *dataLock
 	// journal is the offsets journal actor; it stops after the groups.
 	journal *actor.PID
+	// pending lists the groups whose file the start left to be written behind.
+	pending *offsets.Pending
 	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
 	// after the transactions manager.
 	txnJournal *actor.PID

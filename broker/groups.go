@@ -18,17 +18,26 @@ func (b *Broker) startGroups() error {
 	om := offsets.NewMetrics(b.met.Registry)
 	om.Offsets = b.met.Offsets
 	jdir := offsets.JournalDir(b.cfg.DataDir, b.cfg.NodeID)
+	// The groups whose file the start leaves to be written behind, listed meanwhile.
+	b.pending = offsets.NewPending()
 	// A group file replay cannot write (a full disk) does not stop the start: the journal
 	// keeps its records and serves them through the group's actor (journal.Recovered).
+	// A broker alone, the only reader of its journal, writes no file at start: every
+	// group's replayed state goes to the journal, which writes the files behind
+	// (SaveMany) while the groups are served. In a cluster a peer taking a group over
+	// reads its file, so replay writes them all first.
 	replayed, err := offsets.Replay(offsets.ReplayConfig{
 		FS: storage.OSFS{}, OffsetsDir: offsets.Dir(b.cfg.DataDir), JournalDir: jdir, Log: b.log, Metrics: om,
+		Behind: b.cluster == nil, Pending: b.pending,
 	})
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)
 	}
 	b.journal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
 		Dir: jdir, Log: b.log, Metrics: om.Journal(), Recovered: replayed,
-		Save: offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
+		Save:     offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
+		SaveMany: offsets.GroupFilesSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
+		Saved:    b.pending.Forget,
 	}), "offsets-journal")
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)
@@ -69,7 +78,7 @@ func groupSettings(c *config.Config) group.Settings {
 // broker's offsets journal and one set of checkpoint write slots. This is the one place
 // the offsets side is put together.
 func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
-	cfg, log, jpid := &b.cfg, b.log, b.journal
+	cfg, log, jpid, pending := &b.cfg, b.log, b.journal, b.pending
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
 	slots := make(chan struct{}, offsets.DefaultWriteSlots)
@@ -95,9 +104,9 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	return group.ManagerConfig{
 		Settings:     settings,
 		Offsets:      kind.Props,
-		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, dir) },
+		ListGroupIDs: func() ([]string, error) { return pending.ListGroupIDs(fsys, dir) },
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
-			return offsets.ReadMeta(fsys, dir, g)
+			return pending.ReadMeta(fsys, dir, g)
 		},
 		DropTombstones:  b.dropTombstones(fsys, dir),
 		Log:             log,

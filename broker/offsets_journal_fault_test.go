@@ -353,12 +353,16 @@ func TestJournalDamagedMidSegment(t *testing.T) {
 	}
 	quarantine := filepath.Join(jdir, "quarantine")
 	name := filepath.Base(damaged)
-	if _, err := os.Stat(filepath.Join(quarantine, name)); err != nil {
-		t.Fatalf("damaged segment not kept in quarantine: %v", err)
-	}
-	if _, err := os.Stat(damaged); !os.IsNotExist(err) {
-		t.Fatalf("damaged segment still in the journal (err %v)", err)
-	}
+	// It goes to quarantine once its groups' files are written (behind the start).
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if _, err := os.Stat(filepath.Join(quarantine, name)); err != nil {
+			return fmt.Errorf("damaged segment not kept in quarantine: %w", err)
+		}
+		if _, err := os.Stat(damaged); !os.IsNotExist(err) {
+			return fmt.Errorf("damaged segment still in the journal (err %v)", err)
+		}
+		return nil
+	})
 
 	// The operator has looked: removing the marker releases the groups.
 	if err := os.Remove(filepath.Join(quarantine, name+".held")); err != nil {

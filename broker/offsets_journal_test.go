@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"kaas/actors/offsets"
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // TestCommitsLiveInTheJournalUntilCheckpointed: over the wire, acknowledged commits are
@@ -90,12 +92,15 @@ func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
 		}
 	}
 	check(b2.Addr())
-	// The replay wrote the files.
-	for _, g := range groups {
-		if _, err := os.Stat(filepath.Join(offsets.Dir(img), offsets.FileName(g))); err != nil {
-			t.Fatalf("group file of %s after replay: %v", g, err)
+	// The start left the files to be written behind; the journal writes them soon after.
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, g := range groups {
+			if _, err := os.Stat(filepath.Join(offsets.Dir(img), offsets.FileName(g))); err != nil {
+				return fmt.Errorf("group file of %s after the start: %w", g, err)
+			}
 		}
-	}
+		return nil
+	})
 
 	jdir := offsets.JournalDir(dir, b.Env().NodeID)
 	if segs, _ := filepath.Glob(filepath.Join(jdir, "*.log")); len(segs) == 0 {
@@ -119,12 +124,16 @@ func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
 	}
 	b3 := brokertest.Start(t, func(c *config.Config) { c.DataDir = dir })
 	check(b3.Addr())
-	for _, g := range groups {
-		if _, err := os.Stat(filepath.Join(offsets.Dir(dir), offsets.FileName(g))); err != nil {
-			t.Fatalf("group file of %s after the replay at start: %v", g, err)
+	// The files are written behind, then the segments go.
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, g := range groups {
+			if _, err := os.Stat(filepath.Join(offsets.Dir(dir), offsets.FileName(g))); err != nil {
+				return fmt.Errorf("group file of %s after the start: %w", g, err)
+			}
 		}
-	}
-	if segs, _ := filepath.Glob(filepath.Join(jdir, "*.log")); len(segs) != 0 {
-		t.Fatalf("journal segments left after the replay at start: %q", segs)
-	}
+		if segs, _ := filepath.Glob(filepath.Join(jdir, "*.log")); len(segs) != 0 {
+			return fmt.Errorf("journal segments left after the files were written: %q", segs)
+		}
+		return nil
+	})
 }

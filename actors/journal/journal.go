@@ -46,6 +46,19 @@ type Config struct {
 	// users left unsaved. It touches nothing the journal owns, so the journal runs it on
 	// a goroutine of its own.
 	Save func(key string, data []byte) error
+	// SaveMany writes the Data of several keys (offsets.GroupFilesSaver), durable together
+	// when it returns: errs[i] is the outcome of keys[i]. nil: each goes through Save.
+	SaveMany func(keys []string, data [][]byte) (errs []error)
+	// Saved, when set, is told (on the journal's goroutine) each key whose unsaved state
+	// is saved and dropped: by a round of saves, or by the key's user's Checkpointed.
+	Saved func(key string)
+	// WriteBehindBatch is how many keys a round of saves takes at most; 0 is
+	// DefaultWriteBehindBatch. WriteBehindPause is the pause between two rounds while
+	// the last one saved everything it took and replayed state is left to write (the
+	// files a start leaves behind, Unsaved.Replayed); 0 is DefaultWriteBehindPause. They
+	// bound how fast those files are written, so that serving is not starved.
+	WriteBehindBatch int
+	WriteBehindPause time.Duration
 	// Recovered is what the replay of the journal's directory left to it (for the offsets
 	// journal, offsets.Replay): the segments it kept, the unsaved state of the keys whose
 	// state it could not save, the held keys. nil: nothing (FirstSeq is used); else
@@ -55,6 +68,13 @@ type Config struct {
 
 // DefaultUnsavedRetry is how often the journal retries saving what its users left unsaved.
 const DefaultUnsavedRetry = 30 * time.Second
+
+// The defaults of Config.WriteBehindBatch and WriteBehindPause: at most 1,000 group files
+// per round (one syncfs), a tenth of a second apart.
+const (
+	DefaultWriteBehindBatch = 1000
+	DefaultWriteBehindPause = 100 * time.Millisecond
+)
 
 // Metrics is what the journal reports to its user's metrics (the offsets journal's are
 // offsets.Metrics).
@@ -120,6 +140,12 @@ func Props(cfg Config) *actor.Props {
 	if cfg.UnsavedRetry <= 0 {
 		cfg.UnsavedRetry = DefaultUnsavedRetry
 	}
+	if cfg.WriteBehindBatch <= 0 {
+		cfg.WriteBehindBatch = DefaultWriteBehindBatch
+	}
+	if cfg.WriteBehindPause <= 0 {
+		cfg.WriteBehindPause = DefaultWriteBehindPause
+	}
 	if cfg.Name == "" {
 		cfg.Name = "offsets_journal"
 	}
@@ -168,6 +194,7 @@ type journalActor struct {
 	deferred    map[string][]*Claim
 	retryCancel actor.Cancel  // the armed retry timer, nil when none
 	retriesDone chan struct{} // closed when the running retry round is over
+	roundFailed bool          // the last round failed to save some key
 
 	// The next segment, zero-filled ahead of use on a goroutine of its own: appending to
 	// a preallocated file changes no size, so its fdatasync needs no commit of the
@@ -213,6 +240,7 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		if u := j.unsaved[m.Key]; u != nil && m.Seq >= u.Seq {
 			delete(j.unsaved, m.Key)
 			delete(j.handed, m.Key)
+			j.saved(m.Key)
 			j.log.Info().Str("group", logs.ID(m.Key)).Msg("offsets_unsaved_state_written")
 		}
 	case *Unsaved:
@@ -234,12 +262,24 @@ func (j *journalActor) Receive(ctx actor.Context) {
 		m.Reply.Resolve(j.status())
 	case *actor.Stopping:
 		if len(j.unsaved) > 0 {
-			keys := make([]string, 0, len(j.unsaved))
-			for k := range j.unsaved {
-				keys = append(keys, k)
+			// The files the start left to write behind are replayed again as well: a
+			// stop before they are all written is no failure.
+			var keys []string
+			behind := 0
+			for k, u := range j.unsaved {
+				if u.Replayed {
+					behind++
+				} else {
+					keys = append(keys, k)
+				}
 			}
-			j.log.Error().Int("groups_behind", len(keys)).Strs("groups", logs.IDs(keys)).
-				Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
+			if len(keys) > 0 {
+				j.log.Error().Int("groups_behind", len(keys)).Strs("groups", logs.IDs(keys)).
+					Msg("offsets_journal_stops_with_group_files_behind_replayed_at_next_start")
+			}
+			if behind > 0 {
+				j.log.Info().Int("groups_behind", behind).Msg("offsets_journal_stops_with_files_to_write_behind_replayed_at_next_start")
+			}
 		}
 		if j.retryCancel != nil {
 			j.retryCancel()
@@ -339,6 +379,9 @@ func (j *journalActor) adopt(ctx actor.Context) {
 	for _, u := range r.Unsaved {
 		j.onUnsaved(ctx, u)
 	}
+	// Taken once (the journal resumes after a panic, it is never made again): the
+	// Props keep r, which must not keep every state the start left once it is written.
+	r.Unsaved, r.Kept = nil, nil
 	j.held = r.Held
 	j.checkpointed("", 0)
 }

@@ -106,6 +106,15 @@ type Unsaved struct {
 	// Data is the state, in its user's encoding (for the offsets journal, the group
 	// file's content; nil when the group has no file).
 	Data []byte
+	// Encode, when set, makes Data instead (Data is then nil): the replay at start leaves
+	// each group's state so, and the encoding is paid by whoever needs the bytes (the
+	// group's actor as it claims them, a round of saves off the journal's Receive), not
+	// by the start. It only reads what it captured, so it may run on any goroutine.
+	Encode func() ([]byte, error)
+	// Replayed: the replay at start left it to be written behind (Config.Recovered,
+	// offsets.ReplayConfig.Behind), not a failed save. The journal writes it in rounds of
+	// WriteBehindBatch keys, WriteBehindPause apart, instead of every UnsavedRetry.
+	Replayed bool
 }
 
 // Stat asks the journal for its segments (tests and diagnostics). Reply: *Status.
@@ -132,4 +141,12 @@ type retryUnsaved struct{}
 type unsavedRound struct {
 	round []*Unsaved
 	errs  []error
+}
+
+// Bytes is u's state in its user's encoding: Data, or what Encode makes.
+func (u *Unsaved) Bytes() ([]byte, error) {
+	if u.Encode != nil {
+		return u.Encode()
+	}
+	return u.Data, nil
 }

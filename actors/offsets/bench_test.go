@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,4 +204,77 @@ func BenchmarkListGroupIDs100k(b *testing.B) {
 			b.Fatalf("%d ids, %v", len(ids), err)
 		}
 	}
+}
+
+// BenchmarkReplayGroups replays a journal holding one record (4 partitions) of each of N
+// groups with no files yet, as a broker alone finds it after a graceful stop
+// (LeaveToJournal), eagerly (every file written, one syncfs) and behind (the state left
+// to the journal). KAAS_BENCH_REPLAY_GROUPS sets N (default 20,000).
+//
+//	go test -run NONE -bench ReplayGroups -benchtime 1x ./actors/offsets/
+func BenchmarkReplayGroups(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("KAAS_BENCH_REPLAY_GROUPS")); err == nil && v > 0 {
+		n = v
+	}
+	for _, behind := range []bool{false, true} {
+		b.Run(fmt.Sprintf("behind=%v", behind), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				root := benchDir(b)
+				jdir := JournalDir(root, 1)
+				if err := os.MkdirAll(jdir, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				var seg []byte
+				for g := 0; g < n; g++ {
+					o := op{Set: []fileOffset{}}
+					for p := int32(0); p < 4; p++ {
+						o.Set = append(o.Set, fileOffset{Topic: "bench", Partition: p, Offset: int64(g), LeaderEpoch: -1, CommitTime: 1})
+					}
+					rec, err := encodeRecord("live-"+strconv.Itoa(g), 0, []op{o})
+					if err != nil {
+						b.Fatal(err)
+					}
+					seg = append(seg, frame(rec)...)
+				}
+				if err := os.WriteFile(filepath.Join(jdir, journal.SegmentName(1)), seg, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				seg = nil
+				heap := heapInUse()
+				b.StartTimer()
+				start, cpu := time.Now(), cpuTime()
+				r, err := Replay(ReplayConfig{OffsetsDir: Dir(root), JournalDir: jdir, Log: zerolog.Nop(), Behind: behind})
+				if err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(start)
+				b.ReportMetric(took.Seconds(), "replay_s")
+				b.ReportMetric((cpuTime() - cpu).Seconds(), "replay_cpu_s")
+				b.ReportMetric(float64(len(r.Unsaved)), "unsaved")
+				// What the replay leaves in memory (the unsaved states, the pins of the
+				// kept segments), per group.
+				b.ReportMetric(float64(heapInUse()-heap)/float64(n), "left_B/group")
+				runtime.KeepAlive(r)
+			}
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

@@ -3,6 +3,7 @@ package offsets
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"time"
@@ -35,6 +36,79 @@ func GroupFileSaver(fsys storage.FS, dir string) func(group string, data []byte)
 		}
 		return saveGroupData(fsys, dir, FileName(group), data)
 	}
+}
+
+// GroupFilesSaver is the offsets journal's Config.SaveMany: it writes several groups'
+// files as GroupFileSaver does each (under the file's lock, never over the file of a
+// newer epoch), without an fsync each, then makes them durable together with one
+// syncfs (storage.SyncWritten). errs[i] is the outcome of groups[i]; a failed sync fails
+// every group it was to make durable.
+func GroupFilesSaver(fsys storage.FS, dir string) func(groups []string, data [][]byte) []error {
+	return func(groups []string, data [][]byte) []error {
+		errs := make([]error, len(groups))
+		if err := storage.MkdirDurably(fsys, dir); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		var written []string
+		wrote := make([]bool, len(groups))
+		for i, g := range groups {
+			wrote[i], errs[i] = saveUnsynced(fsys, dir, g, data[i], &written)
+		}
+		if len(written) == 0 {
+			return errs
+		}
+		if err := storage.SyncWritten(fsys, dir, written); err != nil {
+			for i := range errs {
+				if wrote[i] {
+					errs[i] = err
+				}
+			}
+		}
+		return errs
+	}
+}
+
+// saveUnsynced is one group's write of GroupFilesSaver; wrote says whether it left
+// something (added to written) to make durable.
+func saveUnsynced(fsys storage.FS, dir, group string, data []byte, written *[]string) (wrote bool, err error) {
+	name := FileName(group)
+	path := filepath.Join(dir, name)
+	lock := fileLock(path)
+	lock <- struct{}{}
+	defer func() { <-lock }()
+	if mine, ok := epochOf(data); ok {
+		disk, ok, err := readEpoch(fsys, path)
+		if err != nil {
+			return false, err
+		}
+		if ok && disk > mine {
+			return false, nil
+		}
+	}
+	switch {
+	case data == nil:
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("remove %s: %w", path, err)
+		}
+		*written = append(*written, "")
+	case isTombstone(data):
+		if err := storage.WriteFileUnsynced(fsys, dir, TombstoneName(group), data); err != nil {
+			return false, err
+		}
+		*written = append(*written, tombPath(path))
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return true, fmt.Errorf("remove %s: %w", path, err)
+		}
+	default:
+		if err := storage.WriteFileUnsynced(fsys, dir, name, data); err != nil {
+			return false, err
+		}
+		*written = append(*written, path)
+	}
+	return true, nil
 }
 
 // saveGroupData makes data the content of dir/name durably (removes the file when data
@@ -73,18 +147,37 @@ func newUnsaved(group string, s state, exists bool, seq uint64) (*journal.Unsave
 	return u, nil
 }
 
+// behindUnsaved is the Unsaved the replay leaves for group (ReplayConfig.Behind): its
+// state s, encoded only when its bytes are needed (journal.Unsaved.Encode). s is not
+// changed after.
+func behindUnsaved(group string, s state, exists bool, seq uint64) *journal.Unsaved {
+	at := time.Now()
+	u := &journal.Unsaved{Key: group, Seq: seq, Replayed: true}
+	switch {
+	case exists:
+		u.Encode = func() ([]byte, error) { return encodeFile(group, s) }
+	case s.epoch > 0:
+		u.Encode = func() ([]byte, error) { return encodeTombstone(group, s.epoch, at) }
+	}
+	return u
+}
+
 // unsavedState is the state an Unsaved carries.
 func unsavedState(u *journal.Unsaved) (s state, exists bool, err error) {
-	if u.Data == nil {
+	data, err := u.Bytes()
+	if err != nil {
+		return newState(), false, err
+	}
+	if data == nil {
 		return newState(), false, nil
 	}
-	if isTombstone(u.Data) {
-		t, err := decodeTombstone(u.Data)
+	if isTombstone(data) {
+		t, err := decodeTombstone(data)
 		s = newState()
 		s.epoch = t.Epoch
 		return s, false, err
 	}
-	_, s, err = decodeFile(u.Data)
+	_, s, err = decodeFile(data)
 	return s, err == nil, err
 }
 

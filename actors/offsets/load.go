@@ -83,7 +83,7 @@ func (a *offsetsActor) onClaimed(ctx actor.Context, v any) {
 			a.log().Error().Err(err).Msg("offsets_state_from_journal_undecodable")
 			a.broken, a.brokenAt = fmt.Errorf("state left with the journal: %w", err), a.cfg.Now()
 		} else {
-			a.startLoad(ctx, &unsavedIn{st: st, exists: exists, seq: u.Seq})
+			a.startLoad(ctx, &unsavedIn{st: st, exists: exists, seq: u.Seq, replayed: u.Replayed})
 			return // the stash waits for the load
 		}
 	}
@@ -167,9 +167,10 @@ func (a *offsetsActor) serving() bool {
 
 // unsavedIn is a state the journal kept for the group (Claimed.Unsaved), decoded.
 type unsavedIn struct {
-	st     state
-	exists bool
-	seq    uint64
+	st       state
+	exists   bool
+	seq      uint64
+	replayed bool // left by the start's replay to be written behind (no failure)
 }
 
 // loadJob is one load, run off Receive: what it is to do, then what it found.
@@ -398,7 +399,11 @@ func (a *offsetsActor) applyLoad(ctx actor.Context, job *loadJob) {
 		a.st, a.exists = job.st, job.exists
 		a.publishAll()
 		a.lastSeq, a.fileSeq = job.unsaved.seq, 0
-		a.log().Warn().Uint64("seq", job.unsaved.seq).Msg("offsets_state_taken_from_journal_file_behind")
+		if job.unsaved.replayed {
+			a.log().Debug().Uint64("seq", job.unsaved.seq).Msg("offsets_state_taken_from_replay_file_written_behind")
+		} else {
+			a.log().Warn().Uint64("seq", job.unsaved.seq).Msg("offsets_state_taken_from_journal_file_behind")
+		}
 		a.tookOver(job)
 		a.scheduleCheckpoint(ctx)
 		return

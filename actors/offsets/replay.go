@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +42,16 @@ type ReplayConfig struct {
 	Log                    zerolog.Logger
 	// Metrics is the offsets metrics; nil records nothing.
 	Metrics *Metrics
+	// Behind leaves the group files to be written after the start: the replayed state of
+	// every group goes to the journal (journal.Unsaved, Replayed), whose segments stay
+	// pinned until each group's file is written, by the group's actor or by the journal
+	// writing it behind (journal.Config.SaveMany). Set for a broker alone, the only reader
+	// of its journal; in a cluster a peer taking a group over reads its file, which
+	// replay then writes before anything is served.
+	Behind bool
+	// Pending, with Behind, is told each group whose file exists only in the state left
+	// to the journal (nil: no one is).
+	Pending *Pending
 }
 
 // The hold markers of a damaged segment, in journal.QuarantineDir beside it:
@@ -50,7 +63,10 @@ const (
 
 // Replay brings every group file under the offsets directory up to date with the
 // journal, then deletes the journal's segments. The broker runs it at start, before any
-// offsets actor exists, so it is the one writer of these files.
+// offsets actor exists, so it is the one writer of these files. With Behind (a broker
+// alone) it writes none: each group's replayed state goes to the journal
+// (journal.Unsaved, Replayed), every segment stays pinned by those groups, and the files
+// are written after the start, by the groups' actors or by the journal (SaveMany).
 //
 // Each group's records are applied in order over its file (see record): a file that was
 // checkpointed after some of them gets those set again to what it already holds. A group
@@ -137,11 +153,19 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			log.Warn().Str("segment", s.name).Int("valid_bytes", sc.Tail).Int("size", len(b)).
 				Msg("offsets_journal_tail_ignored")
 		}
-		for i, r := range sc.Records {
-			group, epoch, ops, err := decodeRecordEpoch(r.Data)
-			if err != nil {
-				return nil, fmt.Errorf("journal segment %s record %d: %w", path, i, err)
+		dec := make([]decodedRecord, len(sc.Records))
+		if err := parallel(len(sc.Records), func(i int) error {
+			d := &dec[i]
+			var err error
+			if d.group, d.epoch, d.ops, err = decodeRecordEpoch(sc.Records[i].Data); err != nil {
+				return fmt.Errorf("journal segment %s record %d: %w", path, i, err)
 			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		for i, r := range sc.Records {
+			group, epoch, ops := dec[i].group, dec[i].epoch, dec[i].ops
 			epochs[group] = append(epochs[group], epoch)
 			if _, ok := records[group]; !ok {
 				order = append(order, group)
@@ -163,16 +187,45 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		total += len(sc.Records)
 		next = max(next, sc.Next)
 	}
-	unapplied := 0
+	unapplied, behind := 0, 0
 	var written []string
 	var writtenGroups []string
 	keep := map[string]bool{} // groups whose records must stay in the journal
-	for _, group := range order {
-		res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], &written)
-		if err != nil {
+	// The names of the files there are, so that a group with neither file nor tombstone
+	// costs no failed open (nil: not listed, every group's file is read).
+	present, err := listPresent(fsys, offsetsDir)
+	if err != nil {
+		return nil, err
+	}
+	var pre []replayed
+	if cfg.Behind {
+		// Nothing is written: every group's state is made on its own, in parallel.
+		pre = make([]replayed, len(order))
+		if err := parallel(len(order), func(i int) error {
+			group := order[i]
+			res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil, present)
+			if err == nil && res.applied && res.newer && (res.exists || res.had || res.st.epoch > 0) {
+				res.behind = behindUnsaved(group, res.st, res.exists, lastSeq[group])
+			}
+			pre[i] = res
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for i, group := range order {
+		var res replayed
+		if pre != nil {
+			res = pre[i]
+		} else if res, err = replayGroup(fsys, offsetsDir, group, records[group], epochs[group], &written, present); err != nil {
 			return nil, err
 		}
 		switch {
+		case res.behind != nil:
+			cfg.Pending.add(group, res.st.meta, res.exists)
+			out.Unsaved = append(out.Unsaved, res.behind)
+			keep[group] = true
+			behind++
 		case res.writeErr != nil:
 			u, err := unsavedOf(group, res, lastSeq[group])
 			if err != nil {
@@ -209,7 +262,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			// writes its file again.
 			log.Error().Err(err).Int("groups", len(writtenGroups)).Msg("offsets_journal_replay_sync_failed_kept_in_journal")
 			for _, group := range writtenGroups {
-				res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil)
+				res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil, present)
 				if err != nil {
 					return nil, err
 				}
@@ -235,7 +288,9 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			}
 			out.Kept = append(out.Kept, k)
 		}
-		log.Warn().Int("segments", len(segs)).Int("groups", len(keep)).Msg("offsets_journal_segments_kept_for_unwritten_files")
+		if len(keep) > behind {
+			log.Warn().Int("segments", len(segs)).Int("groups", len(keep)).Msg("offsets_journal_segments_kept_for_unwritten_files")
+		}
 	} else {
 		for _, s := range segs {
 			if err := journal.DropSegment(fsys, journalDir, s.name, s.damaged); err != nil {
@@ -250,7 +305,8 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		}
 	}
 	log.Info().Int("segments", len(segs)).Int("records", total).Int("groups", len(order)).
-		Int("groups_not_applied", unapplied).Int("groups_not_written", len(keep)).Int("groups_held", len(out.Held)).
+		Int("groups_not_applied", unapplied).Int("groups_not_written", len(keep)-behind).Int("groups_written_behind", behind).
+		Int("groups_held", len(out.Held)).
 		Dur("took_ms", time.Since(start)).Msg("offsets_journal_replayed")
 	return out, nil
 }
@@ -389,25 +445,32 @@ func readHolds(fsys storage.FS, journalDir string, log zerolog.Logger) (map[stri
 
 // replayed is one group's outcome in replayGroup.
 type replayed struct {
-	applied  bool  // false: the file cannot be read or understood, and is untouched
-	readErr  error // why, when not applied
-	wrote    bool  // the file was written or removed
-	writeErr error // writing or removing the file failed; st and exists are what it should hold
+	applied  bool             // false: the file cannot be read or understood, and is untouched
+	readErr  error            // why, when not applied
+	newer    bool             // some record was newer than the file's epoch (applied)
+	had      bool             // the file existed before the records
+	behind   *journal.Unsaved // ReplayConfig.Behind: the state left to the journal
+	wrote    bool             // the file was written or removed
+	writeErr error            // writing or removing the file failed; st and exists are what it should hold
 	st       state
 	exists   bool
 }
 
-// replayGroup applies recs to group's file; written collects what it wrote (nil: the
+// replayGroup applies recs to group's file (not read when present, the names listed in
+// dir, has neither it nor its tombstone); written collects what it wrote (nil: the
 // file is not written, only the state computed). A record whose ownership epoch is below
 // the file's was written by an owner the group has since moved away from (its successor
 // replayed this journal when it took the group over): it is skipped, so a broker that
 // returns never moves an offset back over what its successor committed.
-func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint64, written *[]string) (replayed, error) {
+func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint64, written *[]string, present map[string]bool) (replayed, error) {
 	name := FileName(group)
 	path := filepath.Join(dir, name)
-	st, exists, err := readForReplay(fsys, path, group)
-	if err != nil {
-		return replayed{readErr: err}, nil
+	st, exists := newState(), false
+	if present == nil || present[name] || present[TombstoneName(group)] {
+		var err error
+		if st, exists, err = readForReplay(fsys, path, group); err != nil {
+			return replayed{readErr: err}, nil
+		}
 	}
 	had := exists
 	fileEpoch := st.epoch
@@ -421,7 +484,7 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 		}
 		applied++
 	}
-	res := replayed{applied: true, st: st, exists: exists}
+	res := replayed{applied: true, st: st, exists: exists, newer: applied > 0, had: had}
 	if written == nil || applied == 0 {
 		// Nothing of this journal's is newer than the file: the file is left to whoever
 		// owns the group now (a rewrite could land over that owner's next checkpoint).
@@ -530,6 +593,67 @@ func putTombstoneUnsynced(fsys storage.FS, dir, group string, epoch uint64, path
 	}
 	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodedRecord is one journal record, decoded.
+type decodedRecord struct {
+	group string
+	epoch uint64
+	ops   []op
+}
+
+// listPresent is the set of names in the offsets directory (empty when there is none);
+// nil when it cannot be listed (each file is then read, and reports its own error).
+func listPresent(fsys storage.FS, dir string) (map[string]bool, error) {
+	names, err := fsys.ReadDirNames(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, nil //nolint:nilerr // read each file instead
+	}
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	return present, nil
+}
+
+// parallel runs f(0..n-1) on GOMAXPROCS goroutines it joins, and returns the error of
+// the lowest i that failed.
+func parallel(n int, f func(i int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				errs[i] = f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
