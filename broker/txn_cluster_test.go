@@ -342,17 +342,17 @@ func TestClusterTxnCoordinatorMoves(t *testing.T) {
 // three while a transaction of an id coordinated by broker 3 is open; broker 3 stops
 // right after the transaction took its second partition (gracefully: the id's file,
 // written 2 s after a transition, does not hold that partition yet, broker 3's journal
-// does) and broker 2, which the smaller cluster gives the id, takes it from broker 3's
-// journal, although broker 3 is beyond the cluster's size now; the producer commits it
-// there.
+// does) and broker 2, started with the smaller size, which gives it the id, takes it
+// from broker 3's journal although broker 3 is beyond the cluster's size now; the
+// producer commits it there.
 func TestClusterTxnShrinkKeepsOpenTransaction(t *testing.T) {
 	cfgs := clusterConfigs(t, 4)
-	four := registry.View{Size: 4, Alive: []int32{2, 3}}
+	alone := registry.View{Size: 4, Alive: []int32{3}}
 	three := registry.View{Size: 3, Alive: []int32{2}}
 	id := ""
 	for i := 0; id == ""; i++ {
 		c := fmt.Sprintf("shrink-%d", i)
-		if o4, _ := four.TxnOwner(c); o4 == 3 {
+		if o4, _ := alone.TxnOwner(c); o4 == 3 {
 			if o3, _ := three.TxnOwner(c); o3 == 2 {
 				id = c
 			}
@@ -375,14 +375,6 @@ func TestClusterTxnShrinkKeepsOpenTransaction(t *testing.T) {
 	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("first"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-
-	small := cfgs[2]
-	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
-	if err := os.WriteFile(filepath.Join(small.DataDir, "__cluster", "cluster.size"), []byte("3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b2 := brokertest.StartWith(t, small)
-	waitReady(t, b2)
 	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("second"), Partition: 1}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -391,6 +383,14 @@ func TestClusterTxnShrinkKeepsOpenTransaction(t *testing.T) {
 	if err := b3.Stop(sctx); err != nil {
 		t.Fatal(err)
 	}
+
+	small := cfgs[2]
+	small.ClusterSize, small.RegistryPeers = 3, cfgs[2].RegistryPeers[:3]
+	if err := os.WriteFile(filepath.Join(small.DataDir, "__cluster", "cluster.size"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2 := brokertest.StartWith(t, small)
+	waitReady(t, b2)
 	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		d, err := kadm.NewClient(directClient(t, b2.Addr())).DescribeTransactions(ctx, id)
 		if err != nil {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -80,9 +81,19 @@ func TestClusterTxnSidesReachOtherBrokers(t *testing.T) {
 		}
 		return r.ErrorCode
 	}
-	if code := marker(5, 3); code != 0 {
-		t.Fatalf("marker on b's partition: %v", kerr.ErrorForCode(code))
-	}
+	// Until b leads the partition (a's metadata can name b a moment before b has opened
+	// it), the marker is answered NOT_LEADER_OR_FOLLOWER, which the coordinator retries.
+	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		switch code := marker(5, 3); code {
+		case 0:
+			return nil
+		case kerr.NotLeaderForPartition.Code:
+			return errors.New("marker on b's partition: NOT_LEADER_OR_FOLLOWER, want 0 once b leads it")
+		default:
+			t.Fatalf("marker on b's partition: %v", kerr.ErrorForCode(code))
+			return nil
+		}
+	})
 	// It reached b's partition, the epochs with it: an older producer epoch, then an
 	// older coordinator epoch, are refused there.
 	if code := marker(4, 3); code != kerr.InvalidProducerEpoch.Code {
@@ -118,20 +129,20 @@ func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
 	b := brokertest.StartWith(t, cfgs[1])
 	waitReady(t, a, b)
 	createTopic(t, a.Addr(), "tv", 4)
-	onA := int32(-1)
-	testwait.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+	// A partition a leads, as a names it now (asked again at each try below: one a led
+	// alone before b came moves to b).
+	ledByA := func() (int32, error) {
 		md, err := kadm.NewClient(directClient(t, a.Addr())).Metadata(context.Background(), "tv")
 		if err != nil {
-			return err
+			return -1, err
 		}
 		for _, p := range md.Topics["tv"].Partitions {
 			if p.Leader == 0 {
-				onA = p.Partition
-				return nil
+				return p.Partition, nil
 			}
 		}
-		return fmt.Errorf("no partition of tv led by broker 0 yet")
-	})
+		return -1, fmt.Errorf("no partition of tv led by broker 0 yet")
+	}
 	id := ""
 	for i := 0; id == ""; i++ {
 		if owner, st := a.Env().Ownership().Txn(fmt.Sprintf("tx-%d", i)); st == cluster.Elsewhere && owner == 1 {
@@ -140,13 +151,30 @@ func TestClusterVerifyAsksTheRemoteCoordinator(t *testing.T) {
 	}
 
 	c := brokertest.Dial(t, a.Addr())
-	req := produceReq("tv", onA, -1, txnBatch(777, 0, 0, 1))
-	req.SetVersion(12)
-	req.TransactionID = kmsg.StringPtr(id)
-	resp := c.Roundtrip(req, 1).(*kmsg.ProduceResponse)
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidProducerIDMapping.Code {
-		t.Fatalf("transactional produce, coordinator on broker 1: %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(code))
-	}
+	corr := int32(0)
+	// Until a leads the partition and both have settled the id's coordinator, the
+	// produce gets the retriable NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS (a
+	// coordinator not reachable yet).
+	testwait.For(t, 30*time.Second, 20*time.Millisecond, func() error {
+		onA, err := ledByA()
+		if err != nil {
+			return err
+		}
+		req := produceReq("tv", onA, -1, txnBatch(777, 0, 0, 1))
+		req.SetVersion(12)
+		req.TransactionID = kmsg.StringPtr(id)
+		corr++
+		resp := c.Roundtrip(req, corr).(*kmsg.ProduceResponse)
+		switch code := resp.Topics[0].Partitions[0].ErrorCode; code {
+		case kerr.InvalidProducerIDMapping.Code:
+			return nil
+		case kerr.NotLeaderForPartition.Code, kerr.NotEnoughReplicas.Code:
+			return fmt.Errorf("transactional produce: %v, want INVALID_PRODUCER_ID_MAPPING once settled", kerr.ErrorForCode(code))
+		default:
+			t.Fatalf("transactional produce, coordinator on broker 1: %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(code))
+			return nil
+		}
+	})
 	if n := forwardedOK(a, "AddPartitionsToTxn"); n < 1 {
 		t.Fatalf("AddPartitionsToTxn sent to broker 1: %v, want at least 1", n)
 	}
