@@ -78,6 +78,9 @@ type behindNode struct {
 	rec  *journal.Recovered
 	m    *Metrics
 	pend *Pending
+	// unsaved and kept are how many groups' states and segments the replay left, read
+	// before the journal takes rec (it empties it).
+	unsaved, kept int
 }
 
 // startBehind replays root's journal (Behind) and starts the journal on what it left,
@@ -92,6 +95,7 @@ func startBehind(t *testing.T, root string, before func(storage.Op, string) erro
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.unsaved, n.kept = len(n.rec.Unsaved), len(n.rec.Kept)
 	n.sys = actor.NewSystem(zerolog.Nop())
 	jc := journal.Config{Dir: JournalDir(root, 1), FS: n.fs, Log: zerolog.Nop(), Recovered: n.rec, SegmentBytes: 64 << 10,
 		Save: GroupFileSaver(n.fs, Dir(root)), SaveMany: GroupFilesSaver(n.fs, Dir(root)), Saved: n.pend.Forget,
@@ -171,8 +175,8 @@ func TestStartBehindServesWithoutWritingFiles(t *testing.T) {
 	want := writeBehindJournal(t, root)
 	before := groupFiles(t, Dir(root))
 	n := startBehind(t, root, nil, nil)
-	if len(n.rec.Unsaved) != behindGroups+1 || len(n.rec.Kept) != 3 {
-		t.Fatalf("replay left %d groups' state and %d segments, want %d and 3", len(n.rec.Unsaved), len(n.rec.Kept), behindGroups+1)
+	if n.unsaved != behindGroups+1 || n.kept != 3 {
+		t.Fatalf("replay left %d groups' state and %d segments, want %d and 3", n.unsaved, n.kept, behindGroups+1)
 	}
 	// The listings see every group as if its file were written, and not the deleted one.
 	ids, err := n.pend.ListGroupIDs(n.fs, Dir(root))
