@@ -100,6 +100,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
 		Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
 		WriteSlots: slots, WriteQueue: actor.NewLimiter(offsets.DefaultWriteSlots), LeaveToJournal: leave,
+		Written: pending.Forget,
 	}, b.gate) // a gate per group, made as it is spawned: it holds the term it was loaded under
 	return group.ManagerConfig{
 		Settings:     settings,

@@ -235,6 +235,9 @@ func (a *offsetsActor) checkpointDone(ctx actor.Context, job *ckptJob) {
 	}
 	a.fileSeq = max(a.fileSeq, job.seq)
 	a.tomb = job.tomb
+	if a.cfg.Written != nil {
+		a.cfg.Written(a.group)
+	}
 	ctx.Send(a.cfg.Journal, &journal.Checkpointed{Key: a.group, Seq: job.seq})
 }
 

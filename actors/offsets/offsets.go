@@ -116,6 +116,11 @@ type Config struct {
 	// records the file lacks (nothing is checkpointed past them), so a stop costs no
 	// file write per group. Nil: the file is always written at stop.
 	LeaveToJournal func() bool
+	// Written, when set, is told the group's file was written (or removed) by a
+	// checkpoint, before the journal is: the listings of a start that left the files
+	// behind (Pending.Forget) stop standing in for it before the actor can stop, so a
+	// group deleted and stopped is never listed again from what the start left.
+	Written func(group string)
 
 	// slotWait, set by tests, is told of each checkpoint that finds every WriteSlot
 	// taken, before it waits for one.
