@@ -19,7 +19,7 @@ import (
 // file behind its journal (the start leaves it to be written later and lists the group
 // from what the replay left); the group is then deleted. From the moment its actor has
 // stopped, ListGroups must not show it again, even while the journal is slow to take
-// in that the file is gone (its segment's removal held for a second here): ListGroups
+// in that the file is gone (its segment's removal held here): ListGroups
 // after a DeleteGroups showed the deleted group, Stable, in the client matrix.
 func TestDeletedGroupNotListedAfterWriteBehindStart(t *testing.T) {
 	c := brokertest.Config(t)
@@ -61,19 +61,32 @@ func TestDeletedGroupNotListedAfterWriteBehindStart(t *testing.T) {
 	if !listed() {
 		t.Fatal("wb-group not listed after the restart")
 	}
+	// The journal's removal of the replayed segments is held (not slept on) until the
+	// listings below are done: until then the journal has not taken in the checkpoint.
 	jdir := filepath.Join(c.DataDir, "__cluster")
+	held, release := make(chan struct{}, 1), make(chan struct{})
 	restore := storage.SetHook(func(op storage.Op, path string) error {
 		if op == storage.OpRemove && strings.HasPrefix(path, jdir) && strings.Contains(path, "journal") {
-			time.Sleep(time.Second)
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
 		}
 		return nil
 	})
 	defer restore()
+	defer close(release)
 	resp, err := adm.DeleteGroups(ctx, "wb-group")
 	if err != nil || resp["wb-group"].Err != nil {
 		t.Fatalf("delete: %v %v", err, resp["wb-group"].Err)
 	}
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+	select {
+	case <-held: // the group's checkpoint reached the journal, which is held there
+	case <-ctx.Done():
+		t.Fatal("the journal never removed the replayed segments")
+	}
+	for range 200 {
 		if listed() {
 			t.Fatal("wb-group listed again after its deletion")
 		}
