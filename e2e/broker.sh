@@ -6,6 +6,9 @@
 #   broker.sh start STATE PORT    start, wait until it accepts connections
 #   broker.sh stop STATE          SIGTERM, wait for the exit (SIGKILL after 20s)
 #   broker.sh restart STATE       stop then start on the same port and data dir
+#
+# E2E_DATA_DIR names another data dir than STATE/data (the brokers of a cluster share one),
+# kept in STATE for a restart.
 set -uo pipefail
 
 bin=${E2E_BIN:?E2E_BIN: directory of the built binaries}
@@ -14,27 +17,29 @@ kind=${E2E_BROKER_KIND:-kaas}
 die() { echo "broker.sh: $*" >&2; exit 1; }
 
 start() {
-	local state=$1 port=$2
-	mkdir -p "$state/data"
+	local state=$1 port=$2 data
+	data=${E2E_DATA_DIR:-$(cat "$state/datadir" 2>/dev/null || echo "$state/data")}
+	mkdir -p "$data"
 	echo "$port" >"$state/port"
+	echo "$data" >"$state/datadir"
 	# E2E_KAAS_USERS="name:password ..." and E2E_KAAS_ACLS (a file for acls.json) seed a
 	# SASL scenario's data dir before its first start, as the chart's Secrets do.
-	if [ "$kind" = kaas ] && [ ! -e "$state/data/__cluster/users.json" ]; then
+	if [ "$kind" = kaas ] && [ ! -e "$data/__cluster/users.json" ]; then
 		local u
 		for u in ${E2E_KAAS_USERS:-}; do
-			printf '%s\n' "${u#*:}" | "$bin/kaas" users set "${u%%:*}" --data.dir="$state/data" >/dev/null ||
+			printf '%s\n' "${u#*:}" | "$bin/kaas" users set "${u%%:*}" --data.dir="$data" >/dev/null ||
 				die "kaas users set ${u%%:*} failed"
 		done
 		if [ -n "${E2E_KAAS_ACLS:-}" ]; then
-			mkdir -p "$state/data/__cluster" && cp "$E2E_KAAS_ACLS" "$state/data/__cluster/acls.json" ||
+			mkdir -p "$data/__cluster" && cp "$E2E_KAAS_ACLS" "$data/__cluster/acls.json" ||
 				die "copy $E2E_KAAS_ACLS"
 		fi
 	fi
 	local args
 	case $kind in
-	kaas) args=("$bin/kaas" "--listeners=PLAINTEXT://127.0.0.1:$port" "--data.dir=$state/data" "--http.listen="
+	kaas) args=("$bin/kaas" "--listeners=PLAINTEXT://127.0.0.1:$port" "--data.dir=$data" "--http.listen="
 		"--group.initial.rebalance.delay.ms=0" "--log.format=json" ${E2E_KAAS_ARGS:-}) ;;
-	fake) args=("$bin/fakebroker" "--port=$port" "--data.dir=$state/data") ;;
+	fake) args=("$bin/fakebroker" "--port=$port" "--data.dir=$data") ;;
 	*) die "unknown E2E_BROKER_KIND $kind" ;;
 	esac
 	echo "=== start $(date +%T.%N) ${args[*]}" >>"$state/broker.log"

@@ -87,23 +87,56 @@ run_scenario() {
 		return
 	fi
 	local state=$work/$name port
-	states+=("$state")
 	mkdir -p "$state"
-	local tries=0
-	until port=$(free_port) && "$e2e/broker.sh" start "$state" "$port" 2>"$state/start.err"; do
-		if ((++tries == 3)); then
-			verdict "FAIL $name: broker did not start: $(tail -1 "$state/start.err")"
-			return
-		fi
-	done
+	local brokers=() nodes=() restart
+	if [ -n "${E2E_CLUSTER:-}" ] && [ "$kind" = kaas ]; then
+		# A cluster of E2E_CLUSTER brokers on one data dir (static registry), each in a
+		# state dir of its own; the client gets every address.
+		local i ports=() peers=""
+		for ((i = 0; i < E2E_CLUSTER; i++)); do
+			until port=$(free_port) && [[ " ${ports[*]} " != *" $port "* ]]; do :; done
+			ports+=("$port")
+			peers+="${peers:+,}$i@127.0.0.1:$port"
+		done
+		for ((i = 0; i < E2E_CLUSTER; i++)); do
+			nodes+=("$state/node-$i")
+			states+=("$state/node-$i")
+			mkdir -p "$state/node-$i"
+			if ! E2E_DATA_DIR=$state/data E2E_KAAS_ARGS="${E2E_KAAS_ARGS:-} --node.id=$i --registry=static --registry.peers=$peers" \
+				"$e2e/broker.sh" start "$state/node-$i" "${ports[i]}" 2>"$state/start.err"; then
+				verdict "FAIL $name: broker $i of the cluster did not start: $(tail -1 "$state/start.err")"
+				for n in "${nodes[@]}"; do "$e2e/broker.sh" stop "$n"; done
+				return
+			fi
+			brokers+=("127.0.0.1:${ports[i]}")
+		done
+		restart="" # no restart hook: the cluster scenarios do not restart
+	else
+		nodes=("$state")
+		states+=("$state")
+		local tries=0
+		until port=$(free_port) && "$e2e/broker.sh" start "$state" "$port" 2>"$state/start.err"; do
+			if ((++tries == 3)); then
+				verdict "FAIL $name: broker did not start: $(tail -1 "$state/start.err")"
+				return
+			fi
+		done
+		brokers=("127.0.0.1:$port")
+		restart="$e2e/broker.sh restart $state"
+	fi
 	local t0=$SECONDS rc
-	E2E_STATE=$state E2E_BROKERS=127.0.0.1:$port E2E_TOPIC=e2e-$name E2E_GROUP=e2e-$name-group \
-		E2E_RESTART="$e2e/broker.sh restart $state" E2E_TIMEOUT_S=$((scenario_timeout - 5)) \
+	E2E_STATE=$state E2E_BROKERS=$(IFS=,; echo "${brokers[*]}") E2E_TOPIC=e2e-$name E2E_GROUP=e2e-$name-group \
+		E2E_RESTART="$restart" E2E_TIMEOUT_S=$((scenario_timeout - 5)) \
 		timeout -k 5 "$scenario_timeout" "$@" >"$state/out" 2>"$state/client.log" </dev/null
 	rc=$?
-	"$e2e/broker.sh" stop "$state"
+	for n in "${nodes[@]}"; do "$e2e/broker.sh" stop "$n"; done
 	local line
 	line=$(grep -E '^(PASS|FAIL|SKIP) ' "$state/out" | tail -1)
+	if [ -n "$line" ] && [ "${#nodes[@]}" -gt 1 ]; then
+		# The client names itself; the verdict names the scenario (NAME-cluster).
+		local rest=${line#* }
+		line="${line%% *} $name ${rest#* }"
+	fi
 	if [ -z "$line" ]; then
 		line="FAIL $name: exited $rc after $((SECONDS - t0))s without a verdict$( ((rc == 124)) && echo " (timed out)"); last log line: $(tail -1 "$state/client.log")"
 	elif ((rc != 0)) && [[ $line == PASS* ]]; then
@@ -186,6 +219,15 @@ run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/co
 run_scenario sarama-txn need_nothing "$E2E_BIN/saramatxn"
 run_scenario kafkajs-txn need_kafkajs node "$e2e/js/kafkajs-txn.js"
 run_scenario confluent-kafka-python-txn need_python /usr/bin/python3 "$e2e/python/confluent_txn.py"
+# The same on a cluster of three brokers (docs/transactions.md, In a cluster): transaction
+# coordinators, group coordinators and partition leaders spread over the three, markers and
+# verifications broker to broker.
+need_cluster() { [ "$kind" = kaas ] || echo "a cluster is kaas's (the reference broker runs alone)"; }
+need_cluster_kafkajs() { local r; r=$(need_cluster) && [ -n "$r" ] && { echo "$r"; return; }; need_kafkajs; }
+need_cluster_python() { local r; r=$(need_cluster) && [ -n "$r" ] && { echo "$r"; return; }; need_python; }
+E2E_CLUSTER=3 run_scenario sarama-txn-cluster need_cluster "$E2E_BIN/saramatxn"
+E2E_CLUSTER=3 run_scenario kafkajs-txn-cluster need_cluster_kafkajs node "$e2e/js/kafkajs-txn.js"
+E2E_CLUSTER=3 run_scenario confluent-kafka-python-txn-cluster need_cluster_python /usr/bin/python3 "$e2e/python/confluent_txn.py"
 # Admin (issue 28): a compacted topic created with configs, its configs described (values and
 # sources) and altered, the cluster and log dirs described, records deleted (the low watermark
 # and a consumer from the start follow), the topic deleted.
