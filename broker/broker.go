@@ -418,6 +418,23 @@ func (b *Broker) Ready() error {
 	return nil
 }
 
+// Settled reports whether a cluster's ownership has come to rest (cluster.State.Settled):
+// every live broker routes by the same alive set and no key is being handed over. A
+// broker alone is always settled. /readyz?settled answers it, for scripts and tests
+// that start a cluster and want its leaders and coordinators in place before clients
+// come (a client copes with moves, but its first requests meet NOT_COORDINATOR and
+// LEADER_NOT_AVAILABLE until then).
+func (b *Broker) Settled() error {
+	if b.cluster == nil {
+		return nil
+	}
+	st := b.cluster.ctl.State()
+	if !st.Settled() {
+		return errors.New("ownership moving: a peer has not published the alive set this broker routes by, or a release is under way")
+	}
+	return nil
+}
+
 func (b *Broker) startHTTP() error {
 	ln, err := net.Listen("tcp", b.cfg.HTTPListen)
 	if err != nil {
@@ -427,10 +444,16 @@ func (b *Broker) startHTTP() error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := b.Ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
+		}
+		if r.URL.Query().Has("settled") {
+			if err := b.Settled(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -494,4 +496,58 @@ func TestClusterShrinkWaitsForBrokerBeyondSize(t *testing.T) {
 		}
 		return fmt.Errorf("broker 2 did not take %s over with broker 3's commit 300 (%v)", back, err)
 	})
+}
+
+// TestClusterReadyzSettled: /readyz?settled answers 200 on both brokers of a cluster only
+// once ownership is at rest, and then every partition has the same leader on both
+// brokers' Metadata and a group's coordinator takes its commit at the first try.
+func TestClusterReadyzSettled(t *testing.T) {
+	cfgs := clusterConfigs(t, 2)
+	for i := range cfgs {
+		cfgs[i].HTTPListen = "127.0.0.1:0"
+	}
+	a := brokertest.StartWith(t, cfgs[0])
+	adm := kadm.NewClient(mustClient(t, a.Addr()))
+	if _, err := adm.CreateTopic(context.Background(), 8, 1, nil, "settled"); err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.StartWith(t, cfgs[1])
+	get := func(br *broker.Broker, path string) (int, string) {
+		resp, err := http.Get("http://" + br.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	testwait.For(t, 20*time.Second, 10*time.Millisecond, func() error {
+		for _, br := range []*broker.Broker{a, b} {
+			if code, body := get(br, "/readyz?settled"); code != 200 {
+				return fmt.Errorf("readyz?settled %d %s", code, body)
+			}
+		}
+		return nil
+	})
+	leaders := func(addr string) map[int32]int32 {
+		m, err := kadm.NewClient(directClient(t, addr)).Metadata(context.Background(), "settled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int32{}
+		for _, p := range m.Topics["settled"].Partitions {
+			out[p.Partition] = p.Leader
+		}
+		return out
+	}
+	la, lb := leaders(a.Addr()), leaders(b.Addr())
+	for p := int32(0); p < 8; p++ {
+		if la[p] < 0 || la[p] != lb[p] {
+			t.Fatalf("partition %d: leader %d on broker 0, %d on broker 1 after both settled", p, la[p], lb[p])
+		}
+	}
+	gb := groupOf(1, 2, "settled")
+	if code := commitCode(t, directClient(t, b.Addr()), gb, "settled", 1); code != 0 {
+		t.Fatalf("commit on the settled coordinator: code %d", code)
+	}
 }

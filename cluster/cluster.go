@@ -237,6 +237,26 @@ func (s *State) Alive(id int32) bool {
 	return id == s.View.Self || s.View.IsAlive(id)
 }
 
+// Settled reports whether ownership has come to rest: a view is applied, nothing is
+// being released, and every other broker in its alive set has published the same alive
+// set and size, so no key is waiting on a peer or about to move (a start, a join or a
+// departure is over everywhere this broker can see). /readyz?settled answers it.
+func (s *State) Settled() bool {
+	if s == nil || !s.Ready || s.also != nil {
+		return false
+	}
+	for _, id := range s.View.Alive {
+		if id == s.View.Self {
+			continue
+		}
+		pv, ok := s.peers[id]
+		if !ok || pv.Size != s.View.Size || !slices.Equal(pv.Alive, s.View.Alive) {
+			return false
+		}
+	}
+	return true
+}
+
 // OwnsGroup reports whether this broker serves group g in this state.
 func (s *State) OwnsGroup(g string) bool { _, st := s.Group(g); return st == Mine }
 

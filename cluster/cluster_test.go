@@ -527,3 +527,32 @@ func TestTornPeerViewKeepsItsClaims(t *testing.T) {
 		t.Fatalf("peer 1 after its view file was torn: %+v (read %v), want its claims kept", pv, ok)
 	}
 }
+
+// Settled: ownership is at rest only when every live peer has published this broker's
+// alive set and size and nothing is being released.
+func TestSettled(t *testing.T) {
+	view := registry.View{Self: 0, Size: 3, Alive: []int32{0, 1, 2}}
+	old := registry.View{Self: 0, Size: 3, Alive: []int32{0, 1}}
+	same := func(id int32) registry.View { return registry.View{Self: id, Size: 3, Alive: []int32{0, 1, 2}} }
+	cases := []struct {
+		name string
+		st   *State
+		want bool
+	}{
+		{"no state", nil, false},
+		{"no view applied", &State{View: view}, false},
+		{"every peer agrees", &State{View: view, Ready: true, peers: map[int32]registry.View{1: same(1), 2: same(2)}}, true},
+		{"a peer has published nothing", &State{View: view, Ready: true, peers: map[int32]registry.View{1: same(1)}}, false},
+		{"a peer routes by the old alive set", &State{View: view, Ready: true, peers: map[int32]registry.View{
+			1: same(1), 2: {Self: 2, Size: 3, Alive: []int32{0, 2}}}}, false},
+		{"a peer on another size", &State{View: view, Ready: true, peers: map[int32]registry.View{
+			1: same(1), 2: {Self: 2, Size: 4, Alive: []int32{0, 1, 2}}}}, false},
+		{"a release under way", &State{View: view, Ready: true, also: &old, peers: map[int32]registry.View{1: same(1), 2: same(2)}}, false},
+		{"alone in its view", &State{View: registry.View{Self: 0, Size: 3, Alive: []int32{0}}, Ready: true}, true},
+	}
+	for _, c := range cases {
+		if got := c.st.Settled(); got != c.want {
+			t.Errorf("%s: settled %v, want %v", c.name, got, c.want)
+		}
+	}
+}
