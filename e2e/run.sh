@@ -92,23 +92,41 @@ run_scenario() {
 	if [ -n "${E2E_CLUSTER:-}" ] && [ "$kind" = kaas ]; then
 		# A cluster of E2E_CLUSTER brokers on one data dir (static registry), each in a
 		# state dir of its own; the client gets every address.
-		local i ports=() peers=""
+		local i ports=() https=() peers=""
 		for ((i = 0; i < E2E_CLUSTER; i++)); do
 			until port=$(free_port) && [[ " ${ports[*]} " != *" $port "* ]]; do :; done
 			ports+=("$port")
 			peers+="${peers:+,}$i@127.0.0.1:$port"
 		done
 		for ((i = 0; i < E2E_CLUSTER; i++)); do
+			until port=$(free_port) && [[ " ${ports[*]} ${https[*]} " != *" $port "* ]]; do :; done
+			https+=("$port")
+		done
+		for ((i = 0; i < E2E_CLUSTER; i++)); do
 			nodes+=("$state/node-$i")
 			states+=("$state/node-$i")
 			mkdir -p "$state/node-$i"
-			if ! E2E_DATA_DIR=$state/data E2E_KAAS_ARGS="${E2E_KAAS_ARGS:-} --node.id=$i --registry=static --registry.peers=$peers" \
+			if ! E2E_DATA_DIR=$state/data E2E_KAAS_ARGS="${E2E_KAAS_ARGS:-} --node.id=$i --registry=static --registry.peers=$peers --http.listen=127.0.0.1:${https[i]}" \
 				"$e2e/broker.sh" start "$state/node-$i" "${ports[i]}" 2>"$state/start.err"; then
 				verdict "FAIL $name: broker $i of the cluster did not start: $(tail -1 "$state/start.err")"
 				for n in "${nodes[@]}"; do "$e2e/broker.sh" stop "$n"; done
 				return
 			fi
 			brokers+=("127.0.0.1:${ports[i]}")
+		done
+		# The client comes once ownership is at rest on every broker (/readyz?settled): a
+		# broker joining moves partitions and coordinators, and a client that starts during
+		# the moves meets them (sarama's transactional producer gives up on some).
+		local deadline=$((SECONDS + 30)) h
+		for h in "${https[@]}"; do
+			until curl -sf "http://127.0.0.1:$h/readyz?settled" >/dev/null; do
+				if ((SECONDS > deadline)); then
+					verdict "FAIL $name: the cluster's ownership did not settle in 30s: $(curl -s "http://127.0.0.1:$h/readyz?settled")"
+					for n in "${nodes[@]}"; do "$e2e/broker.sh" stop "$n"; done
+					return
+				fi
+				sleep 0.1
+			done
 		done
 		restart="" # no restart hook: the cluster scenarios do not restart
 	else
