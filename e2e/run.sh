@@ -231,6 +231,22 @@ run_scenario node-rdkafka need_rdkafka node "$e2e/js/rdkafka.js"
 E2E_GROUP_PROTOCOL=consumer run_scenario node-rdkafka-848 need_rdkafka848 node "$e2e/js/rdkafka.js"
 run_scenario kcat need_kcat "$e2e/kcat.sh"
 run_scenario confluent-kafka-python need_python /usr/bin/python3 "$e2e/python/confluent.py"
+# The same on the consumer group protocol: Debian's confluent-kafka 1.7.0 over the
+# librdkafka 2.12 node-rdkafka 3.6.1 bundles (Debian's 2.0.2 predates KIP-848), loaded
+# through LD_LIBRARY_PATH; the verdict names the librdkafka that ran.
+rdkafka848_lib=$e2e/js848/node_modules/node-rdkafka/build/deps
+need_python848() {
+	local r
+	r=$(need_python) && [ -n "$r" ] && { echo "$r"; return; }
+	r=$(need_rdkafka848) && [ -n "$r" ] && { echo "$r"; return; }
+	LD_LIBRARY_PATH=$rdkafka848_lib /usr/bin/python3 -c '
+import sys
+from confluent_kafka import libversion
+sys.exit(0 if libversion()[1] >= 0x020400ff else 1)' 2>/dev/null ||
+		echo "confluent-kafka does not load the librdkafka of node-rdkafka 3.6.1 from $rdkafka848_lib"
+}
+E2E_GROUP_PROTOCOL=consumer run_scenario confluent-kafka-python-848 need_python848 \
+	env LD_LIBRARY_PATH="$rdkafka848_lib" /usr/bin/python3 "$e2e/python/confluent.py"
 # Transactions (docs/transactions.md): committed and aborted transactions over 3 partitions
 # read at read_committed and read_uncommitted, and consume-transform-produce with the
 # group's offsets in the transaction (aborted once, then committed).

@@ -9,6 +9,14 @@ off) and auto-commit the stored offsets. A member held at the gate pauses the pa
 seeks back to the record it holds, so it neither loses nor skips it. Debian's package is
 confluent-kafka 1.7.0, whose AdminClient has list_groups (ListGroups + DescribeGroups) but
 no offset or group deletion: those two steps go through the Go helper e2e/clients/check.
+
+E2E_GROUP_PROTOCOL=consumer runs the members on the consumer group protocol (KIP-848,
+group.protocol=consumer, the broker's uniform assignor, incremental assign and unassign).
+librdkafka has it from 2.4; Debian's is 2.0.2, so run.sh loads the librdkafka 2.12 that
+node-rdkafka 3.6.1 of e2e/js848 builds (LD_LIBRARY_PATH; librdkafka keeps its ABI within
+.so.1, and the binding passes the settings through). The Go helper waits on the group and
+administers it with ConsumerGroupDescribe, which answers GROUP_ID_NOT_FOUND for a classic
+group, so a member that fell back to the classic protocol cannot pass.
 """
 
 import logging
@@ -23,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 NAME = "confluent-kafka-python"
+CONSUMER_PROTOCOL = os.environ.get("E2E_GROUP_PROTOCOL") == "consumer"
 
 
 class Fail(Exception):
@@ -177,11 +186,17 @@ class Member:
         self.t = tracker
         self.held = {}  # partition -> TopicPartition at the held record
         self.stop = threading.Event()
-        self.c = Consumer(base(e, **{
+        conf = {
             "group.id": e["group"], "client.id": self.name, "auto.offset.reset": "earliest",
             "enable.auto.commit": True, "enable.auto.offset.store": False, "auto.commit.interval.ms": 300,
-            "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
-        }))
+        }
+        if CONSUMER_PROTOCOL:
+            # The consumer protocol takes the session timeout and heartbeat interval from
+            # the broker: librdkafka refuses them (and partition.assignment.strategy) there.
+            conf.update({"group.protocol": "consumer", "group.remote.assignor": "uniform"})
+        else:
+            conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+        self.c = Consumer(base(e, **conf))
         self.c.subscribe([e["topic"]], on_assign=self._assigned, on_revoke=self._revoked)
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
@@ -192,9 +207,16 @@ class Member:
         held = [self.held.pop(tp.partition) for tp in partitions if tp.partition in self.held]
         if held:
             consumer.resume(held)
+        if CONSUMER_PROTOCOL:
+            # Incremental: only the partitions that move are revoked; with
+            # enable.auto.commit, the unassign commits their stored offsets.
+            consumer.incremental_unassign(partitions)
 
     def _assigned(self, consumer, partitions):
-        consumer.assign(partitions)
+        if CONSUMER_PROTOCOL:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
         consumer.resume(partitions)
 
     def _poll(self):
@@ -308,6 +330,7 @@ class Client:
         r = subprocess.run([os.path.join(self.e["bin"], "check")] + list(args), capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise Fail(r.stdout.strip() or r.stderr.strip())
+        return r.stdout.strip()
 
 
 def assigned(assignment):
@@ -338,6 +361,11 @@ def retry(deadline, fn):
 
 
 def wait_group(c, e, state, members, deadline):
+    if CONSUMER_PROTOCOL:
+        # DescribeGroups does not show a consumer-protocol member's assignment: the Go
+        # helper watches the group with ConsumerGroupDescribe.
+        c.go_helper("wait-group", state, str(members))
+        return
     last, err = None, None
     while True:
         try:
@@ -424,7 +452,20 @@ def consume(c, e, t, end, deadline):
     return t.stats()
 
 
+def administer_consumer_protocol(c, e):
+    """confluent-kafka-python 1.7 has no ConsumerGroupDescribe: the Go helper runs the admin
+    steps (list, describe, fetch, reset, delete offsets, delete the group), then the client
+    checks the deletion with its own OffsetFetch."""
+    out = c.go_helper("admin")
+    got = c.fetch_offsets(e["group"])
+    if got:
+        raise Fail("offsets after the group was deleted: %s, want none" % show(got))
+    return "admin by the Go helper with ConsumerGroupDescribe (%s); OffsetFetch of the deleted group: no offsets" % out.replace("admin: ", "")
+
+
 def administer(c, e, end):
+    if CONSUMER_PROTOCOL:
+        return administer_consumer_protocol(c, e)
     g = e["group"]
     groups = c.list_groups()
     if g not in groups:
@@ -503,7 +544,8 @@ def run(e):
 def main():
     e = env()
     start = time.time()
-    name = "%s (%s, librdkafka %s)" % (NAME, version()[0], libversion()[0])
+    name = "%s (%s, librdkafka %s%s)" % (NAME, version()[0], libversion()[0],
+                                          ", consumer group protocol (KIP-848), watched with ConsumerGroupDescribe" if CONSUMER_PROTOCOL else "")
     try:
         summary = run(e)
     except Exception as err:  # noqa: BLE001 - every failure is one FAIL line
