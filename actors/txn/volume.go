@@ -218,7 +218,7 @@ func (c *orphanChecker) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *CheckTxn:
 		actor.HandedOn(ctx) // answered by a scan, or with nil when the checker stops
-		c.waiting = append(c.waiting, m)
+		c.wait(m)
 		c.scan(ctx)
 	case *volumeChecked:
 		c.onChecked(ctx, m)
@@ -228,6 +228,21 @@ func (c *orphanChecker) Receive(ctx actor.Context) {
 		}
 		c.scanning, c.waiting = nil, nil
 	}
+}
+
+// wait queues m for the next scan. A partition asks again when no answer came in time
+// (a scan slow to read the volume): its earlier question is answered nil (it no longer
+// waits for it), so the queue holds one question per transaction however long a scan
+// takes.
+func (c *orphanChecker) wait(m *CheckTxn) {
+	for i, q := range c.waiting {
+		if q.Topic == m.Topic && q.Partition == m.Partition && q.ProducerID == m.ProducerID && q.ProducerEpoch == m.ProducerEpoch {
+			q.Reply.Resolve(nil)
+			c.waiting[i] = m
+			return
+		}
+	}
+	c.waiting = append(c.waiting, m)
 }
 
 // scan starts a scan of the waiting questions unless one runs.

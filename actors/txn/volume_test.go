@@ -3,6 +3,7 @@ package txn
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,6 +197,64 @@ func TestOrphanCheckerAnswersFromVolume(t *testing.T) {
 	}
 	if r, ok := ask(Question{"t", 0, 7, 2}).(*TxnChecked); !ok || !r.Held {
 		t.Fatalf("held with an unreadable file: %#v", r)
+	}
+	if err := sys.Stop(pid, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldFS is the OS filesystem whose first listing waits for release: a scan slow to
+// read the volume.
+type heldFS struct {
+	storage.OSFS
+	listed  chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (f *heldFS) ReadDirNames(dir string) ([]string, error) {
+	first := false
+	f.once.Do(func() { first = true })
+	if first {
+		close(f.listed)
+		<-f.release
+	}
+	return f.OSFS.ReadDirNames(dir)
+}
+
+// TestOrphanCheckerBatchesWhileScanning: the questions that come while a scan runs are
+// answered together by the next scan, and a question asked again meanwhile replaces the
+// earlier one, which is answered nil: the queue holds one question per transaction
+// however long a scan takes.
+func TestOrphanCheckerBatchesWhileScanning(t *testing.T) {
+	data, _ := volumeFixture(t)
+	fsys := &heldFS{listed: make(chan struct{}), release: make(chan struct{})}
+	sys := actor.NewSystem(zerolog.Nop())
+	defer sys.Shutdown()
+	pid := sys.Spawn(OrphanCheckerProps(OrphanCheckerConfig{FS: fsys, Data: data, Log: zerolog.Nop()}))
+	send := func(q Question) *actor.Waiter {
+		w := sys.NewWaiter()
+		sys.Send(pid, &CheckTxn{Topic: q.Topic, Partition: q.Partition, ProducerID: q.ProducerID,
+			ProducerEpoch: q.ProducerEpoch, Reply: w.Promise})
+		return w
+	}
+	first := send(volumeQuestions[0])
+	<-fsys.listed // the first scan runs, held
+	again := send(volumeQuestions[2])
+	replaced := send(volumeQuestions[5])
+	later := send(volumeQuestions[5])
+	if v, ok := replaced.Wait(10 * time.Second); !ok || v != nil {
+		t.Fatalf("replaced question: %#v %v, want nil", v, ok)
+	}
+	close(fsys.release)
+	for _, c := range []struct {
+		w    *actor.Waiter
+		held bool
+	}{{first, true}, {again, false}, {later, true}} {
+		v, ok := c.w.Wait(10 * time.Second)
+		if r, _ := v.(*TxnChecked); !ok || r == nil || r.Held != c.held {
+			t.Fatalf("answer %#v %v, want held %v", v, ok, c.held)
+		}
 	}
 	if err := sys.Stop(pid, 5*time.Second); err != nil {
 		t.Fatal(err)
