@@ -73,10 +73,12 @@ func (b *Broker) startTxns() error {
 		return fmt.Errorf("start transactions manager: %w", err)
 	}
 	b.env.Txns = pid
-	b.txns.Store(pid)
-	if b.cluster != nil {
+	if b.cluster == nil {
+		b.txns.Store(pid)
+	} else {
 		// A partition does not know which broker coordinates a producer id: its orphan
-		// checks read the coordinators' durable state on the shared volume instead.
+		// checks read the coordinators' durable state on the shared volume instead (the
+		// manager here knows only the ids this broker coordinates: never asked).
 		b.txnOrphans, err = b.sys.SpawnNamed(txn.OrphanCheckerProps(txn.OrphanCheckerConfig{
 			FS: fsys, Data: c.DataDir, Log: b.log,
 		}), "transactions-orphans")

@@ -259,7 +259,7 @@ func (c *orphanChecker) scan(ctx actor.Context) {
 	actor.Background(ctx, func() (out any) {
 		defer func() {
 			if r := recover(); r != nil { // damaged state must not take the broker down
-				out = &volumeChecked{batch: batch, err: fmt.Errorf("scan panicked: %v", r)}
+				out = &volumeChecked{batch: batch, err: fmt.Errorf("scan panicked: %s", logs.ID(fmt.Sprint(r)))}
 			}
 		}()
 		dirs, err := NodeJournalDirs(fsys, data)
