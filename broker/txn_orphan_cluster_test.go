@@ -11,10 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"kaas/actors/journal"
 	"kaas/broker"
 	"kaas/broker/brokertest"
 	"kaas/config"
 	"kaas/internal/testwait"
+	"kaas/logs/logtest"
 )
 
 // leaderOf is the broker that b says leads partition p of topic.
@@ -53,17 +55,15 @@ func stableEnd(ctx context.Context, t *testing.T, adm *kadm.Client, topic string
 	})
 }
 
-// TestClusterTxnOrphanAborted: in a two-broker cluster a transaction is left open on a
-// partition, then its coordinator's state is lost (the id files and every broker's
-// journal removed while the cluster is down). When the partition opens again, no
-// coordinator holds the transaction: the check reads that from the shared volume, the
-// partition writes the abort marker itself, and its last stable offset moves past it.
-func TestClusterTxnOrphanAborted(t *testing.T) {
-	bs := txnCluster(t, 2, "orph", 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+// orphanedCluster runs a two-broker cluster with topic (two partitions), leaves a
+// transaction open on both partitions, stops the brokers and removes the coordinators'
+// state (the id files and every broker's journal): the transaction is an orphan. It
+// returns the brokers' configs, to start them again.
+func orphanedCluster(ctx context.Context, t *testing.T, topic string) []config.Config {
+	t.Helper()
+	bs := txnCluster(t, 2, topic, 2)
 	id := groupOf(0, 2, "orphan")
-	p, err := kgo.NewClient(seedsOf(bs), kgo.TransactionalID(id), kgo.DefaultProduceTopic("orph"),
+	p, err := kgo.NewClient(seedsOf(bs), kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic),
 		kgo.TransactionTimeout(10*time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +92,19 @@ func TestClusterTxnOrphanAborted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return cfgs
+}
 
-	bs = bs[:0]
-	for _, c := range cfgs {
+// TestClusterTxnOrphanAborted: in a two-broker cluster a transaction is left open on a
+// partition, then its coordinator's state is lost (the id files and every broker's
+// journal removed while the cluster is down). When the partition opens again, no
+// coordinator holds the transaction: the check reads that from the shared volume, the
+// partition writes the abort marker itself, and its last stable offset moves past it.
+func TestClusterTxnOrphanAborted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var bs []*broker.Broker
+	for _, c := range orphanedCluster(ctx, t, "orph") {
 		bs = append(bs, brokertest.StartWith(t, c))
 	}
 	waitReady(t, bs...)
@@ -172,4 +182,74 @@ func TestClusterTxnHeldNotAborted(t *testing.T) {
 		t.Fatalf("read_committed %v: want first and second once each", got)
 	}
 	stableEnd(ctx, t, kadm.NewClient(mustClient(t, bs[1].Addr())), "held", part, 3) // two records, the commit marker
+}
+
+// TestClusterTxnOrphanCheckFailsClosed: the same orphan, with a damaged segment in a
+// broker's transactions journal on the volume (a broker beyond the cluster's size, which
+// never replays it): the damage could hide the newest record of any id, so the check
+// answers nothing and the partitions abort nothing; once the segment is gone the orphan
+// is aborted.
+func TestClusterTxnOrphanCheckFailsClosed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfgs := orphanedCluster(ctx, t, "closed")
+	damaged := filepath.Join(cfgs[0].DataDir, "__cluster", "__transactions_journal", "node-7")
+	if err := os.MkdirAll(damaged, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var seg []byte
+	for seq, rec := range []string{`{"id":"x","producer_id":1000,"state":0,"version":1}`, `{"id":"x","producer_id":1000,"state":0,"version":2}`} {
+		if seq == 1 {
+			seg = append(seg, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13) // a damaged range
+		}
+		f := journal.AppendRecord(journal.StartFrame(nil), []byte(rec))
+		journal.FinishFrame(f, uint64(seq+1))
+		seg = append(seg, f...)
+	}
+	if err := os.WriteFile(filepath.Join(damaged, journal.SegmentName(1)), seg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var bs []*broker.Broker
+	var sinks []*logtest.Sink
+	for _, c := range cfgs {
+		b, sink, err := brokertest.StartLogged(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, sinks = append(bs, b), append(sinks, sink)
+	}
+	waitReady(t, bs...)
+	count := func(event string) int {
+		n := 0
+		for _, s := range sinks {
+			n += s.Count(event)
+		}
+		return n
+	}
+	// The partitions ask, and ask again, and every scan is left without an answer.
+	testwait.For(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if n := count("transaction_orphan_check_unanswered"); n < 4 {
+			return fmt.Errorf("%d unanswered checks logged, want 4", n)
+		}
+		return nil
+	})
+	if n := count("partition_orphan_transaction_aborted"); n != 0 {
+		t.Fatalf("%d orphans aborted on a volume that could not be read whole", n)
+	}
+	adm := kadm.NewClient(mustClient(t, bs[1].Addr()))
+	lso, err := adm.ListCommittedOffsets(ctx, "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lso.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != 0 {
+			t.Fatalf("partition %d: last stable offset %d (%v), want 0: the transaction open", o.Partition, o.Offset, o.Err)
+		}
+	})
+	if err := os.RemoveAll(damaged); err != nil {
+		t.Fatal(err)
+	}
+	for part := range int32(2) {
+		stableEnd(ctx, t, adm, "closed", part, 2)
+	}
 }
