@@ -50,9 +50,12 @@ type Broker struct {
 	// txnJournal is the transaction coordinator's journal (a broker alone); it stops
 	// after the transactions manager.
 	txnJournal *actor.PID
-	// txns is Env.Txns for the partitions' orphan checks, which start before it does
-	// (txnChecker).
+	// txns is where the partitions' orphan checks go (txnChecker), which start before
+	// it does: Env.Txns on a broker alone, txnOrphans in a cluster.
 	txns atomic.Pointer[actor.PID]
+	// txnOrphans is a cluster's orphan checker (txn.OrphanCheckerProps); it stops with
+	// the transactions manager.
+	txnOrphans *actor.PID
 	// groupsLeaving is set as Stop begins: the offsets actors of a broker alone then
 	// leave their group files behind the journal, which the next start replays
 	// (offsets.Config.LeaveToJournal).

@@ -73,7 +73,20 @@ func (b *Broker) startTxns() error {
 		return fmt.Errorf("start transactions manager: %w", err)
 	}
 	b.env.Txns = pid
-	b.txns.Store(pid)
+	if b.cluster == nil {
+		b.txns.Store(pid)
+	} else {
+		// A partition does not know which broker coordinates a producer id: its orphan
+		// checks read the coordinators' durable state on the shared volume instead (the
+		// manager here knows only the ids this broker coordinates: never asked).
+		b.txnOrphans, err = b.sys.SpawnNamed(txn.OrphanCheckerProps(txn.OrphanCheckerConfig{
+			FS: fsys, Data: c.DataDir, Log: b.log,
+		}), "transactions-orphans")
+		if err != nil {
+			return fmt.Errorf("start transactions orphan checker: %w", err)
+		}
+		b.txns.Store(b.txnOrphans)
+	}
 	// The partitions' verification of a transactional batch (contract 2) and
 	// TxnOffsetCommit's of its group (contract 3) ask this coordinator.
 	if b.env.VerifyTxn == nil { // tests may stand in for it (WithTxnVerifier)
@@ -167,6 +180,11 @@ func txnSides(topics, groups *actor.PID) txn.Sides {
 // stopTxns stops the transactions manager, then its journal (every answer a transition
 // waits for comes from it).
 func (b *Broker) stopTxns(timeout time.Duration) {
+	if b.txnOrphans != nil {
+		if err := b.sys.Poison(b.txnOrphans, timeout); err != nil {
+			b.log.Error().Err(err).Msg("transactions_orphan_checker_stop_timed_out")
+		}
+	}
 	if b.env.Txns != nil {
 		if err := b.sys.Poison(b.env.Txns, timeout); err != nil {
 			b.log.Error().Err(err).Msg("transactions_manager_stop_timed_out")
@@ -180,15 +198,15 @@ func (b *Broker) stopTxns(timeout time.Duration) {
 }
 
 // txnChecker is the partitions' orphan check (partition.TxnChecker): a recovered open
-// transaction is asked of the coordinator (txn.CheckTxn). The topics manager starts
-// before the coordinator, so a partition that opens first gets no answer and asks again.
-// Nil in a cluster, where the coordinator of a producer id is not known to a partition
-// (an undecided transaction there is ended by its coordinator, which drives every
-// Prepare* it holds or adopts to its markers, and aborts an Ongoing one at its
-// timeout), and with a test's stand-in verifier (WithTxnVerifier), whose transactions
-// the coordinator never holds.
+// transaction is asked (txn.CheckTxn) of the coordinator on a broker alone, and in a
+// cluster, where a partition does not know which broker coordinates a producer id, of
+// the orphan checker, which reads every coordinator's durable state on the shared
+// volume (txn.CheckVolume) and answers nothing (ask again) when it cannot read it all.
+// The topics manager starts before either, so a partition that opens first gets no
+// answer and asks again. Nil with a test's stand-in verifier (WithTxnVerifier), whose
+// transactions the coordinator never holds.
 func (b *Broker) txnChecker() *partition.TxnChecker {
-	if b.cluster != nil || b.env.VerifyTxn != nil {
+	if b.env.VerifyTxn != nil {
 		return nil
 	}
 	return &partition.TxnChecker{

@@ -12,7 +12,8 @@ import (
 // producer and epoch that has a marker on the partition or an Ongoing/Prepare* record
 // at its coordinator; an orphan is resolved by asking the coordinator, never left
 // hanging). After a log opens with a transaction still open (recovery rebuilt it from
-// the batches), the partition asks the coordinator (Config.Txns) whether it holds that
+// the batches), the partition asks the coordinator (Config.Txns; in a cluster, the
+// coordinators' durable state on the shared volume, txn.CheckVolume) whether it holds that
 // producer's transaction with this partition; when it does not (its state was lost,
 // the id expired, the batch outlived its transaction), the partition writes an abort
 // marker itself, at the producer's epoch, so the LSO moves on. Until the answer, a

@@ -122,7 +122,7 @@ func splitHeld(m *Meta, req *AdminAbort) (held, rest map[string][]int32) {
 // handleCheck answers a partition's orphan check (CheckTxn's doc).
 func (a *txnActor) handleCheck(r *checkFor) {
 	q, m := r.m, a.meta
-	held := m != nil && m.ProducerID == q.ProducerID && m.State.open() && m.has(q.Topic, q.Partition) && m.Epoch >= q.ProducerEpoch
+	held := m.holds(q.Topic, q.Partition, q.ProducerID, q.ProducerEpoch)
 	if !held {
 		a.log.Info().Str("topic", logs.ID(q.Topic)).Int32("partition", q.Partition).Int64("producer_id", q.ProducerID).
 			Int16("epoch", q.ProducerEpoch).Str("state", stateOf(m)).Msg("transaction_orphan_found")

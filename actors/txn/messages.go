@@ -263,7 +263,9 @@ func (m *AdminAbort) AnswerCrash(c *actor.Crashed) {
 // CheckTxn asks whether a partition's open transaction has a coordinator that will end
 // it: an id of this coordinator holds the producer Ongoing or Prepare* with the
 // partition, at the batch's epoch or a newer one. Sent by a partition that recovered a
-// transaction still open (the orphan check, issue 27). Reply: *TxnChecked.
+// transaction still open (the orphan check, issue 27): to the manager on a broker alone,
+// to the orphan checker (volume.go) in a cluster. Reply: *TxnChecked, or nil when there
+// is no answer yet (ask again).
 type CheckTxn struct {
 	Topic         string
 	Partition     int32
