@@ -248,32 +248,6 @@ func TestMigrationPolicy(t *testing.T) {
 	}
 }
 
-// A classic group in a rebalance is not converted (GROUP_ID_NOT_FOUND): its members'
-// assignments are not settled.
-func TestMigrationUpgradeRefusedWhileRebalancing(t *testing.T) {
-	w := startWire(t, migrationProfile(""))
-	w.createTopics(2, "t")
-	cs := w.classicGroup("g", 1, 2, "t")
-	// A second member joining starts a rebalance the first has not joined yet.
-	nm := &cmember{w: w, group: "g", own: map[string][]int32{}, topics: []string{"t"}}
-	first := w.do(nm.joinReq()).(*kmsg.JoinGroupResponse)
-	nm.id = first.MemberID
-	pending := w.async(nm.joinReq())
-	testwait.For(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if st := describe(w, 5, "g").Groups[0].State; st != "PreparingRebalance" {
-			return fmt.Errorf("state %s", st)
-		}
-		return nil
-	})
-	r := w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}})
-	wantCode(t, "join during the rebalance", r.ErrorCode, kerr.GroupIDNotFound.Code)
-	wantCode(t, "first member's heartbeat", cs[0].hb(), kerr.RebalanceInProgress.Code)
-	rejoin := w.async(cs[0].joinReq())
-	j := wait[*kmsg.JoinGroupResponse](t, pending, 10*time.Second)
-	wantCode(t, "second member's join", j.ErrorCode, 0)
-	wantCode(t, "first member's rejoin", wait[*kmsg.JoinGroupResponse](t, rejoin, 10*time.Second).ErrorCode, 0)
-}
-
 // The classic requests in a mixed group answer Apache's codes.
 func TestMigrationClassicCodes(t *testing.T) {
 	w := startWire(t, migrationProfile(""))
