@@ -77,7 +77,9 @@ func (w *wire) newClassicMember(g string, topics ...string) *cmember {
 // requests are answered REBALANCE_IN_PROGRESS, the group is a consumer group whose
 // classic members kept what they held (gen is their epoch, fresh the members with no
 // assignment yet), and once everybody has rejoined every partition is owned once.
-func upgradeMidRebalance(t *testing.T, w *wire, gen int32, parts int, cs, fresh []*cmember, parked []<-chan kmsg.Response) {
+//
+// then, when not nil, runs once the parked requests are answered (a crash).
+func upgradeMidRebalance(t *testing.T, w *wire, gen int32, parts int, cs, fresh []*cmember, parked []<-chan kmsg.Response, then func()) {
 	t.Helper()
 	held := map[string]int{}
 	for _, cm := range cs {
@@ -94,6 +96,9 @@ func upgradeMidRebalance(t *testing.T, w *wire, gen int32, parts int, cs, fresh 
 		case *kmsg.SyncGroupResponse:
 			wantCode(t, fmt.Sprintf("parked request %d (SyncGroup)", i), r.ErrorCode, kerr.RebalanceInProgress.Code)
 		}
+	}
+	if then != nil {
+		then()
 	}
 	d := w.cgDescribe(1, "g").Groups[0]
 	wantCode(t, "describe", d.ErrorCode, 0)
@@ -143,6 +148,24 @@ func upgradeMidRebalance(t *testing.T, w *wire, gen int32, parts int, cs, fresh 
 // rejoined yet and learns of the conversion from its heartbeat.
 func TestMigrationUpgradePreparingRebalance(t *testing.T) {
 	w := startWire(t, migrationProfile(""))
+	upgradePreparing(t, w, nil)
+}
+
+// The conversion of a group in a rebalance is durable before the join is answered: a
+// crash right after it (the broker's data copied while it runs, before any
+// checkpoint) comes back with the converted group, and its members go on there.
+func TestMigrationUpgradeMidRebalanceSurvivesCrash(t *testing.T) {
+	w := startWire(t, migrationProfile(""))
+	upgradePreparing(t, w, func() {
+		img := t.TempDir()
+		brokertest.CopyTree(t, w.cfg.DataDir, img)
+		w.cfg.DataDir = img
+		w.b = brokertest.StartWith(t, w.cfg)
+	})
+}
+
+func upgradePreparing(t *testing.T, w *wire, then func()) {
+	t.Helper()
 	w.createTopics(6, "t")
 	cs := w.classicGroup("g", 2, 6, "t")
 	gen := cs[0].gen
@@ -160,7 +183,7 @@ func TestMigrationUpgradePreparingRebalance(t *testing.T) {
 		}
 		return false
 	})
-	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm}, []<-chan kmsg.Response{joinNew, rejoin})
+	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm}, []<-chan kmsg.Response{joinNew, rejoin}, then)
 }
 
 // Classic members parked in SyncGroup (CompletingRebalance): every member has rejoined,
@@ -200,7 +223,7 @@ func TestMigrationUpgradeCompletingRebalance(t *testing.T) {
 	w.waitClassic("g", "the round completed", func(d kmsg.DescribeGroupsResponseGroup) bool {
 		return d.State == "CompletingRebalance"
 	})
-	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm}, parked)
+	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm}, parked, nil)
 }
 
 // A sync interrupted by a new round drops the classic members' assignments (Apache
@@ -230,5 +253,5 @@ func TestMigrationUpgradeAfterInterruptedSync(t *testing.T) {
 	w.waitClassic("g", "the second new member's join parked", func(d kmsg.DescribeGroupsResponseGroup) bool {
 		return d.State == "PreparingRebalance" && len(d.Members) == 4
 	})
-	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm, nm2}, []<-chan kmsg.Response{joinNew})
+	upgradeMidRebalance(t, w, gen, 6, cs, []*cmember{nm, nm2}, []<-chan kmsg.Response{joinNew}, nil)
 }
