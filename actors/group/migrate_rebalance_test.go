@@ -94,13 +94,17 @@ func wantJoin(t *testing.T, r *JoinResult, code int16) {
 
 // upgradeJoin is the ConsumerGroupHeartbeat join of a consumer-protocol member: it is
 // accepted at the epoch after gen, with nothing (the classic members hold everything).
-func upgradeJoin(t *testing.T, h *harness, gen int32) {
+func upgradeJoin(t *testing.T, h *harness, gen int32) *ConsumerHeartbeatResult {
 	t.Helper()
 	hb := call[*ConsumerHeartbeatResult](h, &ConsumerHeartbeat{Group: "g", Version: 1, MemberID: "n", RebalanceTimeout: 60000,
 		Subscribed: []string{"t"}, Owned: []OwnedTopic{}})
-	if hb.ErrorCode != 0 || hb.MemberEpoch != gen+1 || len(hb.Assignment) != 0 {
-		t.Fatalf("consumer-protocol join: %+v, want epoch %d with nothing", hb, gen+1)
+	if hb.ErrorCode != 0 || hb.MemberEpoch != gen+1 {
+		t.Fatalf("consumer-protocol join: %+v, want epoch %d", hb, gen+1)
 	}
+	if gen > 0 && len(hb.Assignment) != 0 {
+		t.Fatalf("consumer-protocol join got %+v while the classic members hold everything", hb.Assignment)
+	}
+	return hb
 }
 
 // PreparingRebalance: a new member's and a known member's JoinGroups are parked, the
@@ -149,6 +153,98 @@ func TestUpgradeAnswersParkedSyncs(t *testing.T) {
 		for _, w := range syncs {
 			if r := get[*SyncResult](t, w); r.ErrorCode != kerr.RebalanceInProgress.Code {
 				t.Fatalf("parked SyncGroup: error %d, want REBALANCE_IN_PROGRESS", r.ErrorCode)
+			}
+		}
+	})
+}
+
+// The first rebalance of a new group, before any generation chose a protocol (the
+// initial delay running): the subscriptions are read from the protocol the round would
+// choose, the members start with nothing, and everybody settles in the consumer group
+// with every partition owned once.
+func TestUpgradeDuringFirstRebalance(t *testing.T) {
+	bubble(t, func(s *Settings) { migrationSettings(s); s.InitialRebalanceDelay = 3 * time.Second }, func(t *testing.T, h *harness) {
+		joins := []*actor.Waiter{h.send(classicJoin("")), h.send(classicJoin(""))}
+		for _, w := range joins {
+			if answered(w) {
+				t.Fatal("a JoinGroup was answered within the initial delay")
+			}
+		}
+		// Nobody holds anything yet: the joiner may be given partitions at once.
+		first := upgradeJoin(t, h, 0)
+		classic := map[string]*struct {
+			epoch int32
+			own   []int32
+		}{}
+		for _, w := range joins {
+			r := get[*JoinResult](t, w)
+			wantJoin(t, r, kerr.RebalanceInProgress.Code)
+			classic[r.MemberID] = &struct {
+				epoch int32
+				own   []int32
+			}{}
+		}
+		var nOwn []int32
+		for _, a := range first.Assignment {
+			nOwn = append(nOwn, a.Partitions...)
+		}
+		nEpoch := first.MemberEpoch
+		settled := func() bool {
+			seen := map[int32]bool{}
+			all := append([]int32{}, nOwn...)
+			for _, c := range classic {
+				all = append(all, c.own...)
+			}
+			for _, p := range all {
+				if seen[p] {
+					t.Fatalf("partition %d owned twice", p)
+				}
+				seen[p] = true
+			}
+			return len(seen) == 6 && len(nOwn) > 0
+		}
+		for i := 0; ; i++ {
+			if i == 50 {
+				t.Fatal("the group did not settle")
+			}
+			// Each classic member rejoins when told, revoking what its sync leaves out.
+			for id, c := range classic {
+				if hb := call[*Result](h, &Heartbeat{Group: "g", MemberID: id, Generation: c.epoch}); hb.ErrorCode == 0 && i > 0 {
+					continue
+				}
+				j := call[*JoinResult](h, classicJoin(id, c.own...))
+				wantJoin(t, j, 0)
+				if j.Leader != "" {
+					t.Fatalf("classic member %s answered with leader %q", id, j.Leader)
+				}
+				c.epoch = j.Generation
+				s := call[*SyncResult](h, &SyncGroup{Group: "g", MemberID: id, Generation: c.epoch})
+				if s.ErrorCode != 0 {
+					continue // the group moved on: rejoin next time
+				}
+				var a kmsg.ConsumerMemberAssignment
+				if err := a.ReadFrom(s.Assignment); err != nil {
+					t.Fatal(err)
+				}
+				c.own = nil
+				for _, tp := range a.Topics {
+					c.own = append(c.own, tp.Partitions...)
+				}
+			}
+			hb := call[*ConsumerHeartbeatResult](h, &ConsumerHeartbeat{Group: "g", Version: 1, MemberID: "n", MemberEpoch: nEpoch,
+				RebalanceTimeout: -1, Owned: []OwnedTopic{{ID: TopicID{1}, Partitions: nOwn}}})
+			if hb.ErrorCode != 0 {
+				t.Fatalf("consumer-protocol heartbeat: %+v", hb)
+			}
+			nEpoch = hb.MemberEpoch
+			if hb.HasAssignment {
+				nOwn = nil
+				for _, a := range hb.Assignment {
+					nOwn = append(nOwn, a.Partitions...)
+				}
+			}
+			if settled() {
+				return
 			}
 		}
 	})
