@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,6 +367,24 @@ func TestMigrationUpgradeRefusals(t *testing.T) {
 		m := w.stable1("g") // protocol type consumer, empty metadata
 		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupIDNotFound.Code)
 		wantCode(t, "classic heartbeat", w.do(hbReq("g", m, 1)).(*kmsg.HeartbeatResponse).ErrorCode, 0)
+	})
+	t.Run("a custom assignor's user data", func(t *testing.T) {
+		w := startWire(t, migrationProfile(""))
+		w.createTopics(2, "t")
+		m := w.newClassicMember("g", "t")
+		j := w.do(m.joinReq()).(*kmsg.JoinGroupResponse)
+		wantCode(t, "join", j.ErrorCode, 0)
+		m.gen = j.Generation
+		a := kmsg.NewConsumerMemberAssignment()
+		a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+		a.UserData = []byte("custom")
+		wantCode(t, "sync", w.do(m.syncReq(map[string][]byte{m.id: a.AppendTo(nil)})).(*kmsg.SyncGroupResponse).ErrorCode, 0)
+		r := w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}})
+		wantCode(t, "join", r.ErrorCode, kerr.GroupIDNotFound.Code)
+		if r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "custom assignor") {
+			t.Fatalf("refusal message %v", r.ErrorMessage)
+		}
+		wantCode(t, "classic heartbeat", m.hb(), 0)
 	})
 	t.Run("larger than group.consumer.max.size", func(t *testing.T) {
 		w := startWire(t, func(c *config.Config) { migrationProfile("")(c); c.GroupConsumerMaxSize = 1 })
