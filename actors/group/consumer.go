@@ -227,14 +227,15 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 	// upgraded: this join converts a classic group with members; its classic state is
 	// dropped once the join is accepted (committed), kept if the join is refused.
 	var upgraded *consumerGroup
-	committed := false
+	committed, replaced := false, false
 	if g.cg == nil {
 		if r.MemberEpoch != 0 {
 			g.answerHeartbeat(r, kerr.GroupIDNotFound.Code, "Group "+g.id+" not found.")
 			return
 		}
-		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
-			// Online upgrade (migrate.go); refused, Apache answers GROUP_ID_NOT_FOUND.
+		if len(g.members) > 0 || g.state != stateEmpty {
+			// Online upgrade (migrate.go), in whatever state the classic group is;
+			// refused, Apache answers GROUP_ID_NOT_FOUND.
 			cg, why := g.upgrade()
 			if cg == nil {
 				g.log().Info().Str("reason", why).Msg("classic_group_not_upgraded")
@@ -244,11 +245,12 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			}
 			g.cg, upgraded = cg, cg
 		} else {
-			// An empty classic group (offsets only) is replaced by a new consumer-protocol
-			// group, which starts at epoch 0 (Apache deletes the classic one); its offsets
-			// stay.
+			// An empty classic group (offsets only, or KIP-394 members still to come back
+			// with their ids) is replaced by a new consumer-protocol group, which starts at
+			// epoch 0 (Apache deletes the classic one); its offsets stay.
 			g.cg = newConsumerGroup()
 			g.cg.dirty = true
+			replaced = true
 		}
 		// A join refused below leaves the group as it was (Apache writes nothing then).
 		prevExists, prevType, made := g.exists, g.protocolType, g.cg
@@ -340,8 +342,17 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		}
 	}
 	committed = true
+	if replaced {
+		// The empty classic group's pending members go with it (Apache forgets them:
+		// they come back as new members).
+		for id := range g.pending {
+			g.dropPending(id)
+		}
+	}
 	if upgraded != nil {
-		// The join is accepted: the classic side goes, its members are now this group's.
+		// The join is accepted: the classic side goes, its members are now this group's;
+		// the JoinGroups and SyncGroups a rebalance had parked are answered
+		// REBALANCE_IN_PROGRESS, and they rejoin as classic members of this group.
 		g.dropClassicState()
 		g.armUpgraded(ctx, upgraded)
 		g.log().Info().Int32("group_epoch", upgraded.epoch).Int("members", len(upgraded.members)-1).

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,10 +18,12 @@ import (
 // GroupMetadataManager does it (apache-kip848.md §1.9), under
 // group.consumer.migration.policy:
 //
-//	classic group, Stable, members ──ConsumerGroupHeartbeat join (upgrade allowed)──▶
-//	    consumer-protocol group: each classic member a "classic" member at the
-//	    generation as its epoch, keeping its assignment (the target until the join's
-//	    bump recomputes it)
+//	classic group with members, in any state ──ConsumerGroupHeartbeat join (upgrade
+//	    allowed)──▶ consumer-protocol group: the JoinGroups and SyncGroups a rebalance
+//	    had parked answered REBALANCE_IN_PROGRESS, each classic member a "classic"
+//	    member at the generation as its epoch, keeping its assignment (empty for a
+//	    member that joined in the rebalance and was never given one; the target until
+//	    the join's bump recomputes it)
 //	mixed group: classic members served through JoinGroup/SyncGroup/Heartbeat/
 //	    LeaveGroup/OffsetCommit (classicJoinConsumer, classicSyncConsumer,
 //	    classicHeartbeatConsumer): a JoinGroup reconciles the member like a heartbeat
@@ -132,7 +135,8 @@ func encodeAssignment(a assignment, version int16) []byte {
 
 // decodeAssignment reads a classic member's ConsumerProtocol assignment, keeping the
 // topics known keeps (Apache drops those missing from its metadata image). Empty bytes
-// are an empty assignment.
+// are an empty assignment; user data refuses it (Apache fromClassicGroup: a custom
+// assignor's, which the broker's assignors would lose).
 func decodeAssignment(b []byte, known func(string) bool) (assignment, error) {
 	out := assignment{}
 	if len(b) == 0 {
@@ -141,6 +145,9 @@ func decodeAssignment(b []byte, known func(string) bool) (assignment, error) {
 	var asg kmsg.ConsumerMemberAssignment
 	if err := asg.ReadFrom(b); err != nil {
 		return nil, err
+	}
+	if len(asg.UserData) > 0 {
+		return nil, fmt.Errorf("%w (%d bytes)", errCustomAssignor, len(asg.UserData))
 	}
 	for _, t := range asg.Topics {
 		if !known(t.Topic) {
@@ -183,9 +190,10 @@ func (g *groupActor) topicKnown(t string) bool {
 
 // upgradeRefusal says why this classic group with members cannot become a
 // consumer-protocol group ("" when it can): Apache's validateOnlineUpgrade (the policy,
-// the consumer embedded protocol, group.consumer.max.size), and a group in a rebalance
-// is refused too (its members' assignments are not settled). The member gets
-// GROUP_ID_NOT_FOUND with it.
+// the consumer embedded protocol, group.consumer.max.size). Its state does not matter:
+// a group in a rebalance is converted too (Apache convertToConsumerGroup), its parked
+// JoinGroups and SyncGroups answered REBALANCE_IN_PROGRESS once the join is accepted.
+// The member gets GROUP_ID_NOT_FOUND with it.
 func (g *groupActor) upgradeRefusal() string {
 	s := &g.cfg.Settings.Consumer
 	switch {
@@ -195,27 +203,47 @@ func (g *groupActor) upgradeRefusal() string {
 		return "the group does not use the consumer embedded protocol"
 	case len(g.members) > s.MaxSize:
 		return "the group size exceeds the consumer group maximum size"
-	case g.state != stateStable || len(g.pending) > 0:
-		return "the group is rebalancing"
 	}
 	return ""
 }
 
-// consumerFromClassic is the consumer-protocol state of this Stable classic group
-// (Apache ConsumerGroup.fromClassicGroup): the group and target epochs are the
-// generation, and every member is a classic member at that epoch, stable, its
-// assignment what its SyncGroup gave it (also its target), its subscription and rack
-// from its metadata. A subscription or assignment that does not decode refuses it.
+// consumerFromClassic is the consumer-protocol state of this classic group, whatever
+// its state (Apache ConsumerGroup.fromClassicGroup): the group and target epochs are
+// the generation, and every member is a classic member at that epoch, stable, its
+// assignment what its last SyncGroup gave it (also its target; empty for a member that
+// has none: it joined in this rebalance, or its assignment was dropped when a rebalance
+// interrupted the sync), its subscription and rack from its metadata. A subscription or
+// assignment that does not decode refuses it, and so does an assignment carrying user
+// data (a custom assignor's, which the broker's assignors would lose).
+//
+// Beyond Apache, a member is also taken to hold the partitions its last JoinGroup's
+// subscription says it owns that no other member holds: a cooperative client keeps its
+// partitions through a rebalance, also when the broker dropped its assignment (a sync
+// interrupted by a new round), and nobody else may be given them until it has rejoined
+// and revoked them.
 func (g *groupActor) consumerFromClassic() (*consumerGroup, error) {
 	cg := newConsumerGroup()
 	cg.epoch, cg.targetEpoch = g.generation, g.generation
 	cg.emptySince = time.Time{}
 	now := time.Now()
-	for _, om := range g.sortedMembers() {
-		md, err := decodeSubscription(om.metadataFor(g.protocol))
+	ms := g.sortedMembers()
+	// The protocol the subscriptions are read from: the group's, or before a first
+	// generation chose one, the one it would choose.
+	proto := g.protocol
+	if proto == "" {
+		proto, _ = selectProtocol(protocolLists(ms))
+	}
+	subs := make([]*kmsg.ConsumerMemberMetadata, len(ms))
+	for i, om := range ms {
+		meta := om.metadataFor(proto)
+		if meta == nil && len(om.protocols) > 0 {
+			meta = om.protocols[0].Metadata
+		}
+		md, err := decodeSubscription(meta)
 		if err != nil {
 			return nil, fmt.Errorf("member %s subscription: %w", om.id, err)
 		}
+		subs[i] = md
 		asg, err := decodeAssignment(om.assignment, g.topicKnown)
 		if err != nil {
 			return nil, fmt.Errorf("member %s assignment: %w", om.id, err)
@@ -237,21 +265,47 @@ func (g *groupActor) consumerFromClassic() (*consumerGroup, error) {
 			m.since[topicPartition{t, p}] = g.generation
 		})
 		cg.members[m.id] = m
-		cg.target[m.id] = asg.clone()
 		if m.instanceID != "" {
 			cg.instances[m.instanceID] = m.id
 		}
 	}
-	if lookup := g.cfg.Settings.Consumer.Topics; lookup != nil {
+	lookup := g.cfg.Settings.Consumer.Topics
+	if lookup != nil {
 		for t := range cg.subscribed {
 			if _, n, ok := lookup.Topic(t); ok {
 				cg.topicParts[t] = n
 			}
 		}
 	}
+	// What a member says it owns and nobody holds is its too (never two owners).
+	for i, om := range ms {
+		m := cg.members[om.id]
+		for _, t := range subs[i].OwnedPartitions {
+			if lookup == nil {
+				break
+			}
+			_, n, ok := lookup.Topic(t.Topic)
+			if !ok {
+				continue
+			}
+			for _, p := range t.Partitions {
+				tp := topicPartition{t.Topic, p}
+				if _, held := cg.owner[tp]; held || p < 0 || p >= n {
+					continue
+				}
+				m.assigned.add(t.Topic, p)
+				cg.owner[tp] = m.id
+				m.since[tp] = g.generation
+			}
+		}
+		cg.target[m.id] = m.assigned.clone()
+	}
 	cg.dirty = true
 	return cg, nil
 }
+
+// errCustomAssignor: a classic assignment carries a custom assignor's user data.
+var errCustomAssignor = errors.New("the assignment carries user data from a custom assignor")
 
 // dropClassicState ends the classic side of a group that became a consumer-protocol
 // group: its members' timers, the rebalance timers and pending members. The group
@@ -757,15 +811,20 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 	})
 }
 
-// upgrade converts this Stable classic group with members into a consumer-protocol
-// group for a ConsumerGroupHeartbeat join; "" and the classic state untouched (keep)
-// until commit drops it. refusal is why it cannot be done.
+// upgrade converts this classic group with members into a consumer-protocol group for
+// a ConsumerGroupHeartbeat join, the classic state untouched (its parked requests
+// still parked) until the join is accepted and dropClassicState ends it. refusal is why
+// it cannot be done.
 func (g *groupActor) upgrade() (cg *consumerGroup, refusal string) {
 	if why := g.upgradeRefusal(); why != "" {
 		return nil, why
 	}
 	cg, err := g.consumerFromClassic()
-	if err != nil {
+	switch {
+	case errors.Is(err, errCustomAssignor):
+		g.log().Warn().Err(err).Msg("classic_group_not_upgraded_custom_assignor")
+		return nil, "an unsupported custom assignor is in use"
+	case err != nil:
 		g.log().Warn().Err(err).Msg("classic_group_not_upgraded_malformed_consumer_protocol")
 		return nil, "the embedded consumer protocol is malformed"
 	}

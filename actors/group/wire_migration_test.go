@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,32 +249,6 @@ func TestMigrationPolicy(t *testing.T) {
 	}
 }
 
-// A classic group in a rebalance is not converted (GROUP_ID_NOT_FOUND): its members'
-// assignments are not settled.
-func TestMigrationUpgradeRefusedWhileRebalancing(t *testing.T) {
-	w := startWire(t, migrationProfile(""))
-	w.createTopics(2, "t")
-	cs := w.classicGroup("g", 1, 2, "t")
-	// A second member joining starts a rebalance the first has not joined yet.
-	nm := &cmember{w: w, group: "g", own: map[string][]int32{}, topics: []string{"t"}}
-	first := w.do(nm.joinReq()).(*kmsg.JoinGroupResponse)
-	nm.id = first.MemberID
-	pending := w.async(nm.joinReq())
-	testwait.For(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if st := describe(w, 5, "g").Groups[0].State; st != "PreparingRebalance" {
-			return fmt.Errorf("state %s", st)
-		}
-		return nil
-	})
-	r := w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}})
-	wantCode(t, "join during the rebalance", r.ErrorCode, kerr.GroupIDNotFound.Code)
-	wantCode(t, "first member's heartbeat", cs[0].hb(), kerr.RebalanceInProgress.Code)
-	rejoin := w.async(cs[0].joinReq())
-	j := wait[*kmsg.JoinGroupResponse](t, pending, 10*time.Second)
-	wantCode(t, "second member's join", j.ErrorCode, 0)
-	wantCode(t, "first member's rejoin", wait[*kmsg.JoinGroupResponse](t, rejoin, 10*time.Second).ErrorCode, 0)
-}
-
 // The classic requests in a mixed group answer Apache's codes.
 func TestMigrationClassicCodes(t *testing.T) {
 	w := startWire(t, migrationProfile(""))
@@ -392,6 +367,24 @@ func TestMigrationUpgradeRefusals(t *testing.T) {
 		m := w.stable1("g") // protocol type consumer, empty metadata
 		wantCode(t, "join", w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}}).ErrorCode, kerr.GroupIDNotFound.Code)
 		wantCode(t, "classic heartbeat", w.do(hbReq("g", m, 1)).(*kmsg.HeartbeatResponse).ErrorCode, 0)
+	})
+	t.Run("a custom assignor's user data", func(t *testing.T) {
+		w := startWire(t, migrationProfile(""))
+		w.createTopics(2, "t")
+		m := w.newClassicMember("g", "t")
+		j := w.do(m.joinReq()).(*kmsg.JoinGroupResponse)
+		wantCode(t, "join", j.ErrorCode, 0)
+		m.gen = j.Generation
+		a := kmsg.NewConsumerMemberAssignment()
+		a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+		a.UserData = []byte("custom")
+		wantCode(t, "sync", w.do(m.syncReq(map[string][]byte{m.id: a.AppendTo(nil)})).(*kmsg.SyncGroupResponse).ErrorCode, 0)
+		r := w.cgh("g", hbOpts{member: newMemberID(), topics: []string{"t"}})
+		wantCode(t, "join", r.ErrorCode, kerr.GroupIDNotFound.Code)
+		if r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "custom assignor") {
+			t.Fatalf("refusal message %v", r.ErrorMessage)
+		}
+		wantCode(t, "classic heartbeat", m.hb(), 0)
 	})
 	t.Run("larger than group.consumer.max.size", func(t *testing.T) {
 		w := startWire(t, func(c *config.Config) { migrationProfile("")(c); c.GroupConsumerMaxSize = 1 })
