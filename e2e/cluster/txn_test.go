@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"kaas/e2e/eos"
 	"kaas/internal/testwait"
 	"kaas/registry"
 )
@@ -33,99 +34,6 @@ const (
 	eosOut   = "eos-out"
 	eosGroup = "eos"
 )
-
-type eosLedger struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	commits int
-	ending  int // EndTxn calls in flight: some kills aim at them
-	stopped bool
-}
-
-func (l *eosLedger) now() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.commits
-}
-
-// waitFor waits until n transactions are committed (and, with ending, an EndTxn is in
-// flight), or deadline.
-func (l *eosLedger) waitFor(n int, ending bool, deadline time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ok := func() bool { return l.commits >= n && (!ending || l.ending > 0) }
-	for !ok() && !l.stopped && time.Now().Before(deadline) {
-		l.cond.Wait()
-	}
-	return ok()
-}
-
-func (l *eosLedger) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.cond.Broadcast()
-	l.mu.Unlock()
-}
-
-// eosMember copies eosIn to eosOut in transactions until stop; any error from Begin or
-// End (an indeterminate EndTxn, a fenced epoch) closes the session and opens a new one
-// with the same transactional id, as applications are told to.
-func eosMember(seeds []string, id string, l *eosLedger, stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id),
-			kgo.TransactionTimeout(10*time.Second), kgo.ConsumerGroup(eosGroup), kgo.ConsumeTopics(eosIn),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.SessionTimeout(8*time.Second),
-			kgo.DefaultProduceTopic(eosOut), kgo.FetchMaxWait(200*time.Millisecond), kgo.RetryTimeout(30*time.Second))
-		if err != nil {
-			return
-		}
-		eosLoop(sess, id, l, stop)
-		sess.Close()
-	}
-}
-
-func eosLoop(sess *kgo.GroupTransactSession, id string, l *eosLedger, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-		fs := sess.PollRecords(ctx, 40)
-		cancel()
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := sess.Begin(); err != nil {
-			return
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: []byte(string(r.Value) + "|" + id)}, nil)
-		})
-		l.mu.Lock()
-		l.ending++
-		l.cond.Broadcast()
-		l.mu.Unlock()
-		committed, err := sess.End(context.Background(), kgo.TryCommit)
-		l.mu.Lock()
-		l.ending--
-		if err == nil && committed {
-			l.commits++
-		}
-		l.cond.Broadcast()
-		l.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
 
 func TestClusterEOSKill(t *testing.T) {
 	n, kills := 3000, 3
@@ -166,24 +74,25 @@ func TestClusterEOSKill(t *testing.T) {
 	}
 	prod.Close()
 
-	l := &eosLedger{}
-	l.cond = sync.NewCond(&l.mu)
+	l := eos.NewLedger()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	// One transactional id coordinated by each broker.
 	for b := int32(0); b < brokers; b++ {
-		wg.Add(1)
-		go eosMember(c.seeds(), txnIDOf(b, "eos-m"), l, stop, &wg)
+		id := txnIDOf(b, "eos-m")
+		m := eos.Member{Seeds: c.seeds(), TxnID: id, Tag: id, Group: eosGroup, In: eosIn, Out: eosOut,
+			SessionTimeout: 8 * time.Second, RetryTimeout: 30 * time.Second}
+		wg.Go(func() { m.Run(l, stop) })
 	}
 	defer func() {
-		l.stop()
+		l.Stop()
 		close(stop)
 		wg.Wait()
 	}()
 	for k := 0; k < kills; k++ {
 		// Every other kill aims at an EndTxn in flight.
-		if !l.waitFor(l.now()+3, k%2 == 0, time.Now().Add(90*time.Second)) {
-			t.Fatalf("kill %d: the members committed nothing for 90 s (%d commits so far)", k, l.now())
+		if !l.WaitFor(l.Commits()+3, k%2 == 0, time.Now().Add(90*time.Second)) {
+			t.Fatalf("kill %d: the members committed nothing for 90 s (%d commits so far)", k, l.Commits())
 		}
 		victim := k % brokers
 		c.procs[victim].Kill()
@@ -193,9 +102,9 @@ func TestClusterEOSKill(t *testing.T) {
 	// its journal); run again, it finds its lease lapsed, writes nothing of what it held,
 	// and takes back what the view gives it.
 	c.procs[1].Pause()
-	if !l.waitFor(l.now()+3, false, time.Now().Add(90*time.Second)) {
+	if !l.WaitFor(l.Commits()+3, false, time.Now().Add(90*time.Second)) {
 		c.procs[1].Resume()
-		t.Fatalf("broker 1 paused: the members committed nothing for 90 s (%d commits so far)", l.now())
+		t.Fatalf("broker 1 paused: the members committed nothing for 90 s (%d commits so far)", l.Commits())
 	}
 	c.procs[1].Resume()
 
@@ -217,9 +126,9 @@ func TestClusterEOSKill(t *testing.T) {
 		})
 		return behind
 	}); err != nil {
-		t.Fatalf("pipeline did not finish (%d commits): %v", l.now(), err)
+		t.Fatalf("pipeline did not finish (%d commits): %v", l.Commits(), err)
 	}
-	l.stop()
+	l.Stop()
 
 	if err := testwait.Until(60*time.Second, 200*time.Millisecond, func() error {
 		ends, err := adm.ListEndOffsets(context.Background(), eosOut)
@@ -273,7 +182,7 @@ func TestClusterEOSKill(t *testing.T) {
 	var endSum int64
 	ends.Each(func(o kadm.ListedOffset) { endSum += o.Offset })
 	t.Logf("%d kills and a pause, %d transactions committed, %d records read once (output log %d entries with markers and aborted records)",
-		kills, l.now(), total, endSum)
+		kills, l.Commits(), total, endSum)
 }
 
 // txnIDOf is a transactional id the cluster routes to broker b.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"kaas/e2e/eos"
 	kproc "kaas/e2e/proc"
 	"kaas/internal/testwait"
 )
@@ -104,93 +104,6 @@ func startRestartable(t *testing.T) (restartable, string) {
 	return k, addr
 }
 
-// crashLedger counts what the members saw: transactions committed, and EndTxn calls in
-// flight (the killer aims some kills at them).
-type crashLedger struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	commits int
-	ending  int
-	stopped bool
-}
-
-func (l *crashLedger) waitFor(f func() bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for !f() && !l.stopped {
-		l.cond.Wait()
-	}
-}
-
-// crashMember runs a consume-transform-produce loop that survives broker crashes: any
-// error from Begin or End (an indeterminate EndTxn, a fenced epoch) closes the session
-// and opens a new one with the same transactional id, as the docs tell applications to.
-func crashMember(addr string, l *crashLedger, i int, stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
-	name := "m" + strconv.Itoa(i)
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		sess, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(addr),
-			kgo.TransactionalID("kill-"+name),
-			kgo.TransactionTimeout(10*time.Second),
-			kgo.ConsumerGroup(group),
-			kgo.ConsumeTopics(inTopic),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.SessionTimeout(6*time.Second),
-			kgo.DefaultProduceTopic(outTopic),
-			kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.RetryTimeout(20*time.Second),
-		)
-		if err != nil {
-			return
-		}
-		crashLoop(sess, name, l, stop)
-		sess.Close()
-	}
-}
-
-func crashLoop(sess *kgo.GroupTransactSession, name string, l *crashLedger, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-		fs := sess.PollRecords(ctx, 40)
-		cancel()
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := sess.Begin(); err != nil {
-			return
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: []byte(string(r.Value) + "|" + name)}, nil)
-		})
-		l.mu.Lock()
-		l.ending++
-		l.cond.Broadcast()
-		l.mu.Unlock()
-		committed, err := sess.End(context.Background(), kgo.TryCommit)
-		l.mu.Lock()
-		l.ending--
-		if err == nil && committed {
-			l.commits++
-		}
-		l.cond.Broadcast()
-		l.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
 // TestEOSKill runs the consume-transform-produce pipeline while the broker is killed
 // with SIGKILL at random instants (some while an EndTxn is in flight) and restarted,
 // rounds times. Every transaction must be all or nothing across its partitions and its
@@ -211,19 +124,17 @@ func TestEOSKill(t *testing.T) {
 	}
 	produceInput(t, addr, n)
 
-	l := &crashLedger{}
-	l.cond = sync.NewCond(&l.mu)
+	l := eos.NewLedger()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go crashMember(addr, l, i, stop, &wg)
+		name := "m" + strconv.Itoa(i)
+		m := eos.Member{Seeds: []string{addr}, TxnID: "kill-" + name, Tag: name, Group: group, In: inTopic, Out: outTopic,
+			SessionTimeout: 6 * time.Second, RetryTimeout: 20 * time.Second}
+		wg.Go(func() { m.Run(l, stop) })
 	}
 	defer func() {
-		l.mu.Lock()
-		l.stopped = true
-		l.cond.Broadcast()
-		l.mu.Unlock()
+		l.Stop()
 		close(stop)
 		wg.Wait()
 	}()
@@ -231,14 +142,14 @@ func TestEOSKill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(*crashSeed, 0))
 	duringEnd := 0
 	for round := 0; round < rounds; round++ {
-		from := l.commitsNow()
-		want := from + 1 + rng.IntN(3)
-		if round%3 == 0 {
-			// Aim at an EndTxn in flight.
-			l.waitFor(func() bool { return l.commits >= want && l.ending > 0 })
+		want := l.Commits() + 1 + rng.IntN(3)
+		// Every third kill aims at an EndTxn in flight.
+		aim := round%3 == 0
+		if !l.WaitFor(want, aim, time.Now().Add(90*time.Second)) {
+			t.Fatalf("round %d: the members committed nothing for 90 s (%d commits so far)", round, l.Commits())
+		}
+		if aim {
 			duringEnd++
-		} else {
-			l.waitFor(func() bool { return l.commits >= want })
 		}
 		br.kill()
 		br.start(t)
@@ -265,10 +176,7 @@ func TestEOSKill(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("pipeline did not finish: %v", err)
 	}
-	l.mu.Lock()
-	l.stopped = true
-	l.cond.Broadcast()
-	l.mu.Unlock()
+	l.Stop()
 
 	// No hanging transaction: once the members' transactions are decided, the last
 	// stable offset of every output partition reaches its end.
@@ -307,13 +215,7 @@ func TestEOSKill(t *testing.T) {
 		t.Fatalf("read_committed after %d kills: %d lost %v, %d twice %v, %d distinct keys (want %d)",
 			rounds, len(lost), head(lost), len(twice), head(twice), len(rc), n)
 	}
-	t.Logf("%d kills (%d aimed at an EndTxn in flight), %d transactions committed, exactly once", rounds, duringEnd, l.commitsNow())
-}
-
-func (l *crashLedger) commitsNow() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.commits
+	t.Logf("%d kills (%d aimed at an EndTxn in flight), %d transactions committed, exactly once", rounds, duringEnd, l.Commits())
 }
 
 func head(s []string) []string {
