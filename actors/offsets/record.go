@@ -151,7 +151,26 @@ func (r *recorder) txnDrop(pid int64) {
 	r.ops = append(r.ops, op{TxnDrop: &pid})
 }
 
-// encodeRecord is the journal payload of group's ops.
+// encodeRecord is the journal payload of the actor's ops: compact for a broker alone,
+// the only reader of its journal; JSON in a cluster, whose peers read it when they take a
+// group over and may run a version that knows only JSON (recordbin.go).
+func (a *offsetsActor) encodeRecord(ops []op) ([]byte, error) {
+	if a.gate == nil {
+		return encodeCompactRecord(a.group, a.st.epoch, ops)
+	}
+	return encodeRecord(a.group, a.st.epoch, ops)
+}
+
+// encodeCompactRecord is the journal payload of group's ops in the compact format.
+func encodeCompactRecord(group string, epoch uint64, ops []op) ([]byte, error) {
+	b, err := appendCompactRecord(nil, group, epoch, ops)
+	if err != nil {
+		return nil, fmt.Errorf("encode journal record of group %q: %w", logs.ID(group), err)
+	}
+	return b, nil
+}
+
+// encodeRecord is the journal payload of group's ops in the JSON format.
 func encodeRecord(group string, epoch uint64, ops []op) ([]byte, error) {
 	g := jsonString(group)
 	b, err := json.Marshal(record{Group: &g, Epoch: epoch, Ops: ops})
@@ -168,8 +187,12 @@ func decodeRecord(b []byte) (string, []op, error) {
 	return g, ops, err
 }
 
-// decodeRecordEpoch is decodeRecord with the record's ownership epoch.
+// decodeRecordEpoch is decodeRecord with the record's ownership epoch. It reads both
+// formats, told by the first byte.
 func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
+	if len(b) > 0 && b[0] == recordCompact {
+		return decodeCompactRecord(b)
+	}
 	var r record
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
