@@ -199,17 +199,13 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pre []replayed
+	var pre []*replayed
 	if cfg.Behind {
 		// Nothing is written: every group's state is made on its own, in parallel.
-		pre = make([]replayed, len(order))
+		pre = make([]*replayed, len(order))
 		if err := parallel(len(order), func(i int) error {
-			gl := order[i]
-			res, err := replayGroup(fsys, offsetsDir, gl.group, gl.recs, gl.epochs, nil, present)
-			if err == nil && res.applied && res.newer && (res.exists || res.had || res.st.epoch > 0) {
-				res.behind = behindUnsaved(gl.group, res.st, res.exists, gl.last)
-			}
-			pre[i] = res
+			var err error
+			pre[i], err = replayBehind(fsys, offsetsDir, order[i], present)
 			return err
 		}); err != nil {
 			return nil, err
@@ -219,7 +215,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		group := gl.group
 		var res replayed
 		if pre != nil {
-			res = pre[i]
+			res = *pre[i]
 		} else if res, err = replayGroup(fsys, offsetsDir, group, gl.recs, gl.epochs, &written, present); err != nil {
 			return nil, err
 		}
@@ -579,6 +575,58 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 	}
 	*written = append(*written, path)
 	res.wrote = true
+	return res, nil
+}
+
+// replayBehind is replayGroup for ReplayConfig.Behind, which writes no file: it reads
+// the group's file and checks its records at once, but makes only the meta and whether
+// the group exists (what the start's listings need); the offsets are made from the file
+// and the records the first time the state left to the journal is needed (its Encode:
+// the group's actor claims it, or the journal writes the file behind). A start then costs
+// no map of offsets per group.
+func replayBehind(fsys storage.FS, dir string, gl *groupLog, present map[string]bool) (*replayed, error) {
+	group := gl.group
+	name := FileName(group)
+	path := filepath.Join(dir, name)
+	var base state
+	exists := false
+	if present == nil || present[name] || present[TombstoneName(group)] {
+		var err error
+		if base, exists, err = readForReplay(fsys, path, group); err != nil {
+			return &replayed{readErr: err}, nil
+		}
+	}
+	had := exists
+	light := state{meta: base.meta, epoch: base.epoch}
+	newer := 0 // records newer than the file
+	for i, ops := range gl.recs {
+		if gl.epochs[i] < base.epoch {
+			continue
+		}
+		if err := replayMetaOps(&light, &exists, ops); err != nil {
+			return nil, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
+		}
+		newer++
+	}
+	res := &replayed{applied: true, st: light, exists: exists, newer: newer > 0, had: had}
+	if res.newer && (exists || had || light.epoch > 0) {
+		res.behind = behindUnsavedLazy(group, exists, light.epoch, gl.last, func() (state, error) {
+			st := base
+			if st.offsets == nil {
+				st = newState()
+			}
+			x := had
+			for i, ops := range gl.recs {
+				if gl.epochs[i] < base.epoch {
+					continue
+				}
+				if err := replayOps(&st, &x, ops); err != nil {
+					return state{}, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
+				}
+			}
+			return st, nil
+		})
+	}
 	return res, nil
 }
 
