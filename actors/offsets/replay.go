@@ -139,6 +139,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	// Each group's records, in the order the groups first appear: one map lookup a record.
 	var order []*groupLog
 	logOf := map[string]*groupLog{}
+	var slab []groupLog // groupLogs are allocated a block at a time
 	total := 0
 	for si, s := range segs {
 		path := filepath.Join(journalDir, s.name)
@@ -166,7 +167,11 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			d := &dec[i]
 			gl := logOf[d.group]
 			if gl == nil {
-				gl = &groupLog{group: d.group}
+				if len(slab) == 0 {
+					slab = make([]groupLog, 256)
+				}
+				gl, slab = &slab[0], slab[1:]
+				gl.group = d.group
 				logOf[d.group] = gl
 				order = append(order, gl)
 			}
@@ -201,6 +206,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	}
 	var pre []*replayed
 	if cfg.Behind {
+		cfg.Pending.reserve(len(order))
 		// Nothing is written: every group's state is made on its own, in parallel.
 		pre = make([]*replayed, len(order))
 		if err := parallel(len(order), func(i int) error {
