@@ -24,7 +24,8 @@ import (
 //	op       = kind byte | body
 //	  set, txn_apply:  uvarint n | offset * n          (n > 0)
 //	  del:             uvarint n | (str topic | varint partition) * n   (n > 0)
-//	  meta, consumer:  flag byte (1: no_create) | str JSON (the meta; the consumerOp)
+//	  meta:            flag byte (1: no_create) | str JSON (the meta)
+//	  consumer:        str JSON (the op, {"consumer":{...},"no_create":...}, as in JSON)
 //	  clear:           nothing
 //	  txn_set:         varint producer id | uvarint n | offset * n      (n > 0)
 //	  txn_drop:        varint producer id
@@ -67,11 +68,13 @@ func appendCompactRecord(b []byte, group string, epoch uint64, ops []op) ([]byte
 			b = append(b, opMeta, flag(o.NoCreate))
 			b = appendStr(b, string(o.Meta))
 		case o.Consumer != nil:
-			j, err := json.Marshal(o.Consumer)
+			// A delta of JSON values, and rare (a consumer-protocol group's change of
+			// members): the op's JSON, the same text as in a JSON record.
+			j, err := json.Marshal(op{Consumer: o.Consumer, NoCreate: o.NoCreate})
 			if err != nil {
 				return nil, fmt.Errorf("encode consumer op: %w", err)
 			}
-			b = append(b, opConsumer, flag(o.NoCreate))
+			b = append(b, opConsumer)
 			b = appendStr(b, string(j))
 		case o.Clear:
 			b = append(b, opClear)
@@ -271,12 +274,11 @@ func decodeCompactRecord(b []byte) (string, uint64, []op, error) {
 			}
 			o.Meta = json.RawMessage(bytes.Clone(m))
 		case opConsumer:
-			o.NoCreate = r.noCreate()
 			j := r.bytes("consumer op")
 			if r.err != nil {
 				break
 			}
-			var c consumerOp
+			var c op
 			dec := json.NewDecoder(bytes.NewReader(j))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&c); err != nil {
@@ -287,7 +289,12 @@ func decodeCompactRecord(b []byte) (string, uint64, []op, error) {
 				r.fail("consumer op")
 				break
 			}
-			o.Consumer = &c
+			if c.Consumer == nil || c.Set != nil || c.Del != nil || c.Meta != nil || c.Clear ||
+				c.TxnSet != nil || c.TxnApply != nil || c.TxnDrop != nil {
+				r.fail("consumer op")
+				break
+			}
+			*o = c
 		case opClear:
 			o.Clear = true
 		case opTxnSet:
