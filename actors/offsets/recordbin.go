@@ -13,15 +13,16 @@ import (
 )
 
 // The compact record format. A record's first byte tells its format: '{' is the JSON of
-// record (every version writes it, and this one still does in a cluster, whose peers
-// may run an older version), recordCompact this binary form, which a broker alone
+// record (what older versions wrote, and what this one still writes in a cluster, whose
+// peers may run an older version), recordCompact this binary form, which a broker alone
 // writes: decoding it costs a small part of what the JSON does, and a start replays
 // every record of the journal. A version that does not know the format refuses the
 // record (its JSON decoder fails on the first byte), and with it the start, as for any
 // record it does not understand: it never serves without it.
 //
 //	record   = 0x01 | str group | uvarint epoch | uvarint len(ops) | op...
-//	op       = kind byte | body
+//	op       = kind byte (set 1, del 2, meta 3, consumer 4, clear 5, txn_set 6,
+//	           txn_apply 7, txn_drop 8) | body
 //	  set, txn_apply:  uvarint n | offset * n          (n > 0)
 //	  del:             uvarint n | (str topic | varint partition) * n   (n > 0)
 //	  meta:            flag byte (1: no_create) | str JSON (the meta)
