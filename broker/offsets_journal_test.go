@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/broker/brokertest"
 	"kaas/config"
@@ -24,7 +25,8 @@ import (
 // in the broker's offsets journal before any group file is written (checkpoint interval
 // of an hour); a broker started on a copy of the data dir taken while the first one runs
 // (a crash image) replays them before it serves; a clean stop writes no group file and
-// leaves them to the journal, which the next start replays.
+// leaves them to the journal, which the next start replays. The records are in the
+// compact format of a broker alone.
 func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
 	dir := t.TempDir()
 	b := brokertest.Start(t, func(c *config.Config) {
@@ -66,6 +68,28 @@ func TestCommitsLiveInTheJournalUntilCheckpointed(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `kaas_offsets_journal_writes_total{result="ok"}`) {
 		t.Fatal("metrics lack kaas_offsets_journal_writes_total")
+	}
+
+	// A broker alone journals its records in the compact format (its first byte, 1;
+	// JSON, which older versions wrote, starts with '{'): those are what the starts below
+	// replay.
+	records := 0
+	segs, _ := filepath.Glob(filepath.Join(offsets.JournalDir(dir, b.Env().NodeID), "*.log"))
+	for _, seg := range segs {
+		first, _ := journal.ParseSegmentName(filepath.Base(seg))
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range journal.ScanSegment(data, first).Records {
+			if r.Data[0] != 1 {
+				t.Fatalf("journal record %d of %s starts with %q, not the compact format's byte", r.Seq, seg, r.Data[0])
+			}
+			records++
+		}
+	}
+	if records != len(groups) {
+		t.Fatalf("%d journal records, want %d (one commit per group)", records, len(groups))
 	}
 
 	img := t.TempDir()

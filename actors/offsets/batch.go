@@ -194,7 +194,7 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 		a.commitBatch(b)
 		return
 	}
-	data, err := encodeRecord(a.group, a.st.epoch, b.rec.ops)
+	data, err := a.encodeRecord(b.rec.ops)
 	if err == nil {
 		err = b.rec.err
 	}

@@ -209,7 +209,8 @@ func BenchmarkListGroupIDs100k(b *testing.B) {
 // BenchmarkReplayGroups replays a journal holding one record (4 partitions) of each of N
 // groups with no files yet, as a broker alone finds it after a graceful stop
 // (LeaveToJournal), eagerly (every file written, one syncfs) and behind (the state left
-// to the journal). KAAS_BENCH_REPLAY_GROUPS sets N (default 20,000).
+// to the journal), of records in the compact format a broker alone writes and, behind, in
+// the JSON of older versions. KAAS_BENCH_REPLAY_GROUPS sets N (default 20,000).
 //
 //	go test -run NONE -bench ReplayGroups -benchtime 1x ./actors/offsets/
 func BenchmarkReplayGroups(b *testing.B) {
@@ -217,8 +218,16 @@ func BenchmarkReplayGroups(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("KAAS_BENCH_REPLAY_GROUPS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, behind := range []bool{false, true} {
-		b.Run(fmt.Sprintf("behind=%v", behind), func(b *testing.B) {
+	for _, c := range []struct {
+		behind bool
+		format string
+	}{{false, "compact"}, {true, "compact"}, {true, "json"}} {
+		behind := c.behind
+		encode := encodeCompactRecord
+		if c.format == "json" {
+			encode = encodeRecord // as versions before the compact format wrote them
+		}
+		b.Run(fmt.Sprintf("behind=%v/format=%s", behind, c.format), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				root := benchDir(b)
@@ -232,7 +241,7 @@ func BenchmarkReplayGroups(b *testing.B) {
 					for p := int32(0); p < 4; p++ {
 						o.Set = append(o.Set, fileOffset{Topic: "bench", Partition: p, Offset: int64(g), LeaderEpoch: -1, CommitTime: 1})
 					}
-					rec, err := encodeRecord("live-"+strconv.Itoa(g), 0, []op{o})
+					rec, err := encode("live-"+strconv.Itoa(g), 0, []op{o})
 					if err != nil {
 						b.Fatal(err)
 					}

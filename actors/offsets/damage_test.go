@@ -39,8 +39,16 @@ func seqFrame(seq uint64, payloads ...[]byte) []byte {
 // an error is logged and the metric counted; the hold is read again at the next start
 // until the marker is removed. A bad frame followed by zeros only is still a torn tail.
 func TestReplayDamagedMidSegment(t *testing.T) {
+	t.Run("json", func(t *testing.T) { testReplayDamagedMidSegment(t, encodeRecord) })
+	t.Run("compact", func(t *testing.T) { testReplayDamagedMidSegment(t, encodeCompactRecord) })
+}
+
+// testReplayDamagedMidSegment is TestReplayDamagedMidSegment with records of one format.
+func testReplayDamagedMidSegment(t *testing.T, enc func(string, uint64, []op) ([]byte, error)) {
 	r := func(group string, off int64) []byte {
-		return encRecord(t, group, setOp(entry("t", 0, off)))
+		b, err := enc(group, 0, []op{setOp(entry("t", 0, off))})
+		must(t, err)
+		return b
 	}
 	flip := func(f []byte, at int) []byte {
 		f = slices.Clone(f)

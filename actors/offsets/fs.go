@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"kaas/actors/journal"
@@ -147,17 +148,26 @@ func newUnsaved(group string, s state, exists bool, seq uint64) (*journal.Unsave
 	return u, nil
 }
 
-// behindUnsaved is the Unsaved the replay leaves for group (ReplayConfig.Behind): its
-// state s, encoded only when its bytes are needed (journal.Unsaved.Encode). s is not
-// changed after.
-func behindUnsaved(group string, s state, exists bool, seq uint64) *journal.Unsaved {
+// behindUnsavedLazy is the Unsaved the replay leaves for group (ReplayConfig.Behind):
+// its state, made by make the first time its bytes are needed (once, whoever asks), and
+// encoded then (journal.Unsaved.Encode). exists and epoch are the state's.
+func behindUnsavedLazy(group string, exists bool, epoch, seq uint64, make func() (state, error)) *journal.Unsaved {
 	at := time.Now()
 	u := &journal.Unsaved{Key: group, Seq: seq, Replayed: true}
 	switch {
 	case exists:
-		u.Encode = func() ([]byte, error) { return encodeFile(group, s) }
-	case s.epoch > 0:
-		u.Encode = func() ([]byte, error) { return encodeTombstone(group, s.epoch, at) }
+		var once sync.Once
+		var s state
+		var err error
+		u.Encode = func() ([]byte, error) {
+			once.Do(func() { s, err = make() })
+			if err != nil {
+				return nil, err
+			}
+			return encodeFile(group, s)
+		}
+	case epoch > 0:
+		u.Encode = func() ([]byte, error) { return encodeTombstone(group, epoch, at) }
 	}
 	return u
 }

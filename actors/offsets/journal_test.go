@@ -622,7 +622,8 @@ func TestJournalStopWritesFile(t *testing.T) {
 // every group with a record in it has checkpointed, oldest first, and the active one
 // stays.
 func TestJournalSegmentsRollAndGo(t *testing.T) {
-	j := newJournalHarness(t, "a", ckptNever, func(c *journal.Config) { c.SegmentBytes = 256 })
+	// A frame of one commit's compact record is about 40 bytes: one to a segment.
+	j := newJournalHarness(t, "a", ckptNever, func(c *journal.Config) { c.SegmentBytes = 64 })
 	a, b, c := j.pid, j.spawn("b"), j.spawn("c")
 	n := int64(0)
 	commit := func(pid *actor.PID) {
@@ -646,7 +647,7 @@ func TestJournalSegmentsRollAndGo(t *testing.T) {
 	}
 	st := j.jstat()
 	if len(st.Segments) < 5 {
-		t.Fatalf("%d segments of %d records of about 140 bytes with SegmentBytes 256", len(st.Segments), n)
+		t.Fatalf("%d segments of %d frames of about 40 bytes with SegmentBytes 64", len(st.Segments), n)
 	}
 	if got := j.segmentFiles(); !slices.Equal(got, st.Segments) {
 		t.Fatalf("journal directory %q, status %q", got, st.Segments)

@@ -22,6 +22,19 @@ type Pending struct {
 // NewPending makes an empty Pending.
 func NewPending() *Pending { return &Pending{groups: map[string]GroupMeta{}, gone: map[string]bool{}} }
 
+// reserve makes room for n groups before a start adds them (a map grown one group at a
+// time rehashes all of them again and again).
+func (p *Pending) reserve(n int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if len(p.groups) == 0 {
+		p.groups = make(map[string]GroupMeta, n)
+	}
+	p.mu.Unlock()
+}
+
 func (p *Pending) add(group string, meta GroupMeta, exists bool) {
 	if p == nil {
 		return

@@ -151,7 +151,26 @@ func (r *recorder) txnDrop(pid int64) {
 	r.ops = append(r.ops, op{TxnDrop: &pid})
 }
 
-// encodeRecord is the journal payload of group's ops.
+// encodeRecord is the journal payload of the actor's ops: compact for a broker alone,
+// the only reader of its journal; JSON in a cluster, whose peers read it when they take a
+// group over and may run a version that knows only JSON (recordbin.go).
+func (a *offsetsActor) encodeRecord(ops []op) ([]byte, error) {
+	if a.gate == nil {
+		return encodeCompactRecord(a.group, a.st.epoch, ops)
+	}
+	return encodeRecord(a.group, a.st.epoch, ops)
+}
+
+// encodeCompactRecord is the journal payload of group's ops in the compact format.
+func encodeCompactRecord(group string, epoch uint64, ops []op) ([]byte, error) {
+	b, err := appendCompactRecord(nil, group, epoch, ops)
+	if err != nil {
+		return nil, fmt.Errorf("encode journal record of group %q: %w", logs.ID(group), err)
+	}
+	return b, nil
+}
+
+// encodeRecord is the journal payload of group's ops in the JSON format.
 func encodeRecord(group string, epoch uint64, ops []op) ([]byte, error) {
 	g := jsonString(group)
 	b, err := json.Marshal(record{Group: &g, Epoch: epoch, Ops: ops})
@@ -168,8 +187,12 @@ func decodeRecord(b []byte) (string, []op, error) {
 	return g, ops, err
 }
 
-// decodeRecordEpoch is decodeRecord with the record's ownership epoch.
+// decodeRecordEpoch is decodeRecord with the record's ownership epoch. It reads both
+// formats, told by the first byte.
 func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
+	if len(b) > 0 && b[0] == recordCompact {
+		return decodeCompactRecord(b)
+	}
 	var r record
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -204,28 +227,43 @@ func decodeRecordEpoch(b []byte) (string, uint64, []op, error) {
 
 // replayOps applies a record's ops to a group's state as it is on disk.
 func replayOps(s *state, exists *bool, ops []op) error {
-	return applyOpsWith(s, exists, ops, nil)
+	return applyOpsWith(s, exists, ops, nil, false)
+}
+
+// replayMetaOps is replayOps for a state without offsets (s.offsets nil): it makes the
+// meta and whether the group exists, and checks every offset as replayOps does, without
+// keeping any.
+func replayMetaOps(s *state, exists *bool, ops []op) error {
+	return applyOpsWith(s, exists, ops, nil, true)
 }
 
 // applyOps applies a durable batch's ops to the live state; metas are its meta ops'
 // GroupMetas, in order. The ops were made by apply, so they are valid.
 func applyOps(s *state, exists *bool, ops []op, metas []GroupMeta) {
-	if err := applyOpsWith(s, exists, ops, metas); err != nil {
+	if err := applyOpsWith(s, exists, ops, metas, false); err != nil {
 		panic(fmt.Errorf("apply own journal record: %w", err))
 	}
 }
 
 // applyOpsWith applies ops; metas, when not nil, stand for the meta ops in order
-// (otherwise each is decoded).
-func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
+// (otherwise each is decoded). metaOnly keeps no offsets (replayMetaOps).
+func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta, metaOnly bool) error {
 	for _, o := range ops {
 		switch {
 		case o.Clear:
-			*s, *exists = forgotten(*s), false // a forgotten group keeps its owner's epoch
+			// A forgotten group keeps its owner's epoch.
+			if metaOnly {
+				*s, *exists = state{epoch: s.epoch}, false
+			} else {
+				*s, *exists = forgotten(*s), false
+			}
 		case o.Set != nil:
 			for _, f := range o.Set {
 				if err := f.check(); err != nil {
 					return err
+				}
+				if metaOnly {
+					continue
 				}
 				tp := TopicPartition{Topic: string(f.Topic), Partition: f.Partition}
 				s.offsets[tp] = f.committed()
@@ -239,9 +277,13 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 				if err := f.check(); err != nil {
 					return err
 				}
+				if metaOnly {
+					continue
+				}
 				s.offsets[TopicPartition{Topic: string(f.Topic), Partition: f.Partition}] = f.committed()
 			}
 			*exists = true
+		case o.Del != nil && metaOnly:
 		case o.Del != nil:
 			for _, d := range o.Del {
 				tp := TopicPartition{Topic: string(d.Topic), Partition: d.Partition}
@@ -252,6 +294,9 @@ func applyOpsWith(s *state, exists *bool, ops []op, metas []GroupMeta) error {
 			for _, f := range o.TxnSet.Offsets {
 				if err := f.check(); err != nil {
 					return err
+				}
+				if metaOnly {
+					continue
 				}
 				s.setPending(o.TxnSet.ProducerID, TopicPartition{Topic: string(f.Topic), Partition: f.Partition}, f.committed())
 			}

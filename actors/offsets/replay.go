@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,13 +117,12 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	type seg struct {
 		name    string
 		first   uint64
-		groups  map[string]uint64
 		damaged bool
 	}
 	var segs []*seg
 	for _, n := range names {
 		if first, ok := journal.ParseSegmentName(n); ok {
-			segs = append(segs, &seg{name: n, first: first, groups: map[string]uint64{}})
+			segs = append(segs, &seg{name: n, first: first})
 		} else if strings.HasPrefix(n, journal.SpareMarker) && strings.HasSuffix(n, ".tmp") {
 			// A spare segment being zero-filled when the broker stopped.
 			if err := fsys.Remove(filepath.Join(journalDir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -136,13 +136,12 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	sort.Slice(segs, func(i, k int) bool { return segs[i].first < segs[k].first })
 	start := time.Now()
 	next := uint64(1)
-	var order []string
-	records := map[string][][]op{}
-	epochs := map[string][]uint64{}
-	raw := map[string][][]byte{}
-	lastSeq := map[string]uint64{}
+	// Each group's records, in the order the groups first appear: one map lookup a record.
+	var order []*groupLog
+	logOf := map[string]*groupLog{}
+	var slab []groupLog // groupLogs are allocated a block at a time
 	total := 0
-	for _, s := range segs {
+	for si, s := range segs {
 		path := filepath.Join(journalDir, s.name)
 		b, err := fsys.ReadFile(path)
 		if err != nil {
@@ -165,18 +164,26 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			return nil, err
 		}
 		for i, r := range sc.Records {
-			group, epoch, ops := dec[i].group, dec[i].epoch, dec[i].ops
-			epochs[group] = append(epochs[group], epoch)
-			if _, ok := records[group]; !ok {
-				order = append(order, group)
+			d := &dec[i]
+			gl := logOf[d.group]
+			if gl == nil {
+				if len(slab) == 0 {
+					slab = make([]groupLog, 256)
+				}
+				gl, slab = &slab[0], slab[1:]
+				gl.group = d.group
+				logOf[d.group] = gl
+				order = append(order, gl)
 			}
-			records[group] = append(records[group], ops)
-			raw[group] = append(raw[group], r.Data)
-			s.groups[group], lastSeq[group] = r.Seq, r.Seq
+			gl.add(si, r.Seq, d.epoch, d.ops)
 		}
 		if len(sc.Damaged) > 0 {
 			s.damaged = true
-			held, err := holdDamaged(fsys, journalDir, s.name, b, sc, s.groups, cfg.Metrics, log)
+			segGroups := map[string]uint64{}
+			for i, r := range sc.Records {
+				segGroups[dec[i].group] = r.Seq
+			}
+			held, err := holdDamaged(fsys, journalDir, s.name, b, sc, segGroups, cfg.Metrics, log)
 			if err != nil {
 				return nil, err
 			}
@@ -189,67 +196,65 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 	}
 	unapplied, behind := 0, 0
 	var written []string
-	var writtenGroups []string
-	keep := map[string]bool{} // groups whose records must stay in the journal
+	var writtenGroups []*groupLog
+	kept := 0 // groups whose records must stay in the journal (groupLog.keep)
 	// The names of the files there are, so that a group with neither file nor tombstone
 	// costs no failed open (nil: not listed, every group's file is read).
 	present, err := listPresent(fsys, offsetsDir)
 	if err != nil {
 		return nil, err
 	}
-	var pre []replayed
+	var pre []*replayed
 	if cfg.Behind {
+		cfg.Pending.reserve(len(order))
 		// Nothing is written: every group's state is made on its own, in parallel.
-		pre = make([]replayed, len(order))
+		pre = make([]*replayed, len(order))
 		if err := parallel(len(order), func(i int) error {
-			group := order[i]
-			res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil, present)
-			if err == nil && res.applied && res.newer && (res.exists || res.had || res.st.epoch > 0) {
-				res.behind = behindUnsaved(group, res.st, res.exists, lastSeq[group])
-			}
-			pre[i] = res
+			var err error
+			pre[i], err = replayBehind(fsys, offsetsDir, order[i], present)
 			return err
 		}); err != nil {
 			return nil, err
 		}
 	}
-	for i, group := range order {
+	for i, gl := range order {
+		group := gl.group
 		var res replayed
 		if pre != nil {
-			res = pre[i]
-		} else if res, err = replayGroup(fsys, offsetsDir, group, records[group], epochs[group], &written, present); err != nil {
+			res = *pre[i]
+		} else if res, err = replayGroup(fsys, offsetsDir, group, gl.recs, gl.epochs, &written, present); err != nil {
 			return nil, err
 		}
 		switch {
 		case res.behind != nil:
 			cfg.Pending.add(group, res.st.meta, res.exists)
 			out.Unsaved = append(out.Unsaved, res.behind)
-			keep[group] = true
+			gl.keep = true
 			behind++
 		case res.writeErr != nil:
-			u, err := unsavedOf(group, res, lastSeq[group])
+			u, err := unsavedOf(group, res, gl.last)
 			if err != nil {
 				return nil, err
 			}
 			out.Unsaved = append(out.Unsaved, u)
-			keep[group] = true
+			gl.keep = true
 			log.Error().Err(res.writeErr).Str("group", logs.ID(group)).Str("file", FileName(group)).
 				Msg("offsets_journal_replay_file_write_failed_kept_in_journal")
 		case !res.applied:
 			unapplied++
-			saved, err := saveUnapplied(fsys, journalDir, group, raw[group])
+			saved, err := saveUnapplied(fsys, journalDir, group, gl.recs, gl.epochs)
 			if err != nil {
 				// The records stay in the journal (replayed again at the next start).
-				keep[group] = true
+				gl.keep = true
 				log.Error().Err(err).AnErr("file_error", res.readErr).Str("group", logs.ID(group)).Str("file", FileName(group)).
 					Msg("offsets_journal_records_not_applied_file_unusable_not_saved_kept_in_journal")
 				continue
 			}
 			log.Error().Err(res.readErr).Str("group", logs.ID(group)).Str("file", FileName(group)).Str("saved_to", saved).
-				Int("records", len(raw[group])).Msg("offsets_journal_records_not_applied_file_unusable")
+				Int("records", len(gl.recs)).Msg("offsets_journal_records_not_applied_file_unusable")
 		default:
 			if res.wrote {
-				writtenGroups = append(writtenGroups, group)
+				writtenGroups = append(writtenGroups, gl)
 			}
 		}
 	}
@@ -261,35 +266,50 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 			// Not durable: every written group stays in the journal and the journal
 			// writes its file again.
 			log.Error().Err(err).Int("groups", len(writtenGroups)).Msg("offsets_journal_replay_sync_failed_kept_in_journal")
-			for _, group := range writtenGroups {
-				res, err := replayGroup(fsys, offsetsDir, group, records[group], epochs[group], nil, present)
+			for _, gl := range writtenGroups {
+				res, err := replayGroup(fsys, offsetsDir, gl.group, gl.recs, gl.epochs, nil, present)
 				if err != nil {
 					return nil, err
 				}
-				u, err := unsavedOf(group, res, lastSeq[group])
+				u, err := unsavedOf(gl.group, res, gl.last)
 				if err != nil {
 					return nil, err
 				}
 				out.Unsaved = append(out.Unsaved, u)
-				keep[group] = true
+				gl.keep = true
 			}
 		}
 	}
 	out.Next = next
-	if len(keep) > 0 {
+	for _, gl := range order {
+		if gl.keep {
+			kept++
+		}
+	}
+	if kept > 0 {
 		// Every segment stays, pinned by the groups whose files are behind it; the
 		// journal lets the others go (oldest first) as soon as it starts.
-		for _, s := range segs {
-			k := journal.KeptSegment{Name: s.name, Keys: map[string]uint64{}, Damaged: s.damaged}
-			for g, seq := range s.groups {
-				if keep[g] {
-					k.Keys[g] = seq
+		pins := make([]int, len(segs))
+		for _, gl := range order {
+			if gl.keep {
+				for _, p := range gl.segs {
+					pins[p.seg]++
 				}
 			}
-			out.Kept = append(out.Kept, k)
 		}
-		if len(keep) > behind {
-			log.Warn().Int("segments", len(segs)).Int("groups", len(keep)).Msg("offsets_journal_segments_kept_for_unwritten_files")
+		out.Kept = make([]journal.KeptSegment, len(segs))
+		for i, s := range segs {
+			out.Kept[i] = journal.KeptSegment{Name: s.name, Keys: make(map[string]uint64, pins[i]), Damaged: s.damaged}
+		}
+		for _, gl := range order {
+			if gl.keep {
+				for _, p := range gl.segs {
+					out.Kept[p.seg].Keys[gl.group] = p.seq
+				}
+			}
+		}
+		if kept > behind {
+			log.Warn().Int("segments", len(segs)).Int("groups", kept).Msg("offsets_journal_segments_kept_for_unwritten_files")
 		}
 	} else {
 		for _, s := range segs {
@@ -305,7 +325,7 @@ func Replay(cfg ReplayConfig) (*journal.Recovered, error) {
 		}
 	}
 	log.Info().Int("segments", len(segs)).Int("records", total).Int("groups", len(order)).
-		Int("groups_not_applied", unapplied).Int("groups_not_written", len(keep)-behind).Int("groups_written_behind", behind).
+		Int("groups_not_applied", unapplied).Int("groups_not_written", kept-behind).Int("groups_written_behind", behind).
 		Int("groups_held", len(out.Held)).
 		Dur("took_ms", time.Since(start)).Msg("offsets_journal_replayed")
 	return out, nil
@@ -385,14 +405,21 @@ func holdDamaged(fsys storage.FS, journalDir, name string, b []byte, sc journal.
 	return groups, nil
 }
 
-// groupsIn reads the group ids that damaged bytes still show: every record starts with
-// {"group":"<id>", so each such string that still decodes is taken. A flipped bit inside
-// an id gives another id (held for nothing) and hides the real one, which is why replay
-// also holds every group with records in the damaged segment.
+// groupsIn reads the group ids that damaged bytes still show: every JSON record starts
+// with {"group":"<id>", so each such string that still decodes is taken, and every
+// compact record with its length word, the format byte and the id (compactGroupsIn). A
+// flipped bit inside an id gives another id (held for nothing) and hides the real one,
+// which is why replay also holds every group with records in the damaged segment.
 func groupsIn(b []byte) []string {
 	const prefix = `{"group":`
-	var out []string
 	seen := map[string]bool{}
+	var out []string
+	for _, g := range compactGroupsIn(b) {
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
 	for {
 		i := bytes.Index(b, []byte(prefix))
 		if i < 0 {
@@ -405,6 +432,34 @@ func groupsIn(b []byte) []string {
 			out = append(out, string(g))
 		}
 	}
+}
+
+// compactGroupsIn reads the group ids of the compact records that b still shows: a
+// record is its length (uint32, big-endian, the record within b), recordCompact, the
+// id's length (uvarint) and the id, the epoch and the count of ops (uvarints), and the
+// first op's kind, all within the record's length. Bytes inside a record seldom look
+// like all of that; a record whose damage is past its first op still names its group.
+func compactGroupsIn(b []byte) []string {
+	var out []string
+	for i := 4; i < len(b); i++ {
+		if b[i] != recordCompact {
+			continue
+		}
+		n := uint64(binary.BigEndian.Uint32(b[i-4 : i]))
+		if n < 5 || n > uint64(len(b)-i) {
+			continue
+		}
+		r := &compactReader{b: b[i+1 : i+int(n)]}
+		g := r.bytes("group")
+		r.uvarint("epoch")
+		ops := r.uvarint("op count")
+		kind := r.byte("op kind")
+		if r.err != nil || ops == 0 || ops > n || kind < opSet || kind > opTxnDrop {
+			continue
+		}
+		out = append(out, string(g))
+	}
+	return out
 }
 
 // readHolds reads the hold markers left by earlier starts: each quarantine/<s>.held still
@@ -529,15 +584,72 @@ func replayGroup(fsys storage.FS, dir, group string, recs [][]op, epochs []uint6
 	return res, nil
 }
 
-// saveUnapplied writes a group's records, one per line, where the operator can find them.
-func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]byte) (string, error) {
+// replayBehind is replayGroup for ReplayConfig.Behind, which writes no file: it reads
+// the group's file and checks its records at once, but makes only the meta and whether
+// the group exists (what the start's listings need); the offsets are made from the file
+// and the records the first time the state left to the journal is needed (its Encode:
+// the group's actor claims it, or the journal writes the file behind). A start then costs
+// no map of offsets per group.
+func replayBehind(fsys storage.FS, dir string, gl *groupLog, present map[string]bool) (*replayed, error) {
+	group := gl.group
+	name := FileName(group)
+	path := filepath.Join(dir, name)
+	var base state
+	exists := false
+	if present == nil || present[name] || present[TombstoneName(group)] {
+		var err error
+		if base, exists, err = readForReplay(fsys, path, group); err != nil {
+			return &replayed{readErr: err}, nil
+		}
+	}
+	had := exists
+	light := state{meta: base.meta, epoch: base.epoch}
+	newer := 0 // records newer than the file
+	for i, ops := range gl.recs {
+		if gl.epochs[i] < base.epoch {
+			continue
+		}
+		if err := replayMetaOps(&light, &exists, ops); err != nil {
+			return nil, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
+		}
+		newer++
+	}
+	res := &replayed{applied: true, st: light, exists: exists, newer: newer > 0, had: had}
+	if res.newer && (exists || had || light.epoch > 0) {
+		res.behind = behindUnsavedLazy(group, exists, light.epoch, gl.last, func() (state, error) {
+			st := base
+			if st.offsets == nil {
+				st = newState()
+			}
+			x := had
+			for i, ops := range gl.recs {
+				if gl.epochs[i] < base.epoch {
+					continue
+				}
+				if err := replayOps(&st, &x, ops); err != nil {
+					return state{}, fmt.Errorf("replay journal record %d of group %q: %w", i, group, err)
+				}
+			}
+			return st, nil
+		})
+	}
+	return res, nil
+}
+
+// saveUnapplied writes a group's records, one JSON record per line whatever the format
+// they were journaled in, where the operator can find them.
+func saveUnapplied(fsys storage.FS, journalDir, group string, recs [][]op, epochs []uint64) (string, error) {
 	dir := filepath.Join(journalDir, "unapplied")
 	if err := fsys.MkdirAll(dir); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	name := FileName(group) + "." + strconv.FormatInt(time.Now().UnixMilli(), 10) + ".log"
 	var data []byte
-	for _, r := range recs {
+	for i, ops := range recs {
+		r, err := encodeRecord(group, epochs[i], ops)
+		if err != nil {
+			return "", fmt.Errorf("save unapplied journal records of group %q: %w", logs.ID(group), err)
+		}
 		data = append(data, r...)
 		data = append(data, '\n')
 	}
@@ -595,6 +707,34 @@ func putTombstoneUnsynced(fsys storage.FS, dir, group string, epoch uint64, path
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	return nil
+}
+
+// groupLog is one group's records in the journal, in order.
+type groupLog struct {
+	group  string
+	recs   [][]op
+	epochs []uint64 // each record's ownership epoch
+	last   uint64   // the sequence number of the last record
+	// segs is, for each segment holding records of the group, the sequence number of
+	// the last of them: what pins the segment while the group's file is behind.
+	segs []segSeq
+	keep bool // the records stay in the journal (the group's file is not written)
+}
+
+type segSeq struct {
+	seg int // index in the sorted segments
+	seq uint64
+}
+
+func (gl *groupLog) add(seg int, seq, epoch uint64, ops []op) {
+	gl.recs = append(gl.recs, ops)
+	gl.epochs = append(gl.epochs, epoch)
+	gl.last = seq
+	if n := len(gl.segs); n > 0 && gl.segs[n-1].seg == seg {
+		gl.segs[n-1].seq = seq
+	} else {
+		gl.segs = append(gl.segs, segSeq{seg: seg, seq: seq})
+	}
 }
 
 // decodedRecord is one journal record, decoded.
