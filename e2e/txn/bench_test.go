@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"kaas/broker"
 	"kaas/broker/brokertest"
@@ -93,7 +94,7 @@ func benchKfake(b *testing.B) string {
 // transactions of 10 records spread over 3 partitions, and returns committed
 // transactions per second. mark, when set, is called as the timed part starts and as
 // it ends.
-func txnsPerSecond(b *testing.B, addr string, producers, txns int, mark func()) float64 {
+func txnsPerSecond(b *testing.B, addr string, producers, txns int, tv1 bool, mark func()) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := "txnbench"
@@ -107,8 +108,14 @@ func txnsPerSecond(b *testing.B, addr string, producers, txns int, mark func()) 
 	}
 	clients := make([]*kgo.Client, producers)
 	for i := range clients {
-		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
-			kgo.TransactionalID(fmt.Sprintf("bench-%d", i)), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+			kgo.TransactionalID(fmt.Sprintf("bench-%d", i)), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}
+		if tv1 {
+			// Apache 3.9's versions: explicit AddPartitionsToTxn, no epoch bump at EndTxn,
+			// as the clients that do not speak KIP-890 part 2 run.
+			opts = append(opts, kgo.MaxVersions(kversion.V3_9_0()))
+		}
+		c, err := kgo.NewClient(opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -167,7 +174,9 @@ func oneTxn(ctx context.Context, c *kgo.Client) error {
 }
 
 // BenchmarkTransactions commits transactions of 10 records each from 1 and 16
-// producers, against kaas (durable) and kfake (in memory) in the same run, and reports
+// producers, with franz-go's transactions of KIP-890 part 2 (TV2) and, in the tv=1 runs,
+// those of the clients without it (explicit AddPartitionsToTxn), against kaas (durable)
+// and kfake (in memory) in the same run, and reports
 // transactions per second and their ratio, and kaas's durable writes per transaction
 // with their mean time (journal: the coordinator journal's writes, one fdatasync each;
 // log: the partitions' fsyncs): a transaction waits for four rounds of them one after
@@ -181,31 +190,42 @@ func oneTxn(ctx context.Context, c *kgo.Client) error {
 // third fsync only once one of the first two had returned.
 func BenchmarkTransactions(b *testing.B) {
 	spareProc.Do(func() { broker.SpareProc() }) // once: -count runs this again
-	for _, producers := range []int{1, 16} {
-		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			txns := 200
-			if producers > 1 {
-				txns = 50
+	for _, tv1 := range []bool{false, true} {
+		for _, producers := range []int{1, 16} {
+			name := fmt.Sprintf("producers=%d", producers)
+			if tv1 {
+				name += ",tv=1"
 			}
-			for i := 0; i < b.N; i++ {
-				addr, metrics := benchKaas(b)
-				var at []syncCounts
-				kaas := txnsPerSecond(b, addr, producers, txns, func() { at = append(at, scrapeSyncs(b, metrics)) })
-				fake := txnsPerSecond(b, benchKfake(b), producers, txns, nil)
-				b.ReportMetric(kaas, "kaas_txn/s")
-				b.ReportMetric(fake, "kfake_txn/s")
-				b.ReportMetric(kaas/fake, "ratio")
-				n := float64(producers * txns)
-				journal, log := at[1].journal-at[0].journal, at[1].log-at[0].log
-				b.ReportMetric(journal/n, "journal_syncs/txn")
-				b.ReportMetric(log/n, "log_syncs/txn")
-				if journal > 0 {
-					b.ReportMetric((at[1].journalSecs-at[0].journalSecs)/journal*1000, "journal_sync_ms")
+			b.Run(name, func(b *testing.B) {
+				txns := 200
+				if producers > 1 {
+					txns = 50
 				}
-				if log > 0 {
-					b.ReportMetric((at[1].logSecs-at[0].logSecs)/log*1000, "log_sync_ms")
+				for i := 0; i < b.N; i++ {
+					benchOnce(b, producers, txns, tv1)
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// benchOnce runs kaas, then kfake, and reports.
+func benchOnce(b *testing.B, producers, txns int, tv1 bool) {
+	addr, metrics := benchKaas(b)
+	var at []syncCounts
+	kaas := txnsPerSecond(b, addr, producers, txns, tv1, func() { at = append(at, scrapeSyncs(b, metrics)) })
+	fake := txnsPerSecond(b, benchKfake(b), producers, txns, tv1, nil)
+	b.ReportMetric(kaas, "kaas_txn/s")
+	b.ReportMetric(fake, "kfake_txn/s")
+	b.ReportMetric(kaas/fake, "ratio")
+	n := float64(producers * txns)
+	journal, log := at[1].journal-at[0].journal, at[1].log-at[0].log
+	b.ReportMetric(journal/n, "journal_syncs/txn")
+	b.ReportMetric(log/n, "log_syncs/txn")
+	if journal > 0 {
+		b.ReportMetric((at[1].journalSecs-at[0].journalSecs)/journal*1000, "journal_sync_ms")
+	}
+	if log > 0 {
+		b.ReportMetric((at[1].logSecs-at[0].logSecs)/log*1000, "log_sync_ms")
 	}
 }
