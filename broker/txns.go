@@ -36,8 +36,9 @@ func (b *Broker) startTxns() error {
 	if err != nil {
 		return fmt.Errorf("replay transactions: %w", err)
 	}
+	met := txn.NewMetrics(b.met.Registry)
 	b.txnJournal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
-		Dir: jdir, Name: "transactions_journal", Log: b.log, FirstSeq: rep.Next,
+		Dir: jdir, Name: "transactions_journal", Log: b.log, FirstSeq: rep.Next, Metrics: met.Journal(),
 	}), "transactions-journal")
 	if err != nil {
 		return fmt.Errorf("start transactions journal: %w", err)
@@ -51,7 +52,7 @@ func (b *Broker) startTxns() error {
 		// Markers go through the topics manager to each partition's actor, pending
 		// offsets' ends through the groups manager to each group's offsets actor.
 		Sides:   txnSides(b.env.Topics, b.env.Groups),
-		Metrics: txn.NewMetrics(b.met.Registry),
+		Metrics: met,
 		Resumes: b.met.ActorRestarts.WithLabelValues("transaction"),
 	}
 	if b.cluster != nil {

@@ -326,6 +326,24 @@ func implicitAdd(r request) (addReq, func(code int16), bool) {
 	return addReq{}, nil, false
 }
 
+// nextAdd is r's add and its answer when r adds to the producer's next transaction:
+// an implicit add (implicitAdd), or a TV1 producer's explicit AddPartitionsToTxn (not a
+// verification) or AddOffsetsToTxn. completeWithNext writes such an add parked during
+// the completion with the Complete*.
+func nextAdd(r request) (addReq, func(code int16), bool) {
+	switch m := r.(type) {
+	case *AddPartitions:
+		return addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, TPs: m.Partitions}, func(code int16) {
+			m.Reply.Resolve(&PartitionsVerified{Codes: allCodes(m.Partitions, code)})
+		}, !m.VerifyOnly
+	case *AddOffsets:
+		return addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, Group: m.Group}, func(code int16) {
+			m.Reply.Resolve(&GroupVerified{ErrorCode: code})
+		}, true
+	}
+	return implicitAdd(r)
+}
+
 // waitsForCompletion says whether r, coming while m's Prepare* completes, is one park
 // keeps: an implicit add of the producer's next transaction (TV2: at the bumped epoch, or
 // at epoch 0 of the producer id the completion moves to), and any request the plans

@@ -111,7 +111,7 @@ func (a *txnActor) onMarkers(ctx actor.Context, round uint64, effects []sideEffe
 }
 
 // complete makes the Complete* durable once every marker is written: with the first
-// implicit add parked meanwhile, when there is one to write (completeWithNext), or alone.
+// add parked meanwhile, when there is one to write (completeWithNext), or alone.
 func (a *txnActor) complete(ctx actor.Context) {
 	if a.busy {
 		// Cannot happen (markers start after a write); kept safe: look again shortly.
@@ -139,8 +139,9 @@ func (a *txnActor) retryComplete(ctx actor.Context) {
 }
 
 // completeWithNext writes done, the Complete*, and the Ongoing of the producer's next
-// transaction that the first parked implicit add starts, in one journal frame: one
-// fdatasync for both, both durable or neither. The state goes through the Complete* to
+// transaction that the first parked add starts (an implicit add, or a TV1 producer's
+// AddPartitionsToTxn or AddOffsetsToTxn: nextAdd), in one journal frame: one fdatasync
+// for both, both durable or neither. The state goes through the Complete* to
 // the Ongoing as two transitions, as if written one after the other; the add is answered
 // once both are durable, and the other parked requests go on after it. False when there
 // is nothing to write so (nothing parked; the add refused or adding nothing; no place
@@ -151,7 +152,7 @@ func (a *txnActor) completeWithNext(ctx actor.Context, done *Meta) bool {
 		return false
 	}
 	req := a.parked[0]
-	add, answer, ok := implicitAdd(req)
+	add, answer, ok := nextAdd(req)
 	if !ok {
 		return false
 	}

@@ -155,7 +155,7 @@ type txnActor struct {
 	// which Apache's partition leader retries (KAFKA-18654), the explicit adds of the
 	// next one (TV1), an InitProducerId (a TV2 client's reload of its producer id after
 	// its first EndTxn), an EndTxn of a valid epoch. They go on once the Complete* is
-	// durable (the first implicit add written with it: completeWithNext), or get
+	// durable (the first add, implicit or TV1, written with it: completeWithNext), or get
 	// CONCURRENT_TRANSACTIONS after parkWait; at most maxQueued wait.
 	parked    []request
 	parkTimer actor.Cancel
@@ -375,9 +375,8 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 			m.Reply.Resolve(&PartitionsVerified{Codes: verify(a.meta, m.ProducerID, m.ProducerEpoch, m.Partitions)})
 			return
 		}
-		a.handleAdd(ctx, addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, TPs: m.Partitions}, func(code int16) {
-			m.Reply.Resolve(&PartitionsVerified{Codes: allCodes(m.Partitions, code)})
-		})
+		add, answer, _ := nextAdd(m)
+		a.handleAdd(ctx, add, answer)
 	case *VerifyPartitions:
 		if !m.Add {
 			m.Reply.Resolve(&PartitionsVerified{Codes: verify(a.meta, m.ProducerID, m.ProducerEpoch, m.Partitions)})
@@ -386,9 +385,8 @@ func (a *txnActor) handle(ctx actor.Context, r request) {
 		add, answer, _ := implicitAdd(m)
 		a.handleAdd(ctx, add, answer)
 	case *AddOffsets:
-		a.handleAdd(ctx, addReq{PID: m.ProducerID, Epoch: m.ProducerEpoch, Group: m.Group}, func(code int16) {
-			m.Reply.Resolve(&GroupVerified{ErrorCode: code})
-		})
+		add, answer, _ := nextAdd(m)
+		a.handleAdd(ctx, add, answer)
 	case *VerifyGroup:
 		if !m.Add {
 			m.Reply.Resolve(&GroupVerified{ErrorCode: verifyGroup(a.meta, m.ProducerID, m.ProducerEpoch, m.Group)})

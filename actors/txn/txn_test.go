@@ -491,6 +491,74 @@ func TestCompleteAndNextOngoingOneFdatasync(t *testing.T) {
 	}
 }
 
+// A TV1 producer's explicit adds of its next transaction (AddPartitionsToTxn,
+// AddOffsetsToTxn), parked while the last one's marker is written, are made durable
+// with the Complete* as the implicit add is: one journal write for the Complete* and the
+// next Ongoing, not one after the other.
+func TestCompleteAndNextExplicitAddOneFdatasync(t *testing.T) {
+	for _, kind := range []string{"partitions", "offsets"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			c := startCoord(t, dir, func(Marker) *int16 { return nil }) // the test answers
+			r := c.init("tx", 60000)
+			if code := c.add("tx", r.ProducerID, 0, map[string][]int32{"a": {0}}); code != 0 {
+				t.Fatalf("add: %d", code)
+			}
+			if e := c.end("tx", r.ProducerID, 0, true, false); e.ErrorCode != 0 {
+				t.Fatalf("end: %+v", e)
+			}
+			marker := c.nextSent()
+			w := c.sys.NewWaiter()
+			if kind == "partitions" {
+				c.sys.Send(c.mgr, &AddPartitions{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0,
+					Partitions: map[string][]int32{"a": {1}}, Reply: w.Promise})
+			} else {
+				c.sys.Send(c.mgr, &AddOffsets{TransactionalID: "tx", ProducerID: r.ProducerID, ProducerEpoch: 0,
+					Group: "g", Reply: w.Promise})
+			}
+			if d := c.describe("tx"); d.State != PrepareCommit {
+				t.Fatalf("state %v while the marker is unanswered", d.State)
+			}
+			writes := c.writes.n.Load()
+			marker.reply.Resolve(int16(0))
+			v, ok := w.Wait(5 * time.Second)
+			if !ok {
+				t.Fatal("the next transaction's add is not answered")
+			}
+			switch v := v.(type) {
+			case *PartitionsVerified:
+				if v.Codes["a"][1] != 0 {
+					t.Fatalf("add of the next transaction: %+v", v)
+				}
+			case *GroupVerified:
+				if v.ErrorCode != 0 {
+					t.Fatalf("add of the next transaction's offsets: %+v", v)
+				}
+			default:
+				t.Fatalf("answer %T", v)
+			}
+			if n := c.writes.n.Load() - writes; n != 1 {
+				t.Fatalf("the Complete* and the next Ongoing took %d journal writes (a write and its fdatasync each), want 1", n)
+			}
+			check := func(d Description) {
+				t.Helper()
+				if d.State != Ongoing || d.Epoch != 0 {
+					t.Fatalf("next transaction: %+v", d)
+				}
+				if kind == "partitions" && (len(d.Partitions["a"]) != 1 || d.Partitions["a"][0] != 1) {
+					t.Fatalf("next transaction's partitions: %+v", d)
+				}
+			}
+			check(c.describe("tx"))
+			// Both records replay: the id comes back in the next transaction.
+			c.stop()
+			c = startCoord(t, dir, func(Marker) *int16 { return ok16() })
+			defer c.stop()
+			check(c.describe("tx"))
+		})
+	}
+}
+
 // A failed write of the Complete* with the next Ongoing leaves both undone: the add
 // waits again, and is answered once the Complete* written again lets it go on.
 func TestCompleteAndNextOngoingFailedWrite(t *testing.T) {
