@@ -73,13 +73,14 @@ func (l *Ledger) add(ending, commits int) {
 
 // Member is one consume-transform-produce member: it reads In at read_committed in
 // Group and writes each record to Out, its value suffixed with "|"+Tag, one
-// transaction per poll, the group's offsets in it.
+// transaction per poll of at most MaxRecords (default 40), the group's offsets in it.
 type Member struct {
 	Seeds          []string
 	TxnID, Tag     string
 	Group, In, Out string
 	SessionTimeout time.Duration // the group session's
 	RetryTimeout   time.Duration // the client's
+	MaxRecords     int
 }
 
 // Run copies until stop is closed. Any error from Begin or End (an indeterminate EndTxn,
@@ -112,7 +113,11 @@ func (m Member) loop(sess *kgo.GroupTransactSession, l *Ledger, stop <-chan stru
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-		fs := sess.PollRecords(ctx, 40)
+		max := m.MaxRecords
+		if max <= 0 {
+			max = 40
+		}
+		fs := sess.PollRecords(ctx, max)
 		cancel()
 		if fs.NumRecords() == 0 {
 			continue
