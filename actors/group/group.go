@@ -239,6 +239,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onPendingDeadline(ctx, m)
 	case *consumerSessionCheck, *consumerRebalanceCheck:
 		g.onConsumerTimer(ctx, m)
+	case *consumerFlush:
+		g.onConsumerFlush(ctx, m)
 	case *classicOwedCheck:
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
