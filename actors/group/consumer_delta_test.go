@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -185,17 +187,21 @@ func TestConsumerFailedDeltaSavedWholeOnRetry(t *testing.T) {
 	}
 }
 
-// heldSyncs holds the journal's next segment fsync until released; the first one held
-// fails then if failFirst.
+// heldSyncs holds the journal's next segment write (fail: which then fails, half
+// written: lost to a crash) or fsync until released.
 type heldSyncs struct {
 	entered, release chan struct{}
 }
 
-func holdSegmentSyncs(fsys *storage.FaultFS, failFirst bool) *heldSyncs {
+func holdSegmentSyncs(fsys *storage.FaultFS, fail bool) *heldSyncs {
 	h := &heldSyncs{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	var once sync.Once
 	fsys.SetBefore(func(op storage.Op, path string) error {
-		if op != storage.OpSync || !strings.HasSuffix(path, journal.SegmentSuffix) {
+		held := storage.OpSync
+		if fail {
+			held = storage.OpWrite
+		}
+		if op != held || !strings.HasSuffix(path, journal.SegmentSuffix) {
 			return nil
 		}
 		first := false
@@ -205,7 +211,7 @@ func holdSegmentSyncs(fsys *storage.FaultFS, failFirst bool) *heldSyncs {
 		}
 		h.entered <- struct{}{}
 		<-h.release
-		if failFirst {
+		if fail {
 			return storage.ErrInjected
 		}
 		return nil
@@ -314,14 +320,43 @@ func TestConsumerSaveBehindAFailedOneFails(t *testing.T) {
 			t.Fatalf("%s: %s, want NOT_COORDINATOR (a's save failed)", id, codeName(r.ErrorCode))
 		}
 	}
+	// A crash now: the journal holds b's save, not a's, and replay must make a whole
+	// state of it.
+	img := t.TempDir()
+	copyDir(t, dir, img)
 	h.stop()
-	h = newHarnessFS(t, dir, fsys, consumerSettings)
+	h = newHarnessFS(t, img, storage.NewFaultFS(nil), consumerSettings)
 	defer h.stop()
 	racks := map[string]string{}
 	for _, m := range call[*ConsumerDescription](h, &ConsumerDescribe{Group: "g"}).Members {
 		racks[m.MemberID] = m.RackID
 	}
 	if racks["a"] != "r1" || racks["b"] != "r2" {
-		t.Fatalf("after a restart, racks %v: want a's change (in the failed save) carried by b's", racks)
+		t.Fatalf("after a crash, racks %v: want a's change (in the failed save) carried by b's", racks)
+	}
+}
+
+// copyDir copies the files under src to dst (a crash image: what is on disk now).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
