@@ -3,6 +3,8 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,7 +24,8 @@ import (
 // raw ConsumerGroupHeartbeats in rounds as fast as the coordinator answers (no
 // heartbeat interval; a round's heartbeats in flight together, one client), until ConsumerGroupDescribe shows every member stable at the
 // target. Figures: time for n members to settle from nothing, for a join and a leave in
-// a settled group of n, and heartbeats per second while settled.
+// a settled group of n, and heartbeats per second while settled. CG_BENCH_N=100 runs one
+// size only (for a profile).
 
 type cgSim struct {
 	cl    *kgo.Client
@@ -145,7 +148,12 @@ func cgTargets(b *testing.B, partitions int32) []target {
 }
 
 func BenchmarkConsumerProtocol(b *testing.B) {
-	for _, n := range []int{100, 1000} {
+	ns := []int{100, 1000}
+	if v := os.Getenv("CG_BENCH_N"); v != "" {
+		n, _ := strconv.Atoi(v)
+		ns = []int{n}
+	}
+	for _, n := range ns {
 		var settle, join, leave, rate [2]float64
 		for i, t := range cgTargets(b, int32(n)) {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(t.addr))

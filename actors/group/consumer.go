@@ -61,9 +61,19 @@ type consumerGroup struct {
 	// reconcileSince: when the target the members are moving to was first computed
 	// (zero while the group is Stable or Empty): kaas_consumer_group_reconciliation_seconds.
 	reconcileSince time.Time
-	// saving: a save is in flight for inflight; waiting wait for the next one.
-	saving            bool
-	inflight, waiting []saveWaiter
+	// saves: the saves in flight, oldest first (consumer_persist.go); waiting: what waits
+	// for the next one, sent by a consumerFlush (flushQueued: one is on its way).
+	// saveSeq numbers the saves; a failed one fails every save up to failedThrough with
+	// failCode.
+	saves         []*consumerSave
+	waiting       []saveWaiter
+	flushQueued   bool
+	saveSeq       uint64
+	failedThrough uint64
+	failCode      int16
+	// marks counts the changes (markDirty): a heartbeat that made none is answered
+	// without waiting for a save, unless what it reports is not durable yet.
+	marks uint64
 	// touched: the members whose saved record changed (or that are gone) since the last
 	// save; full: the next save writes the whole state rather than a delta of the
 	// touched members (consumer_persist.go).
@@ -114,7 +124,13 @@ func newConsumerGroup() *consumerGroup {
 // changed marks member id's saved record as changed (or gone) and the group as dirty.
 func (cg *consumerGroup) changed(id string) {
 	cg.touched[id] = true
+	cg.markDirty()
+}
+
+// markDirty notes a change to be saved.
+func (cg *consumerGroup) markDirty() {
 	cg.dirty = true
+	cg.marks++
 }
 
 // consumerStates are a consumer-protocol group's states (Apache ConsumerGroupState).
@@ -224,6 +240,12 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		r.fail(kerr.UnsupportedVersion.Code)
 		return
 	}
+	// marks: the group's changes so far; a heartbeat that makes none and reports what is
+	// durable is answered at once.
+	var marks uint64
+	if g.cg != nil {
+		marks = g.cg.marks
+	}
 	// upgraded: this join converts a classic group with members; its classic state is
 	// dropped once the join is accepted (committed), kept if the join is refused.
 	var upgraded *consumerGroup
@@ -249,7 +271,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			// with their ids) is replaced by a new consumer-protocol group, which starts at
 			// epoch 0 (Apache deletes the classic one); its offsets stay.
 			g.cg = newConsumerGroup()
-			g.cg.dirty = true
+			g.cg.markDirty()
 			replaced = true
 		}
 		// A join refused below leaves the group as it was (Apache writes nothing then).
@@ -291,7 +313,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 			HeartbeatInterval: g.heartbeatIntervalMs()}
 		if r.MemberEpoch == epochStaticLeave {
 			g.staticLeave(m)
-			g.finishHeartbeat(ctx, r, res)
+			g.finishHeartbeat(ctx, r, res, m.id, marks)
 			return
 		}
 		g.log().Info().Str("member", logs.ID(m.id)).Int32("member_epoch", m.epoch).Msg("consumer_member_left")
@@ -379,7 +401,7 @@ func (g *groupActor) handleConsumerHeartbeat(ctx actor.Context, r *ConsumerHeart
 		res.HasAssignment = true
 		res.Assignment = g.assignedTopics(m.assigned)
 	}
-	g.finishHeartbeat(ctx, r, res)
+	g.finishHeartbeat(ctx, r, res, m.id, marks)
 }
 
 // answerHeartbeat answers r with an error.
@@ -389,10 +411,13 @@ func (g *groupActor) answerHeartbeat(r *ConsumerHeartbeat, code int16, msg strin
 
 // finishHeartbeat answers r with res, after the group's new state is durable when it
 // changed (as Apache answers once its records are written): a restart then continues
-// every member at the epoch it was told. A failed write answers the write's error.
-func (g *groupActor) finishHeartbeat(ctx actor.Context, r *ConsumerHeartbeat, res *ConsumerHeartbeatResult) {
+// every member at the epoch it was told. A failed write answers the write's error. A
+// heartbeat that changed nothing (marks: the group's changes before it) is answered at
+// once when member's record is durable, even while saves of other members' changes
+// are in flight or due: what it reports was saved before.
+func (g *groupActor) finishHeartbeat(ctx actor.Context, r *ConsumerHeartbeat, res *ConsumerHeartbeatResult, member string, marks uint64) {
 	res.HeartbeatInterval = g.heartbeatIntervalMs()
-	if g.cg == nil || !g.cg.dirty {
+	if cg := g.cg; cg == nil || cg.marks == marks && cg.memberDurable(member) {
 		r.Reply.Resolve(res)
 		return
 	}
@@ -583,7 +608,7 @@ func (g *groupActor) refreshTopics() {
 	}
 	cg.topicParts = now
 	cg.bump = true
-	cg.dirty = true
+	cg.markDirty()
 }
 
 // preferredAssignor is the assignor most members ask for, ties and no preference going
@@ -624,7 +649,7 @@ func (g *groupActor) computeTarget() {
 	if cg.reconcileSince.IsZero() {
 		cg.reconcileSince = time.Now()
 	}
-	cg.dirty = true
+	cg.markDirty()
 	g.log().Info().Int32("group_epoch", cg.epoch).Str("assignor", name).Int("members", len(ms)).Msg("consumer_target_assignment_computed")
 }
 
@@ -1126,12 +1151,11 @@ func (g *groupActor) shutdownConsumer(code int16) {
 	for _, m := range g.cg.members {
 		g.cancelConsumerTimers(m)
 	}
-	for _, w := range append(g.cg.inflight, g.cg.waiting...) {
+	for _, w := range g.cg.takeSaveWaiters() {
 		if w.client != nil {
 			w.client.fail(code)
 		}
 	}
-	g.cg.inflight, g.cg.waiting = nil, nil
 }
 
 // publishConsumer brings kaas_consumer_group_members{state} to the group's members

@@ -4,14 +4,19 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"kaas/actors/actor"
+	"kaas/actors/journal"
 	"kaas/actors/offsets"
 	"kaas/storage"
 )
@@ -179,5 +184,179 @@ func TestConsumerFailedDeltaSavedWholeOnRetry(t *testing.T) {
 	}
 	if d.Epoch != 2 || epochs["a"] != 2 || epochs["b"] != 2 {
 		t.Fatalf("after a restart: group epoch %d, members %v; want a and b at 2", d.Epoch, epochs)
+	}
+}
+
+// heldSyncs holds the journal's next segment write (fail: which then fails, half
+// written: lost to a crash) or fsync until released.
+type heldSyncs struct {
+	entered, release chan struct{}
+}
+
+func holdSegmentSyncs(fsys *storage.FaultFS, fail bool) *heldSyncs {
+	h := &heldSyncs{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var once sync.Once
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		held := storage.OpSync
+		if fail {
+			held = storage.OpWrite
+		}
+		if op != held || !strings.HasSuffix(path, journal.SegmentSuffix) {
+			return nil
+		}
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		h.entered <- struct{}{}
+		<-h.release
+		if fail {
+			return storage.ErrInjected
+		}
+		return nil
+	})
+	return h
+}
+
+// consumerTrio has a, b and c join g (no topics) and brings them to the group epoch.
+func consumerTrio(t *testing.T, h *harness) func(member string, epoch int32, rack string) *actor.Waiter {
+	t.Helper()
+	send := func(member string, epoch int32, rack string) *actor.Waiter {
+		r := &ConsumerHeartbeat{Group: "g", Version: 1, MemberID: member, MemberEpoch: epoch, RebalanceTimeout: -1, Owned: []OwnedTopic{}}
+		if epoch == 0 {
+			r.RebalanceTimeout, r.Subscribed = 1000, []string{}
+		}
+		if rack != "" {
+			r.RackID = &rack
+		}
+		return h.send(r)
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		if r := get[*ConsumerHeartbeatResult](t, send(id, 0, "")); r.ErrorCode != 0 || r.MemberEpoch != int32(i+1) {
+			t.Fatalf("%s joins: %+v", id, r)
+		}
+	}
+	for _, b := range []struct {
+		id    string
+		epoch int32
+	}{{"a", 1}, {"b", 2}} {
+		if r := get[*ConsumerHeartbeatResult](t, send(b.id, b.epoch, "")); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+			t.Fatalf("%s moves to epoch 3: %+v", b.id, r)
+		}
+	}
+	return send
+}
+
+func consumerSettings(s *Settings) {
+	s.Consumer = ConsumerSettings{Enabled: true, SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second,
+		MaxSize: 10, Assignors: []string{"uniform", "range"}}
+}
+
+func pendingAnswer(t *testing.T, what string, w *actor.Waiter) {
+	t.Helper()
+	select {
+	case v := <-w.C:
+		t.Fatalf("%s answered before its save was durable: %+v", what, v)
+	default:
+	}
+}
+
+// A heartbeat that changes nothing is answered at once, while other members' changes
+// wait for their saves (one in flight, one behind it): what it reports was durable
+// before. It used to wait for every save due.
+func TestConsumerUnchangedHeartbeatDoesNotWaitForOthersSaves(t *testing.T) {
+	fsys := storage.NewFaultFS(nil)
+	h := newHarnessFS(t, t.TempDir(), fsys, consumerSettings)
+	defer h.stop()
+	send := consumerTrio(t, h)
+	held := holdSegmentSyncs(fsys, false)
+	wa := send("a", 3, "r1") // a change: its save is held in the journal's fsync
+	<-held.entered
+	wb := send("b", 3, "r2") // another change, saved behind it
+	wc := send("c", 3, "")   // nothing changes for c
+	v, ok := wc.Wait(30 * time.Second)
+	if !ok {
+		close(held.release)
+		t.Fatal("c's heartbeat, which changed nothing, waited for the saves of a's and b's changes")
+	}
+	if r := v.(*ConsumerHeartbeatResult); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+		t.Fatalf("c: %+v", r)
+	}
+	pendingAnswer(t, "a's change", wa)
+	pendingAnswer(t, "b's change", wb)
+	close(held.release)
+	for id, w := range map[string]*actor.Waiter{"a": wa, "b": wb} {
+		if r := get[*ConsumerHeartbeatResult](t, w); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+			t.Fatalf("%s: %+v", id, r)
+		}
+	}
+}
+
+// Two saves in flight: when the first fails, the one sent behind it fails too, whatever
+// the journal made of it, and it carried the first one's records, so the state it
+// left on disk is whole (the journal goes on after a failed write).
+func TestConsumerSaveBehindAFailedOneFails(t *testing.T) {
+	dir := t.TempDir()
+	fsys := storage.NewFaultFS(nil)
+	h := newHarnessFS(t, dir, fsys, consumerSettings)
+	send := consumerTrio(t, h)
+	held := holdSegmentSyncs(fsys, true)
+	wa := send("a", 3, "r1")
+	<-held.entered
+	wb := send("b", 3, "r2")
+	// b's save is sent behind a's before a's fails: c's heartbeat, which changes
+	// nothing, is answered once both are in flight.
+	v, ok := send("c", 3, "").Wait(30 * time.Second)
+	close(held.release)
+	if !ok {
+		t.Fatal("c's heartbeat, which changed nothing, waited for the saves of a's and b's changes")
+	}
+	if r := v.(*ConsumerHeartbeatResult); r.ErrorCode != 0 {
+		t.Fatalf("c: %+v", r)
+	}
+	for id, w := range map[string]*actor.Waiter{"a": wa, "b": wb} {
+		if r := get[*ConsumerHeartbeatResult](t, w); r.ErrorCode != kerr.NotCoordinator.Code {
+			t.Fatalf("%s: %s, want NOT_COORDINATOR (a's save failed)", id, codeName(r.ErrorCode))
+		}
+	}
+	// A crash now: the journal holds b's save, not a's, and replay must make a whole
+	// state of it.
+	img := t.TempDir()
+	copyDir(t, dir, img)
+	h.stop()
+	h = newHarnessFS(t, img, storage.NewFaultFS(nil), consumerSettings)
+	defer h.stop()
+	racks := map[string]string{}
+	for _, m := range call[*ConsumerDescription](h, &ConsumerDescribe{Group: "g"}).Members {
+		racks[m.MemberID] = m.RackID
+	}
+	if racks["a"] != "r1" || racks["b"] != "r2" {
+		t.Fatalf("after a crash, racks %v: want a's change (in the failed save) carried by b's", racks)
+	}
+}
+
+// copyDir copies the files under src to dst (a crash image: what is on disk now).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

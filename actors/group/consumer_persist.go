@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -154,27 +155,41 @@ func (g *groupActor) consumerBlob() (json.RawMessage, error) {
 	return json.Marshal(s)
 }
 
-// consumerDelta is what changed since the last save: the header, the touched members'
-// records and the touched members that are gone.
-func (g *groupActor) consumerDelta() (*offsets.ConsumerDelta, error) {
+// consumerDelta is what changed since the saves not yet known durable were built: the
+// header, the records of the members touched since the last save and those the saves
+// in flight were made for (their bytes as sent: untouched since, they are current), and
+// the members gone; and the records made for this save (nil: gone). So any one save that becomes durable leaves the file whole, also when
+// one before it failed (the journal is not stopped by a failed write).
+func (g *groupActor) consumerDelta() (*offsets.ConsumerDelta, map[string]json.RawMessage, error) {
 	cg := g.cg
 	h, err := json.Marshal(g.consumerHeader())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d := &offsets.ConsumerDelta{Header: h, Set: make(map[string]json.RawMessage, len(cg.touched))}
+	recs := map[string]json.RawMessage{}
+	for _, sv := range cg.saves {
+		maps.Copy(recs, sv.own)
+	}
+	own := make(map[string]json.RawMessage, len(cg.touched))
 	for id := range cg.touched {
-		m := cg.members[id]
-		if m == nil {
+		var r json.RawMessage
+		if m := cg.members[id]; m != nil {
+			if r, err = json.Marshal(g.savedMemberOf(m)); err != nil {
+				return nil, nil, err
+			}
+		}
+		own[id], recs[id] = r, r
+	}
+	d := &offsets.ConsumerDelta{Header: h, Set: make(map[string]json.RawMessage, len(recs))}
+	for id, r := range recs {
+		if r == nil {
 			d.Del = append(d.Del, id)
 			continue
 		}
-		if d.Set[id], err = json.Marshal(g.savedMemberOf(m)); err != nil {
-			return nil, err
-		}
+		d.Set[id] = r
 	}
 	sort.Strings(d.Del)
-	return d, nil
+	return d, own, nil
 }
 
 // saveWaiter is what waits for the save of the group's state: the request to answer
@@ -184,15 +199,47 @@ type saveWaiter struct {
 	then   func(code int16)
 }
 
+// consumerSave is a save in flight: its waiters, and what it wrote: a whole state, or
+// a delta with the records made for it (own; nil: a member gone), which a delta sent
+// while it is in flight carries again.
+type consumerSave struct {
+	seq   uint64
+	batch []saveWaiter
+	full  bool
+	own   map[string]json.RawMessage
+	done  bool
+	code  int16
+}
+
+// has says whether the save carries member id's record (or its removal): until it is
+// durable, an answer that reports the member's state waits.
+func (sv *consumerSave) has(id string) bool {
+	if sv.full {
+		return true
+	}
+	_, ok := sv.own[id]
+	return ok
+}
+
+// maxConsumerSaves is how many saves of a group may be in flight at once. The second
+// is journaled behind the first, so the journal is not idle while the first one's
+// answer comes back; a failed save fails every save sent after it (consumerSaved).
+const maxConsumerSaves = 2
+
+// consumerFlush is sent by the group to itself when a save is due: the heartbeats
+// already in its mailbox are handled first and go with the same save.
+type consumerFlush struct{ cg *consumerGroup }
+
 // checkConsumerDeltas, when set (tests), sees every save before it is sent.
 var checkConsumerDeltas func(g *groupActor, meta offsets.GroupMeta, delta *offsets.ConsumerDelta)
 
 // saveConsumer has the group's state written to its file through the offsets actor;
-// then runs with 0 once it is durable, or the write's code. One save is in flight at a
-// time: what changes meanwhile is written by the next one, with every waiter that came
-// in between, so a burst of heartbeats in a big group costs one encoding and one
-// journal write per round, not one per heartbeat. client, if set, is answered with an
-// error should the group stop first.
+// then runs with 0 once it is durable, or the write's code. The save is sent once the
+// messages already in the group's mailbox are handled (consumerFlush), with every
+// waiter that came meanwhile, and at most maxConsumerSaves are in flight: what changes
+// meanwhile is written by the next one, so a burst of heartbeats in a big group costs
+// one encoding and one journal write per burst, not one per heartbeat. client, if set,
+// is answered with an error should the group stop first.
 func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(code int16)) {
 	cg := g.cg
 	if cg == nil {
@@ -201,17 +248,70 @@ func (g *groupActor) saveConsumer(ctx actor.Context, client Request, then func(c
 		return
 	}
 	cg.waiting = append(cg.waiting, saveWaiter{client: client, then: then})
-	if !cg.saving {
+	g.scheduleConsumerFlush(ctx)
+}
+
+// scheduleConsumerFlush sends the group a consumerFlush when a save is due and may go.
+func (g *groupActor) scheduleConsumerFlush(ctx actor.Context) {
+	cg := g.cg
+	if cg.flushQueued || len(cg.waiting) == 0 || !cg.maySave() {
+		return
+	}
+	cg.flushQueued = true
+	ctx.Send(ctx.Self(), &consumerFlush{cg: cg})
+}
+
+// maySave says whether another save may be sent now: none in flight, or fewer than
+// maxConsumerSaves deltas (a whole save, the first one after a failure included, goes
+// alone: a delta sent behind it could not stand without it).
+func (cg *consumerGroup) maySave() bool {
+	if len(cg.saves) == 0 {
+		return true
+	}
+	if len(cg.saves) >= maxConsumerSaves || cg.full {
+		return false
+	}
+	for _, sv := range cg.saves {
+		if sv.full {
+			return false
+		}
+	}
+	return true
+}
+
+// onConsumerFlush sends the save consumerFlush was sent for.
+func (g *groupActor) onConsumerFlush(ctx actor.Context, m *consumerFlush) {
+	cg := g.cg
+	if cg == nil || cg != m.cg {
+		return // the group was reset meanwhile
+	}
+	cg.flushQueued = false
+	if len(cg.waiting) > 0 && cg.maySave() {
 		g.flushConsumer(ctx)
 	}
+}
+
+// memberDurable says whether member id's saved record is durable as the group holds
+// it: nothing changed it since the last save, and no save in flight carries it.
+func (cg *consumerGroup) memberDurable(id string) bool {
+	if cg.touched[id] || (cg.full && cg.dirty) {
+		return false
+	}
+	for _, sv := range cg.saves {
+		if sv.has(id) {
+			return false
+		}
+	}
+	return true
 }
 
 // flushConsumer writes the state as it is now for the waiters so far.
 func (g *groupActor) flushConsumer(ctx actor.Context) {
 	cg := g.cg
-	batch := cg.waiting
-	cg.waiting, cg.inflight = nil, batch
-	cg.dirty, cg.saving = false, true
+	cg.saveSeq++
+	sv := &consumerSave{seq: cg.saveSeq, batch: cg.waiting, full: cg.full}
+	cg.waiting = nil
+	cg.dirty = false
 	// The gauges follow the state once per save, not per change: what changes while a
 	// save is in flight is published with the next.
 	g.publishConsumer()
@@ -225,12 +325,13 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 	if cg.full {
 		meta.Consumer, err = g.consumerBlob()
 	} else {
-		delta, err = g.consumerDelta()
+		delta, sv.own, err = g.consumerDelta()
 	}
 	if err != nil {
 		panic(fmt.Errorf("group %q: encode consumer state: %w", g.id, err)) // a broken invariant
 	}
 	cg.full, cg.touched = false, map[string]bool{}
+	cg.saves = append(cg.saves, sv)
 	if checkConsumerDeltas != nil {
 		checkConsumerDeltas(g, meta, delta)
 	}
@@ -242,23 +343,59 @@ func (g *groupActor) flushConsumer(ctx actor.Context) {
 		if g.cg != cg {
 			return // the group was reset meanwhile; shutdownConsumer answered the waiters
 		}
-		cg.saving, cg.inflight = false, nil
-		if code != 0 {
-			// What the file holds is not known to be what the deltas were built on: the
-			// next heartbeat saves, and writes the whole state (a retry that changes
-			// nothing is not answered before what it was told is durable).
-			cg.full, cg.dirty = true, true
+		sv.done, sv.code = true, code
+		g.consumerSaved(ctx)
+	})
+}
+
+// consumerSaved answers the saves whose outcome is in, oldest first. A failed save
+// fails every save sent after it, whatever their own outcome: what the file holds is
+// not known to be what the deltas were built on. The next heartbeat then saves the
+// whole state before it is answered (a retry that changes nothing is not answered
+// before what it was told is durable).
+func (g *groupActor) consumerSaved(ctx actor.Context) {
+	cg := g.cg
+	for len(cg.saves) > 0 && cg.saves[0].done {
+		sv := cg.saves[0]
+		cg.saves[0] = nil
+		cg.saves = cg.saves[1:]
+		code := sv.code
+		if code == 0 && sv.seq <= cg.failedThrough {
+			code = cg.failCode
 		}
-		for _, w := range batch {
+		if code != 0 {
+			cg.full, cg.dirty = true, true
+			if cg.failedThrough < cg.saveSeq {
+				cg.failedThrough, cg.failCode = cg.saveSeq, code
+			}
+		}
+		for _, w := range sv.batch {
 			if w.client != nil {
 				actor.Handling(ctx, w.client)
 			}
 			w.then(code)
 		}
-		if len(cg.waiting) > 0 {
-			g.flushConsumer(ctx)
+		if g.cg != cg {
+			return // a waiter reset the group (a downgrade)
 		}
-	})
+	}
+	if len(cg.saves) == 0 {
+		cg.saves = nil
+	}
+	g.scheduleConsumerFlush(ctx)
+}
+
+// takeSaveWaiters takes every waiter of the saves in flight and of the next one, oldest
+// first (a stop, or a downgrade that answers them after its own save).
+func (cg *consumerGroup) takeSaveWaiters() []saveWaiter {
+	var out []saveWaiter
+	for _, sv := range cg.saves {
+		out = append(out, sv.batch...)
+		sv.batch = nil
+	}
+	out = append(out, cg.waiting...)
+	cg.waiting = nil
+	return out
 }
 
 // loadConsumer brings a consumer-protocol group back from its file: every member at its

@@ -239,6 +239,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onPendingDeadline(ctx, m)
 	case *consumerSessionCheck, *consumerRebalanceCheck:
 		g.onConsumerTimer(ctx, m)
+	case *consumerFlush:
+		g.onConsumerFlush(ctx, m)
 	case *classicOwedCheck:
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
@@ -597,10 +599,11 @@ func (g *groupActor) finishRelease(ctx actor.Context) {
 }
 
 // idle: nothing would be lost by stopping this actor: no members, no rebalance, nothing
-// in flight. Its offsets and meta are on disk.
+// in flight or due to be saved (a consumer-protocol save waits for consumerFlush). Its
+// offsets and meta are on disk.
 func (g *groupActor) idle() bool {
 	return len(g.members) == 0 && len(g.pending) == 0 && g.ops.Len() == 0 && !g.loading &&
-		g.state == stateEmpty && (g.cg == nil || len(g.cg.members) == 0)
+		g.state == stateEmpty && (g.cg == nil || len(g.cg.members) == 0 && len(g.cg.waiting) == 0)
 }
 
 // onIdle: the group saw no traffic for group.idle.passivation.ms.

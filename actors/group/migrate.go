@@ -755,8 +755,7 @@ func (g *groupActor) downgrade(ctx actor.Context, ms []*cMember, rebalance bool,
 		}
 	}
 	sort.Strings(ids)
-	waiters := append(cg.inflight, cg.waiting...)
-	cg.inflight, cg.waiting = nil, nil
+	waiters := cg.takeSaveWaiters()
 	for _, m := range cg.members {
 		g.cancelConsumerTimers(m)
 	}
