@@ -37,7 +37,11 @@ func (oneTopic) TopicNames() ([]string, uint64) { return []string{"t"}, 1 }
 func (oneTopic) TopicsGen() uint64              { return 1 }
 
 func migrationSettings(s *Settings) {
-	s.InitialRebalanceDelay = 0
+	// The first round waits for every JoinGroup sent at once (the fake clock passes the
+	// delay once they are all parked): without it the round could complete with the
+	// first member alone before the second reached the group, which then rebalanced
+	// again (a SyncGroup at generation 1 from the second: UNKNOWN_MEMBER_ID).
+	s.InitialRebalanceDelay = 3 * time.Second
 	s.Consumer = ConsumerSettings{Enabled: true, SessionTimeout: 45 * time.Second, HeartbeatInterval: 5 * time.Second,
 		MaxSize: 10, Assignors: []string{"uniform", "range"}, Topics: oneTopic(6)}
 }
