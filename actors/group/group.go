@@ -1,7 +1,6 @@
 package group
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,8 +128,12 @@ type groupActor struct {
 	id           string  // the group id (cfg.Group is not this group's when cfg is a manager's)
 	offsetsProps *actor.Props
 
-	// collaborators
+	// collaborators: the offsets actor, nil while passivated (offsets_passivate.go).
 	offsets *actor.PID
+	// offsetsStopping: the offsets actor was told to Passivate; what the group sends it
+	// waits in offsetsHeld, in order, until it answers Stay or stops.
+	offsetsStopping bool
+	offsetsHeld     []any
 
 	// loading: the group file is being read; requests wait in queue.
 	loading bool
@@ -243,6 +246,12 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
 		g.expire(ctx, false)
+	case *offsets.Idle:
+		g.offsetsIdle(ctx)
+	case *offsets.Stay:
+		g.offsetsStay(ctx)
+	case *actor.Terminated:
+		g.offsetsStopped(ctx, m)
 	case *stopIfIdle:
 		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
 			exists: g.exists, protocolType: g.protocolType, consumer: g.cg != nil})
@@ -267,7 +276,12 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 		if g.releasing && m.ID == g.releaseID {
 			g.onFlushed(ctx, m.Value)
 		}
+	case *offsets.Stay:
+		g.offsetsStay(ctx)
 	case *actor.Terminated:
+		if g.offsetsStopped(ctx, m) {
+			return true
+		}
 		if g.releasing && g.offsets != nil && m.Who.Equal(g.offsets) {
 			g.log().Warn().Msg("offsets_actor_stopped_before_flush_answered")
 			g.finishRelease(ctx)
@@ -353,12 +367,7 @@ func (g *groupActor) classicMaps() {
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = actor.Pending[op]{}
-	pid, err := actor.SpawnNamed(ctx, g.offsetsProps, "offsets")
-	if err != nil {
-		// The name is free after a restart (children stop first); this is a broken invariant.
-		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
-	}
-	g.offsets = pid
+	g.spawnOffsets(ctx)
 	g.loading = true
 	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
 	if g.cfg.Settings.IdlePassivation > 0 {
@@ -481,7 +490,7 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 // the answer. client, if set, is answered with an error should the group stop first.
 func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promise) any, then func(any)) {
 	p := g.ops.Await(ctx, op{then: then, client: client})
-	ctx.Send(g.offsets, msg(p))
+	g.toOffsets(ctx, msg(p))
 }
 
 // onSettled runs what waited for the offsets actor's answer. A panic in it answers the
@@ -505,6 +514,7 @@ func (g *groupActor) shutdown(code int16) {
 		r.fail(code)
 	}
 	g.queue = nil
+	g.offsetsHeld = nil // their clients are answered with the ops below
 	g.ops.Drain(func(o op) {
 		if o.client != nil {
 			o.client.fail(code)
@@ -565,13 +575,11 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 	g.unpublish()
 	g.shutdown(kerr.NotCoordinator.Code)
 	g.releasing = true
-	if g.offsets == nil {
-		g.finishRelease(ctx)
-		return
-	}
 	p := actor.NewPromise(ctx, ctx.Self())
 	g.releaseID = p.ID()
-	ctx.Send(g.offsets, &offsets.Flush{Reply: p})
+	// A passivated offsets actor is spawned again for the Flush: it takes its group's
+	// committed offsets series away as it stops.
+	g.toOffsets(ctx, &offsets.Flush{Reply: p})
 	g.releaseCancel = actor.After(ctx, flushTimeout, &releaseDeadline{})
 }
 
