@@ -331,6 +331,10 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.onRestarting(ctx)
 		return
+	case *actor.Stopped:
+		// Not a request: served as one, it armed the idle timer of a stopped actor,
+		// whose PID (its cached process) kept the whole actor reachable until it fired.
+		return
 	case *actor.Settled:
 		if a.claiming && m.ID == a.claimID {
 			a.onClaimed(ctx, m.Value)
