@@ -70,6 +70,11 @@ func (g *groupActor) offsetsStopped(ctx actor.Context, m *actor.Terminated) bool
 	if !g.offsetsStopping || g.offsets == nil || !m.Who.Equal(g.offsets) {
 		return false
 	}
+	// The actor library keeps the stopped child's PID in the spare capacity of the
+	// group's children set, and the PID caches the child's process: its mailbox, context
+	// and state, all of what passivation frees. A message to the stopped PID drops that
+	// cache (it finds the process dead), and an Unwatch is one nothing answers.
+	ctx.Unwatch(g.offsets)
 	g.offsetsStopping, g.offsets = false, nil
 	if len(g.offsetsHeld) > 0 {
 		g.spawnOffsets(ctx)
