@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -260,4 +261,43 @@ func TestRequestsAcrossPassivation(t *testing.T) {
 		}
 		checkFetch(t, h, "g", 40, 2)
 	})
+}
+
+// Passivated offsets actors free what they held: their context, mailbox and state are
+// no longer reachable (the actor library's children set kept the stopped child's PID,
+// and with it the whole actor, until the group dropped the PID's cached process).
+func TestPassivatedOffsetsActorsAreFreed(t *testing.T) {
+	dir := t.TempDir()
+	actortest.Bubble(t, func(t *testing.T) {
+		h := passivatingHarness(t, dir, nil)
+		defer h.stop()
+		const n = 300
+		for i := range n {
+			commitTo(t, h, "g"+itoa(i), int64(i), 4)
+		}
+		time.Sleep(testCheckpoint + time.Second)
+		live := heapAlloc()
+		idleOut()
+		for i := range n {
+			if h.offsetsLive("g" + itoa(i)) {
+				t.Fatalf("g%d: offsets actor still live", i)
+			}
+		}
+		idle := heapAlloc()
+		// An offsets actor with its context, mailbox, registry entry and 4 offsets
+		// holds over 2 KB.
+		freed := (int64(live) - int64(idle)) / n
+		if freed < 1024 {
+			t.Fatalf("passivation freed %d bytes per group (live %d, idle %d)", freed, live, idle)
+		}
+		t.Logf("passivation freed %d bytes per group", freed)
+	})
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
