@@ -98,7 +98,7 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 	kind := offsets.NewKind(offsets.Config{
 		Dir: dir, FS: fsys, Log: log, Metrics: om,
 		MaxMetadataBytes: cfg.OffsetMetadataMaxBytes, MaxPendingOffsets: int(cfg.GroupMaxPendingTxnOffsets),
-		Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval,
+		Journal: jpid, CheckpointInterval: cfg.OffsetsCheckpointInterval, IdleAfter: cfg.OffsetsIdlePassivation,
 		WriteSlots: slots, WriteQueue: actor.NewLimiter(offsets.DefaultWriteSlots), LeaveToJournal: leave,
 		Written: pending.Forget,
 	}, b.gate) // a gate per group, made as it is spawned: it holds the term it was loaded under

@@ -92,6 +92,7 @@ type Config struct {
 	OffsetsRetentionCheck             time.Duration
 	OffsetMetadataMaxBytes            int
 	OffsetsCheckpointInterval         time.Duration
+	OffsetsIdlePassivation            time.Duration
 
 	// Transactions (actors/txn).
 	TransactionMaxTimeout     time.Duration
@@ -262,6 +263,7 @@ func Default() Config {
 		OffsetsRetentionCheck:             600000 * time.Millisecond,
 		OffsetMetadataMaxBytes:            4096,
 		OffsetsCheckpointInterval:         2000 * time.Millisecond,
+		OffsetsIdlePassivation:            30000 * time.Millisecond,
 
 		TransactionMaxTimeout:     900000 * time.Millisecond,
 		TransactionalIDExpiration: 604800000 * time.Millisecond,
@@ -424,6 +426,7 @@ func settings(c *Config) []setting {
 			func(c *Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) }},
 		msSetting("offsets.retention.check.interval.ms", "how often expired offsets are removed", &c.OffsetsRetentionCheck),
 		msSetting("offsets.checkpoint.interval.ms", "how long a group's commits wait in the offsets journal before its file is rewritten with them", &c.OffsetsCheckpointInterval),
+		msSetting("offsets.idle.passivation.ms", "stop the offsets actor of a live group whose file holds everything and that saw no offsets request this long (it reloads the file on the next; 0 never)", &c.OffsetsIdlePassivation),
 		{"offset.metadata.max.bytes", "largest metadata string of a committed offset",
 			func(c *Config, v string) (err error) { c.OffsetMetadataMaxBytes, err = strconv.Atoi(v); return err },
 			func(c *Config) string { return strconv.Itoa(c.OffsetMetadataMaxBytes) }},
@@ -603,6 +606,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("offsets.retention.minutes must be at least 1")
 	case c.OffsetsCheckpointInterval <= 0:
 		return fmt.Errorf("offsets.checkpoint.interval.ms must be positive")
+	case c.OffsetsIdlePassivation < 0:
+		return fmt.Errorf("offsets.idle.passivation.ms must not be negative")
 	case c.TransactionMaxTimeout < time.Millisecond:
 		return fmt.Errorf("transaction.max.timeout.ms must be at least 1")
 	case c.TransactionalIDExpiration < time.Millisecond:

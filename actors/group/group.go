@@ -1,7 +1,6 @@
 package group
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,22 +128,30 @@ type groupActor struct {
 	id           string  // the group id (cfg.Group is not this group's when cfg is a manager's)
 	offsetsProps *actor.Props
 
-	// collaborators
+	// collaborators: the offsets actor, nil while passivated (offsets_passivate.go).
 	offsets *actor.PID
+	// offsetsStopping (below): the offsets actor was told to Passivate; what the group
+	// sends it waits in offsetsHeld, in order, until it answers Stay or stops.
+	offsetsHeld []any
 
-	// loading: the group file is being read; requests wait in queue.
-	loading bool
-	queue   []Request
+	// loading (below): the group file is being read; requests wait in queue.
+	queue []Request
 	// broken is COORDINATOR_NOT_AVAILABLE while the offsets file is corrupt or unreadable:
 	// every request gets it, so no consumer resets its position.
 	broken int16
 
 	// state
-	exists       bool // members, offsets or a file: the group is not just a name
-	state        state
-	prevState    state
-	stateSince   time.Time
-	generation   int32
+	exists    bool // members, offsets or a file: the group is not just a name
+	state     state
+	prevState state
+	// The flags are kept in the words' spare bytes, so that the actor packs into a
+	// smaller size class (one per live group): each in a word of its own took 56 bytes.
+	loading, offsetsStopping, topicsKnown bool
+	stateSince                            time.Time
+	generation                            int32
+	initialDelay, newMemberAdded          bool // initial rebalance delay, below
+	stopped, releasing                    bool // metrics and release, below
+
 	protocolType string
 	protocol     string
 	leader       string
@@ -157,17 +164,14 @@ type groupActor struct {
 	pendingSync  map[string]bool // members of this generation that have not synced
 	joinSeq      uint64
 	topics       map[string]bool // subscribed topics of the current generation
-	topicsKnown  bool
 	// cg is the state of a consumer-protocol group (KIP-848, consumer.go); nil for a
 	// classic group. consumerPublished is what it added to the member-state gauge.
 	cg                *consumerGroup
 	consumerPublished [4]int32
 
-	// initial rebalance delay (Apache InitialDelayedJoin)
-	initialDelay   bool
+	// initial rebalance delay (Apache InitialDelayedJoin; initialDelay, newMemberAdded)
 	delayNow       time.Duration
 	delayRemaining time.Duration
-	newMemberAdded bool
 
 	// timers
 	joinSeqGuard uint64
@@ -181,14 +185,12 @@ type groupActor struct {
 
 	// metrics: what this actor added to the gauges, and the rebalance being timed.
 	pub            published
-	stopped        bool
 	rebalanceStart time.Duration // since monoBase (monotonic); 0: no rebalance being timed
 	rebalanceCause string
 
 	// releasing: the manager told the group to go (release); it waits for its offsets
 	// actor's Flush (releaseID) or for that actor's end, at most flushTimeout
 	// (releaseCancel), then stops itself.
-	releasing     bool
 	releaseID     uint64
 	releaseCancel actor.Cancel
 }
@@ -245,6 +247,12 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
 		g.expire(ctx, false)
+	case *offsets.Idle:
+		g.offsetsIdle(ctx)
+	case *offsets.Stay:
+		g.offsetsStay(ctx)
+	case *actor.Terminated:
+		g.offsetsStopped(ctx, m)
 	case *stopIfIdle:
 		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
 			exists: g.exists, protocolType: g.protocolType, consumer: g.cg != nil})
@@ -269,7 +277,12 @@ func (g *groupActor) afterStop(ctx actor.Context) bool {
 		if g.releasing && m.ID == g.releaseID {
 			g.onFlushed(ctx, m.Value)
 		}
+	case *offsets.Stay:
+		g.offsetsStay(ctx)
 	case *actor.Terminated:
+		if g.offsetsStopped(ctx, m) {
+			return true
+		}
 		if g.releasing && g.offsets != nil && m.Who.Equal(g.offsets) {
 			g.log().Warn().Msg("offsets_actor_stopped_before_flush_answered")
 			g.finishRelease(ctx)
@@ -355,12 +368,7 @@ func (g *groupActor) classicMaps() {
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = actor.Pending[op]{}
-	pid, err := actor.SpawnNamed(ctx, g.offsetsProps, "offsets")
-	if err != nil {
-		// The name is free after a restart (children stop first); this is a broken invariant.
-		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
-	}
-	g.offsets = pid
+	g.spawnOffsets(ctx)
 	g.loading = true
 	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
 	if g.cfg.Settings.IdlePassivation > 0 {
@@ -483,7 +491,7 @@ func (g *groupActor) handle(ctx actor.Context, r Request) {
 // the answer. client, if set, is answered with an error should the group stop first.
 func (g *groupActor) ask(ctx actor.Context, client Request, msg func(actor.Promise) any, then func(any)) {
 	p := g.ops.Await(ctx, op{then: then, client: client})
-	ctx.Send(g.offsets, msg(p))
+	g.toOffsets(ctx, msg(p))
 }
 
 // onSettled runs what waited for the offsets actor's answer. A panic in it answers the
@@ -507,6 +515,7 @@ func (g *groupActor) shutdown(code int16) {
 		r.fail(code)
 	}
 	g.queue = nil
+	g.offsetsHeld = nil // their clients are answered with the ops below
 	g.ops.Drain(func(o op) {
 		if o.client != nil {
 			o.client.fail(code)
@@ -567,13 +576,11 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 	g.unpublish()
 	g.shutdown(kerr.NotCoordinator.Code)
 	g.releasing = true
-	if g.offsets == nil {
-		g.finishRelease(ctx)
-		return
-	}
 	p := actor.NewPromise(ctx, ctx.Self())
 	g.releaseID = p.ID()
-	ctx.Send(g.offsets, &offsets.Flush{Reply: p})
+	// A passivated offsets actor is spawned again for the Flush: it takes its group's
+	// committed offsets series away as it stops.
+	g.toOffsets(ctx, &offsets.Flush{Reply: p})
 	g.releaseCancel = actor.After(ctx, flushTimeout, &releaseDeadline{})
 }
 

@@ -31,6 +31,9 @@ type harness struct {
 	// checkpoint, set before the first request, is the offsets actors'
 	// CheckpointInterval (0: the default).
 	checkpoint time.Duration
+	// offsetsIdle, set before the first request, is the offsets actors' IdleAfter (0:
+	// they never passivate).
+	offsetsIdle time.Duration
 }
 
 func testSettings() Settings {
@@ -83,7 +86,7 @@ func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Sett
 		Settings: s,
 		Offsets: func(group string) *actor.Props {
 			return offsets.Props(offsets.Config{Group: group, Dir: odir, FS: fsys, Log: log, Journal: h.journal,
-				CheckpointInterval: h.checkpoint})
+				CheckpointInterval: h.checkpoint, IdleAfter: h.offsetsIdle})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, odir) },
 		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {

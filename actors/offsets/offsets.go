@@ -116,6 +116,10 @@ type Config struct {
 	// records the file lacks (nothing is checkpointed past them), so a stop costs no
 	// file write per group. Nil: the file is always written at stop.
 	LeaveToJournal func() bool
+	// IdleAfter: how long an offsets actor whose file holds everything waits, with no
+	// request, before it asks its group actor to stop it (passivate.go); the group actor
+	// spawns it again on the group's next request, which reads the file. 0: never.
+	IdleAfter time.Duration
 	// Written, when set, is told the group's file was written (or removed) by a
 	// checkpoint, before the journal is: the listings of a start that left the files
 	// behind (Pending.Forget) stop standing in for it before the actor can stop, so a
@@ -236,6 +240,9 @@ type offsetsActor struct {
 	flushQueued, ckptScheduled bool
 	// claiming and loading: described with claimID and loadJob below.
 	claiming, loading bool
+	// passivate.go: idleAsked, the actor told its parent it is Idle; passivated, it
+	// stops on its parent's Passivate.
+	idleAsked, passivated bool
 
 	broken   error // the load failed; every request answers codeBroken
 	brokenAt time.Time
@@ -252,6 +259,9 @@ type offsetsActor struct {
 	fileSeq    uint64
 	ckpt       *ckptJob
 	ckptCancel actor.Cancel
+	// The idle timer (passivate.go), and when the last request came (since monoBase).
+	idleCancel  actor.Cancel
+	lastRequest time.Duration
 
 	// claiming: the journal has not yet said whether an earlier actor of the group left
 	// state behind its file; loading: a load job (load.go) reads the file. Requests wait
@@ -317,8 +327,14 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)
+		return
 	case *actor.Restarting:
 		a.onRestarting(ctx)
+		return
+	case *actor.Stopped:
+		// Not a request: served as one, it armed the idle timer of a stopped actor,
+		// whose PID (its cached process) kept the whole actor reachable until it fired.
+		return
 	case *actor.Settled:
 		if a.claiming && m.ID == a.claimID {
 			a.onClaimed(ctx, m.Value)
@@ -336,9 +352,18 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	case *flushNow:
 		a.flushQueued = false
 		a.flush(ctx)
+	case *idleTick:
+		a.onIdleTick(ctx)
+	case *Passivate:
+		a.onPassivate(ctx)
+		return
 	default:
+		if a.cfg.IdleAfter > 0 {
+			a.lastRequest, a.idleAsked = time.Since(monoBase), false
+		}
 		a.handle(ctx, msg)
 	}
+	a.armIdle(ctx)
 }
 
 // Panicked logs a panic of the actor with its stack (actor.PanicHandler); its group
@@ -385,8 +410,16 @@ func (a *offsetsActor) serve(ctx actor.Context, msg any) {
 // answers every request it accepted (with success or the write's error code) and leaves
 // its file complete for the group's next actor.
 func (a *offsetsActor) onStopping(ctx actor.Context) {
-	a.pub.Remove()
+	if !a.passivated {
+		// A passivated group's series stay: the group is live, and its next offsets
+		// actor replaces them (or removes them as it stops).
+		a.pub.Remove()
+	}
 	defer a.unpublishPending()
+	if a.idleCancel != nil {
+		a.idleCancel()
+		a.idleCancel = nil
+	}
 	if a.stashCancel != nil {
 		a.stashCancel()
 	}
@@ -420,6 +453,10 @@ func (a *offsetsActor) leavingToJournal() bool {
 func (a *offsetsActor) onRestarting(ctx actor.Context) {
 	a.pub.Remove()
 	defer a.unpublishPending()
+	if a.idleCancel != nil {
+		a.idleCancel()
+		a.idleCancel = nil
+	}
 	a.waitInflight(ctx)
 	for _, q := range a.queue {
 		fail(q, codeCrashed)

@@ -21,9 +21,11 @@ import (
 // BenchmarkLiveGroups creates live groups, each by a first OffsetCommit of 4 partitions
 // (8 connections, 64 requests in flight on each), and reports how fast they were made
 // and the heap and stacks they hold, for kaas and for kfake with SyncWrites in the same
-// run, and for kfake keeping them in memory. KAAS_BENCH_GROUPS sets how many (default 100,000); KAAS_BENCH_HEAPPROFILE=path writes
-// the heap profile of kaas holding them once settled (kaas_settled_bytes/group: the
-// last checkpoints written, so what is left is what the groups keep).
+// run, and for kfake keeping them in memory. KAAS_BENCH_GROUPS sets how many (default
+// 100,000); KAAS_BENCH_HEAPPROFILE=path writes the heap profile of kaas holding them
+// once idle. kaas_settled_bytes/group: the last checkpoints written, so what is left is
+// what the groups keep; kaas_idle_bytes/group: offsets.idle.passivation.ms later, with
+// their offsets actors passivated.
 //
 //	go test -run NONE -bench LiveGroups -benchtime 1x ./e2e/commitbench/
 //
@@ -53,6 +55,12 @@ func BenchmarkLiveGroups(b *testing.B) {
 		settle(b, time.Now().Add(config.Default().OffsetsCheckpointInterval), goroutines)
 		kSettled := float64(inUse()-before-base) / float64(n)
 		logHeld(b, "kaas settled with", n)
+		// Idle: once offsets.idle.passivation.ms has passed too, the groups' offsets
+		// actors have stopped (the groups stay live, and bring them back from their files
+		// on their next request).
+		settle(b, time.Now().Add(config.Default().OffsetsIdlePassivation+time.Second), goroutines)
+		kIdle := float64(inUse()-before-base) / float64(n)
+		logHeld(b, "kaas idle with", n)
 		if path := os.Getenv("KAAS_BENCH_HEAPPROFILE"); path != "" {
 			writeHeapProfile(b, path)
 		}
@@ -76,13 +84,14 @@ func BenchmarkLiveGroups(b *testing.B) {
 
 		b.ReportMetric(kPer, "kaas_bytes/group")
 		b.ReportMetric(kSettled, "kaas_settled_bytes/group")
+		b.ReportMetric(kIdle, "kaas_idle_bytes/group")
 		b.ReportMetric(fPer, "kfake_sync_bytes/group")
 		b.ReportMetric(kRate, "kaas_groups/s")
 		b.ReportMetric(fRate, "kfake_sync_groups/s")
 		b.ReportMetric(mPer, "kfake_mem_bytes/group")
 		b.ReportMetric(mRate, "kfake_mem_groups/s")
-		b.Logf("%d groups of 4 partitions: kaas %.0f B/group (%.0f settled), %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
-			n, kPer, kSettled, kRate, fPer, fRate, kPer/fPer, kRate/fRate, mPer, mRate, kRate/mRate)
+		b.Logf("%d groups of 4 partitions: kaas %.0f B/group (%.0f settled, %.0f idle), %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
+			n, kPer, kSettled, kIdle, kRate, fPer, fRate, kPer/fPer, kRate/fRate, mPer, mRate, kRate/mRate)
 	}
 }
 

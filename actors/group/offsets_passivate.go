@@ -1,0 +1,93 @@
+package group
+
+import (
+	"fmt"
+
+	"kaas/actors/actor"
+	"kaas/actors/offsets"
+)
+
+// The offsets actor's passivation (actors/offsets/passivate.go), on the group's side:
+//
+//	live ──offsets.Idle, nothing asked──▶ stopping (Passivate sent; sends held)
+//	stopping ──offsets.Stay──▶ live (held sends go out, in order)
+//	stopping ──Terminated──▶ passivated (g.offsets nil), or live again at once if a send
+//	                         was held (spawned, the held sends go out, in order)
+//	passivated ──a send──▶ live (spawned; the new actor loads the file)
+//
+// The group asks Passivate only when none of its questions to the offsets actor is
+// unanswered, and sends it nothing more until it answers: so the actor stops with an
+// empty mailbox (protoactor drops what a stopped actor's mailbox holds), and every
+// question after it is answered by the next actor, from the file, in the order asked.
+
+// spawnOffsets starts the group's offsets actor.
+func (g *groupActor) spawnOffsets(ctx actor.Context) {
+	pid, err := actor.SpawnNamed(ctx, g.offsetsProps, "offsets")
+	if err != nil {
+		// The name is free after a restart (children stop first) and after the actor's
+		// Terminated (protoactor frees it before): this is a broken invariant.
+		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
+	}
+	g.offsets = pid
+}
+
+// toOffsets sends m to the offsets actor: held while it stops, to a new one when it was
+// passivated.
+func (g *groupActor) toOffsets(ctx actor.Context, m any) {
+	switch {
+	case g.offsetsStopping:
+		g.offsetsHeld = append(g.offsetsHeld, m)
+	case g.offsets == nil:
+		g.spawnOffsets(ctx)
+		ctx.Send(g.offsets, m)
+	default:
+		ctx.Send(g.offsets, m)
+	}
+}
+
+// offsetsIdle: the offsets actor may be stopped. It is, unless a question to it is
+// unanswered (its answer would be lost, or it made the actor busy again).
+func (g *groupActor) offsetsIdle(ctx actor.Context) {
+	if g.offsetsStopping || g.offsets == nil || g.ops.Len() > 0 {
+		return
+	}
+	g.offsetsStopping = true
+	ctx.Send(g.offsets, &offsets.Passivate{})
+}
+
+// offsetsStay: the offsets actor had more to do when Passivate came, and goes on.
+func (g *groupActor) offsetsStay(ctx actor.Context) {
+	if !g.offsetsStopping {
+		return
+	}
+	g.offsetsStopping = false
+	g.sendHeld(ctx)
+}
+
+// offsetsStopped takes the Terminated of an offsets actor that passivated; false for
+// any other.
+func (g *groupActor) offsetsStopped(ctx actor.Context, m *actor.Terminated) bool {
+	if !g.offsetsStopping || g.offsets == nil || !m.Who.Equal(g.offsets) {
+		return false
+	}
+	// The actor library keeps the stopped child's PID in the spare capacity of the
+	// group's children set, and the PID caches the child's process: its mailbox, context
+	// and state, all of what passivation frees. A message to the stopped PID drops that
+	// cache (it finds the process dead), and an Unwatch is one nothing answers.
+	ctx.Unwatch(g.offsets)
+	g.offsetsStopping, g.offsets = false, nil
+	if len(g.offsetsHeld) > 0 {
+		g.spawnOffsets(ctx)
+		g.sendHeld(ctx)
+	}
+	return true
+}
+
+// sendHeld sends what waited while the offsets actor stopped, in order.
+func (g *groupActor) sendHeld(ctx actor.Context) {
+	held := g.offsetsHeld
+	g.offsetsHeld = nil
+	for _, m := range held {
+		ctx.Send(g.offsets, m)
+	}
+}
