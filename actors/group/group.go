@@ -133,6 +133,8 @@ type groupActor struct {
 	// offsetsStopping (below): the offsets actor was told to Passivate; what the group
 	// sends it waits in offsetsHeld, in order, until it answers Stay or stops.
 	offsetsHeld []any
+	// offsetsForget withdraws a passivated offsets actor's series (offsets.Idle.Forget).
+	offsetsForget func()
 
 	// loading (below): the group file is being read; requests wait in queue.
 	queue []Request
@@ -220,6 +222,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		g.unpublish()
 		g.shutdown(kerr.NotCoordinator.Code)
+		g.forgetPassivated()
 	case *actor.Restarting:
 		g.unpublish()
 		g.shutdown(notAvailable)
@@ -248,7 +251,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *retentionTick:
 		g.expire(ctx, false)
 	case *offsets.Idle:
-		g.offsetsIdle(ctx)
+		g.offsetsIdle(ctx, m)
 	case *offsets.Stay:
 		g.offsetsStay(ctx)
 	case *actor.Terminated:
@@ -576,10 +579,15 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 	g.unpublish()
 	g.shutdown(kerr.NotCoordinator.Code)
 	g.releasing = true
+	if g.offsets == nil && !g.offsetsStopping {
+		// Passivated: its file holds everything, so nothing is to be flushed; its
+		// committed offsets' series go with the group.
+		g.forgetPassivated()
+		g.finishRelease(ctx)
+		return
+	}
 	p := actor.NewPromise(ctx, ctx.Self())
 	g.releaseID = p.ID()
-	// A passivated offsets actor is spawned again for the Flush: it takes its group's
-	// committed offsets series away as it stops.
 	g.toOffsets(ctx, &offsets.Flush{Reply: p})
 	g.releaseCancel = actor.After(ctx, flushTimeout, &releaseDeadline{})
 }

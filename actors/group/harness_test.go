@@ -34,6 +34,8 @@ type harness struct {
 	// offsetsIdle, set before the first request, is the offsets actors' IdleAfter (0:
 	// they never passivate).
 	offsetsIdle time.Duration
+	// offsetsMetrics, set before the first request, is the offsets actors' Metrics.
+	offsetsMetrics *offsets.Metrics
 }
 
 func testSettings() Settings {
@@ -86,7 +88,7 @@ func newHarnessWith(t *testing.T, dir string, fsys storage.FS, mutate func(*Sett
 		Settings: s,
 		Offsets: func(group string) *actor.Props {
 			return offsets.Props(offsets.Config{Group: group, Dir: odir, FS: fsys, Log: log, Journal: h.journal,
-				CheckpointInterval: h.checkpoint, IdleAfter: h.offsetsIdle})
+				CheckpointInterval: h.checkpoint, IdleAfter: h.offsetsIdle, Metrics: h.offsetsMetrics})
 		},
 		ListGroupIDs: func() ([]string, error) { return offsets.ListGroupIDs(fsys, odir) },
 		ReadMeta: func(group string) (offsets.GroupMeta, bool, error) {

@@ -29,6 +29,16 @@ func (g *groupActor) spawnOffsets(ctx actor.Context) {
 		panic(fmt.Errorf("group %q: spawn offsets actor: %w", g.id, err))
 	}
 	g.offsets = pid
+	g.offsetsForget = nil // the new actor publishes the series (and withdraws them)
+}
+
+// forgetPassivated withdraws the committed-offsets series of a passivated offsets
+// actor, as the group goes (released or stopped) without it.
+func (g *groupActor) forgetPassivated() {
+	if g.offsets == nil && g.offsetsForget != nil {
+		g.offsetsForget()
+	}
+	g.offsetsForget = nil
 }
 
 // toOffsets sends m to the offsets actor: held while it stops, to a new one when it was
@@ -47,11 +57,11 @@ func (g *groupActor) toOffsets(ctx actor.Context, m any) {
 
 // offsetsIdle: the offsets actor may be stopped. It is, unless a question to it is
 // unanswered (its answer would be lost, or it made the actor busy again).
-func (g *groupActor) offsetsIdle(ctx actor.Context) {
+func (g *groupActor) offsetsIdle(ctx actor.Context, m *offsets.Idle) {
 	if g.offsetsStopping || g.offsets == nil || g.ops.Len() > 0 {
 		return
 	}
-	g.offsetsStopping = true
+	g.offsetsStopping, g.offsetsForget = true, m.Forget
 	ctx.Send(g.offsets, &offsets.Passivate{})
 }
 
@@ -60,7 +70,7 @@ func (g *groupActor) offsetsStay(ctx actor.Context) {
 	if !g.offsetsStopping {
 		return
 	}
-	g.offsetsStopping = false
+	g.offsetsStopping, g.offsetsForget = false, nil
 	g.sendHeld(ctx)
 }
 

@@ -11,10 +11,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kaas/actors/actor/actortest"
 	"kaas/actors/offsets"
+	"kaas/metrics"
 )
 
 // The offsets actor of a live group stops once its file holds everything and it was
@@ -300,4 +303,45 @@ func heapAlloc() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// A group released while its offsets actor is passivated goes without spawning it again
+// (its file holds everything), and its committed-offsets series go with it.
+func TestReleaseOfPassivatedOffsetsSpawnsNothing(t *testing.T) {
+	dir := t.TempDir()
+	actortest.Bubble(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		h := passivatingHarness(t, dir, nil)
+		h.offsetsMetrics = offsets.NewMetrics(reg)
+		h.offsetsMetrics.Offsets = metrics.NewOffsets(nil)
+		starts := func() float64 {
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "kaas_offsets_actor_starts_total" {
+					return mf.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+			t.Fatal("no kaas_offsets_actor_starts_total")
+			return 0
+		}
+		commitTo(t, h, "g", 100, 4)
+		idleOut()
+		if h.offsetsLive("g") {
+			t.Fatal("the offsets actor of an idle group did not stop")
+		}
+		if n := testutil.CollectAndCount(h.offsetsMetrics.Offsets, "kaas_group_committed_offset"); n != 4 {
+			t.Fatalf("%d committed-offset series of the live group, want 4", n)
+		}
+		before := starts()
+		h.stop()
+		if n := starts() - before; n != 0 {
+			t.Fatalf("the release started the offsets actor again (%v starts)", n)
+		}
+		if n := testutil.CollectAndCount(h.offsetsMetrics.Offsets, "kaas_group_committed_offset"); n != 0 {
+			t.Fatalf("%d committed-offset series left after the group went", n)
+		}
+	})
 }

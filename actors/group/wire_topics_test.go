@@ -3,6 +3,8 @@ package group_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -113,6 +115,11 @@ func TestDeleteTopicsDropsOffsets(t *testing.T) {
 func (w *wire) fileTopics(g string) map[string]int {
 	w.t.Helper()
 	b, err := os.ReadFile(filepath.Join(offsets.Dir(w.cfg.DataDir), offsets.FileName(g)))
+	if errors.Is(err, fs.ErrNotExist) {
+		// A start leaves the group files behind the journal and writes them after it
+		// serves: not written yet.
+		return nil
+	}
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -11,9 +11,12 @@ import (
 // Metrics are the offsets actors' collectors, shared by every group's actor. A nil
 // *Metrics records nothing.
 type Metrics struct {
-	writes        *prometheus.CounterVec // by result
-	writeSeconds  prometheus.Histogram
-	loadFailures  *prometheus.CounterVec // by reason
+	writes       *prometheus.CounterVec // by result
+	writeSeconds prometheus.Histogram
+	loadFailures *prometheus.CounterVec // by reason
+	// starts counts offsets actors started: a group's first use since the broker
+	// started or adopted it, and each use after a passivation.
+	starts        prometheus.Counter
 	expired       prometheus.Counter
 	journalWrites *prometheus.CounterVec // by result
 	journalSecs   prometheus.Histogram
@@ -50,6 +53,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kaas_offsets_load_failures_total",
 			Help: "Group offsets files that could not be loaded, by reason (corrupt, unreadable, tombstone: a deleted group's tombstone that cannot be read); the group answers COORDINATOR_NOT_AVAILABLE until the file is repaired.",
 		}, []string{"reason"}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kaas_offsets_actor_starts_total",
+			Help: "Offsets actors started: a group's first use since the broker started or adopted it, and its first use after each passivation (offsets.idle.passivation.ms). A rate close to the requests' means groups passivate too soon.",
+		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kaas_offsets_expired_total",
 			Help: "Committed offsets removed by retention (offsets.retention.minutes).",
@@ -93,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.journalWrites.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.writeSeconds, m.loadFailures, m.expired,
+		reg.MustRegister(m.writes, m.writeSeconds, m.loadFailures, m.starts, m.expired,
 			m.journalWrites, m.journalSecs, m.journalBatch, m.corruptFrames, m.quarantined,
 			m.pending, m.pendingRefused)
 	}
@@ -118,6 +125,12 @@ func (m *Metrics) loadFailed(reason string) {
 		return
 	}
 	m.loadFailures.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) started() {
+	if m != nil {
+		m.starts.Inc()
+	}
 }
 
 func (m *Metrics) expiredOffsets(n int) {

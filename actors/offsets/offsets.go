@@ -323,6 +323,7 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch m := msg.(type) {
 	case *actor.Started:
+		a.cfg.Metrics.started()
 		a.pub = a.cfg.Metrics.offsets().Group(a.group)
 		a.claim(ctx)
 	case *actor.Stopping:

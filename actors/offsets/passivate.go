@@ -21,7 +21,11 @@ import (
 
 // Idle tells the parent, the group actor, that the offsets actor may be stopped: its
 // file holds everything, nothing waits, and no request came for Config.IdleAfter.
-type Idle struct{}
+// Forget withdraws the group's committed-offsets series the actor publishes (they stay
+// while it is passivated, the group being live): the parent calls it when the group
+// goes while its offsets actor is passivated, instead of spawning it again to stop it.
+// It is safe from any goroutine, and does nothing once a newer actor published.
+type Idle struct{ Forget func() }
 
 // Passivate asks an offsets actor that said Idle to stop. It stops if it is still quiet;
 // otherwise it answers Stay and goes on.
@@ -71,7 +75,7 @@ func (a *offsetsActor) onIdleTick(ctx actor.Context) {
 		return
 	}
 	a.idleAsked = true
-	ctx.Send(ctx.Parent(), &Idle{})
+	ctx.Send(ctx.Parent(), &Idle{Forget: a.pub.Remove})
 }
 
 // onPassivate stops the actor if it is still quiet, keeping its committed offsets'
