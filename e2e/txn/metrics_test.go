@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"kaas/broker/brokertest"
 	"kaas/config"
+	"kaas/internal/testwait"
 )
 
 // TestCoordinatorJournalMetrics: the coordinator journal's writes are counted, with
@@ -41,7 +43,31 @@ func TestCoordinatorJournalMetrics(t *testing.T) {
 	if err := oneTxn(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics")
+	// The transaction's Complete* is written after EndTxn is answered: the figures are
+	// read until no write is half counted.
+	var got map[string]float64
+	testwait.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+		got = scrapeJournal(t, "http://"+b.HTTPAddr()+"/metrics")
+		writes := got[`kaas_transactions_journal_writes_total{result="ok"}`]
+		if writes < 1 || got["kaas_transactions_journal_write_duration_seconds_count"] != writes ||
+			got["kaas_transactions_journal_batch_records_count"] != writes {
+			return fmt.Errorf("journal writes %v, duration count %v, batch count %v: want them equal and at least 1", writes,
+				got["kaas_transactions_journal_write_duration_seconds_count"], got["kaas_transactions_journal_batch_records_count"])
+		}
+		return nil
+	})
+	if records := got["kaas_transactions_journal_batch_records_sum"]; records < 3 {
+		t.Fatalf("%v transitions made durable, want at least 3", records)
+	}
+	if _, ok := got[`kaas_transactions_journal_writes_total{result="error"}`]; !ok {
+		t.Fatal("no error series")
+	}
+}
+
+// scrapeJournal reads the coordinator journal's series from a metrics endpoint.
+func scrapeJournal(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,16 +84,5 @@ func TestCoordinatorJournalMetrics(t *testing.T) {
 			}
 		}
 	}
-	writes := got[`kaas_transactions_journal_writes_total{result="ok"}`]
-	if writes < 1 || got["kaas_transactions_journal_write_duration_seconds_count"] != writes ||
-		got["kaas_transactions_journal_batch_records_count"] != writes {
-		t.Fatalf("journal writes %v, duration count %v, batch count %v: want them equal and at least 1", writes,
-			got["kaas_transactions_journal_write_duration_seconds_count"], got["kaas_transactions_journal_batch_records_count"])
-	}
-	if records := got["kaas_transactions_journal_batch_records_sum"]; records < 3 {
-		t.Fatalf("%v transitions made durable, want at least 3", records)
-	}
-	if _, ok := got[`kaas_transactions_journal_writes_total{result="error"}`]; !ok {
-		t.Fatal("no error series")
-	}
+	return got
 }
