@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"kaas/actors/actor"
 	"kaas/actors/journal"
 	"kaas/actors/offsets"
+	"kaas/internal/diskimage"
 	"kaas/storage"
 )
 
@@ -323,7 +322,7 @@ func TestConsumerSaveBehindAFailedOneFails(t *testing.T) {
 	// A crash now: the journal holds b's save, not a's, and replay must make a whole
 	// state of it.
 	img := t.TempDir()
-	copyDir(t, dir, img)
+	diskimage.Copy(t, dir, img, "")
 	h.stop()
 	h = newHarnessFS(t, img, storage.NewFaultFS(nil), consumerSettings)
 	defer h.stop()
@@ -333,30 +332,5 @@ func TestConsumerSaveBehindAFailedOneFails(t *testing.T) {
 	}
 	if racks["a"] != "r1" || racks["b"] != "r2" {
 		t.Fatalf("after a crash, racks %v: want a's change (in the failed save) carried by b's", racks)
-	}
-}
-
-// copyDir copies the files under src to dst (a crash image: what is on disk now).
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,9 +1,6 @@
 package group
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,6 +14,7 @@ import (
 
 	"kaas/actors/actor/actortest"
 	"kaas/actors/offsets"
+	"kaas/internal/diskimage"
 	"kaas/metrics"
 )
 
@@ -189,45 +187,7 @@ func TestPassivatedOffsetsSurviveCrash(t *testing.T) {
 // before its checkpoint with a journal from after it).
 func crashImage(t *testing.T, dir string) string {
 	t.Helper()
-	dst := t.TempDir()
-	journal := filepath.Join(dir, "__cluster", "__offsets_journal")
-	copyTree(t, journal, filepath.Join(dst, "__cluster", "__offsets_journal"), "")
-	copyTree(t, dir, dst, journal)
-	return dst
-}
-
-// copyTree copies src to dst, but for the tree at skip.
-func copyTree(t *testing.T, src, dst, skip string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if path == skip {
-			return filepath.SkipDir
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return diskimage.Crash(t, dir, filepath.Join(dir, "__cluster", "__offsets_journal"))
 }
 
 // Requests that come while the offsets actor is passivating (the group's Idle and

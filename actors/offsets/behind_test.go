@@ -15,6 +15,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
+	"kaas/internal/diskimage"
 	"kaas/internal/testwait"
 	"kaas/storage"
 )
@@ -159,11 +160,7 @@ func groupFiles(t *testing.T, dir string) []string {
 // (crashImage: the journal first).
 func imageOf(t *testing.T, root string) string {
 	t.Helper()
-	dst := t.TempDir()
-	jdir := filepath.Join(root, "__cluster", "__offsets_journal")
-	copyTree(t, jdir, filepath.Join(dst, "__cluster", "__offsets_journal"), "")
-	copyTree(t, root, dst, jdir)
-	return dst
+	return diskimage.Crash(t, root, filepath.Join(root, "__cluster", "__offsets_journal"))
 }
 
 // TestStartBehindServesWithoutWritingFiles: a start on a journal with records of many

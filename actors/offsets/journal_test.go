@@ -1,8 +1,6 @@
 package offsets
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +17,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/journal"
+	"kaas/internal/diskimage"
 	"kaas/internal/testwait"
 	"kaas/storage"
 )
@@ -204,45 +203,7 @@ func groupFile(t *testing.T, dir, group string) (state, bool) {
 // after it). A file that vanishes during the copy was deleted before the "crash".
 func (j *journalHarness) crashImage() string {
 	j.t.Helper()
-	dst := j.t.TempDir()
-	journal := filepath.Join(j.root, "__cluster", "__offsets_journal")
-	copyTree(j.t, journal, filepath.Join(dst, "__cluster", "__offsets_journal"), "")
-	copyTree(j.t, j.root, dst, journal)
-	return dst
-}
-
-// copyTree copies src to dst, but for the tree at skip.
-func copyTree(t *testing.T, src, dst, skip string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if path == skip {
-			return filepath.SkipDir
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return diskimage.Crash(j.t, j.root, filepath.Join(j.root, "__cluster", "__offsets_journal"))
 }
 
 // gate holds one FS step until opened.
