@@ -426,7 +426,7 @@ func settings(c *Config) []setting {
 			func(c *Config) string { return strconv.FormatInt(int64(c.OffsetsRetention/time.Minute), 10) }},
 		msSetting("offsets.retention.check.interval.ms", "how often expired offsets are removed", &c.OffsetsRetentionCheck),
 		msSetting("offsets.checkpoint.interval.ms", "how long a group's commits wait in the offsets journal before its file is rewritten with them", &c.OffsetsCheckpointInterval),
-		msSetting("offsets.idle.passivation.ms", "stop the offsets actor of a live group whose file holds everything and that saw no offsets request this long (it reloads the file on the next; 0 never)", &c.OffsetsIdlePassivation),
+		msSetting("offsets.idle.passivation.ms", "stop the offsets actor of a live group whose file holds everything and that saw no offsets request this long (it reloads the file on the next; 0 never); a broker alone only: in a cluster every load takes the group over again, so groups keep theirs", &c.OffsetsIdlePassivation),
 		{"offset.metadata.max.bytes", "largest metadata string of a committed offset",
 			func(c *Config, v string) (err error) { c.OffsetMetadataMaxBytes, err = strconv.Atoi(v); return err },
 			func(c *Config) string { return strconv.Itoa(c.OffsetMetadataMaxBytes) }},
