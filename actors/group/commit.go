@@ -28,14 +28,18 @@ func (g *groupActor) handleCommit(ctx actor.Context, r *CommitOffsets) {
 		// A commit keeps the session like a heartbeat (GCT::testCommitMaintainsSession).
 		m.deadline = time.Now().Add(m.sessionTimeout)
 	}
-	g.ask(ctx, r, func(p actor.Promise) any { return &offsets.Commit{Entries: r.Entries, Reply: p} },
-		func(v any) {
-			if res, ok := v.(*offsets.CommitResult); ok {
-				r.Reply.Resolve(res)
-				return
-			}
-			r.fail(notAvailable)
-		})
+	g.commitDirect(ctx, r.Entries, r.Reply)
+}
+
+// commitDirect hands a validated commit to the offsets actor with the client's own
+// promise: the offsets actor answers the connection once the write holding it is on
+// disk, without a turn of the group in between (the group has nothing to add to the
+// answer). The offsets actor answers every request it takes, by its write, its stop or
+// its restart; one held while it passivates is answered by shutdown if the group stops
+// first. It is not one of the group's ops: the offsets actor's own queue keeps it from
+// passivating with the commit unanswered (it stays when Passivate finds work).
+func (g *groupActor) commitDirect(ctx actor.Context, entries []offsets.Entry, reply actor.Promise) {
+	g.toOffsets(ctx, &offsets.Commit{Entries: entries, Reply: reply})
 }
 
 // TxnOffsetCommit: the transactional commit's checks (txnCommitCheck); what passes goes

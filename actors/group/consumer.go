@@ -995,6 +995,10 @@ func (g *groupActor) consumerCommit(ctx actor.Context, r *CommitOffsets) bool {
 		return true
 	}
 	m.deadline = time.Now().Add(g.sessionTimeoutOf(m)) // a commit is a sign of life
+	if len(pass) == len(r.Entries) {
+		g.commitDirect(ctx, pass, r.Reply)
+		return true
+	}
 	reply := r.Reply
 	g.ask(ctx, r, func(p actor.Promise) any { return &offsets.Commit{Entries: pass, Reply: p} }, func(v any) {
 		res, ok := v.(*offsets.CommitResult)

@@ -518,7 +518,15 @@ func (g *groupActor) shutdown(code int16) {
 		r.fail(code)
 	}
 	g.queue = nil
-	g.offsetsHeld = nil // their clients are answered with the ops below
+	for _, m := range g.offsetsHeld {
+		// A commit handed on with its client's promise (commitDirect) is not among the
+		// ops: answered here. Any other held request answers the group's own promise,
+		// whose op is answered below.
+		if c, ok := m.(*offsets.Commit); ok {
+			offsets.Fail(c, code)
+		}
+	}
+	g.offsetsHeld = nil
 	g.ops.Drain(func(o op) {
 		if o.client != nil {
 			o.client.fail(code)

@@ -216,6 +216,10 @@ func resolve(msg any, v any) {
 	}
 }
 
+// Fail answers a request meant for an offsets actor that never took it with code: a
+// Commit with code for each entry.
+func Fail(msg any, code int16) { fail(queued{msg: msg}, code) }
+
 // fail answers a request with code (a Commit keeps the codes found before the write).
 func fail(q queued, code int16) {
 	switch m := q.msg.(type) {
