@@ -58,7 +58,7 @@ func cellDuration() time.Duration {
 }
 
 // run commits from committers goroutines over groups groups against addr for d.
-func run(b *testing.B, client, addr string, committers, groups int, d time.Duration) result {
+func run(b testing.TB, client, addr string, committers, groups int, d time.Duration) result {
 	if client == "kgo" {
 		return runKgo(b, addr, committers, groups, d)
 	}
@@ -81,7 +81,7 @@ func commitReq(c, groups int, off int64) *kmsg.OffsetCommitRequest {
 }
 
 // runRaw gives each committer its own connection and one request in flight on it.
-func runRaw(b *testing.B, addr string, committers, groups int, d time.Duration) result {
+func runRaw(b testing.TB, addr string, committers, groups int, d time.Duration) result {
 	conns := make([]*brokertest.Raw, committers)
 	for i := range conns {
 		conns[i] = brokertest.Dial(b, addr)
@@ -105,7 +105,7 @@ func runRaw(b *testing.B, addr string, committers, groups int, d time.Duration) 
 }
 
 // runKgo commits through franz-go clients.
-func runKgo(b *testing.B, addr string, committers, groups int, d time.Duration) result {
+func runKgo(b testing.TB, addr string, committers, groups int, d time.Duration) result {
 	nClients := min(committers, 16)
 	clients := make([]*kgo.Client, nClients)
 	for i := range clients {
@@ -128,7 +128,7 @@ func runKgo(b *testing.B, addr string, committers, groups int, d time.Duration) 
 
 // drive runs committers goroutines for d, each committing the next offset with commit
 // and waiting for the answer, and summarizes the rate and latencies.
-func drive(b *testing.B, committers int, d time.Duration, commit func(c int, off int64) (*kmsg.OffsetCommitResponse, error)) result {
+func drive(b testing.TB, committers int, d time.Duration, commit func(c int, off int64) (*kmsg.OffsetCommitResponse, error)) result {
 	var total atomic.Int64
 	lat := make([][]time.Duration, committers)
 	stop := time.Now().Add(d)
@@ -231,7 +231,7 @@ func fakeCluster(b *testing.B, sync bool) string {
 	return c.ListenAddrs()[0]
 }
 
-func createTopic(b *testing.B, addr string) {
+func createTopic(b testing.TB, addr string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		b.Fatal(err)
