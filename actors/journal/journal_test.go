@@ -401,3 +401,46 @@ func TestAppendThenOneFrame(t *testing.T) {
 		t.Errorf("metrics: %d records written, %d writes failed", m.records, m.failed)
 	}
 }
+
+// An Append's Answer sees the outcome before the user's Reply and what it returns runs
+// after it, for a durable write and a failed one: a user that answers its clients there
+// has the outcome in its own mailbox first, and may refuse it (Refused reaches Reply).
+func TestAppendAnswerAroundReply(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	fsys := storage.NewFaultFS(nil)
+	sys, pid := start(t, Config{Dir: dir, FS: fsys, Log: zerolog.Nop(), SegmentBytes: 1 << 16})
+	for _, fail := range []bool{false, true} {
+		if fail {
+			fsys.FailNext(storage.OpSync, nil)
+		}
+		var mu sync.Mutex
+		var order []string
+		note := func(s string) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, s)
+		}
+		got := *ask(t, sys, pid, func(p actor.Promise) any {
+			return &Append{Key: "a", Data: []byte("x"), Reply: actor.PromiseFunc(func(v any) {
+				note("reply")
+				p.Resolve(v)
+			}), Answer: func(r *Appended) func() {
+				note(fmt.Sprintf("answer err=%t", r.Err != nil))
+				r.Refused = true
+				return func() { note("then") }
+			}}
+		}).(*Appended)
+		if (got.Err != nil) != fail || !got.Refused {
+			t.Fatalf("fail=%t: reply %+v", fail, got)
+		}
+		testwait.For(t, waitFor, time.Millisecond, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			want := fmt.Sprintf("[answer err=%t reply then]", fail)
+			if got := fmt.Sprint(order); got != want {
+				return fmt.Errorf("order %s, want %s", got, want)
+			}
+			return nil
+		})
+	}
+}

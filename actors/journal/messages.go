@@ -46,6 +46,33 @@ type Append struct {
 	// same frame: both are durable, or neither is (a failed write fails the frame).
 	Then  []byte
 	Reply actor.Promise
+	// Answer, when set, is called on the journal's goroutine with the outcome before
+	// Reply is resolved, and what it returns is called right after: a user that answers
+	// its own clients from what it decided before the write (the offsets actor's
+	// commits) does so one hop sooner, and its own mailbox already holds the outcome,
+	// ahead of anything those clients send next. Answer may set Appended.Refused.
+	// Neither may block, touch the user's state or send to the journal.
+	Answer func(*Appended) func()
+}
+
+// answer resolves a's Reply with done, running a's Answer around it.
+func (a *Append) answer(done *Appended) {
+	if a.Answer == nil {
+		a.Reply.Resolve(done)
+		return
+	}
+	resolved := false
+	defer func() {
+		if !resolved { // Answer panicked: the user still learns the outcome
+			a.Reply.Resolve(done)
+		}
+	}()
+	then := a.Answer(done)
+	resolved = true
+	a.Reply.Resolve(done)
+	if then != nil {
+		then()
+	}
 }
 
 // records is how many records a holds.
@@ -62,12 +89,15 @@ type Appended struct {
 	Seq     uint64
 	ThenSeq uint64
 	Err     error
+	// Refused: the Append's Answer did not acknowledge the durable record to its
+	// clients (for the offsets journal, the group's gate had closed).
+	Refused bool
 }
 
 // AnswerCrash answers an Append the journal panicked on before it queued it
 // (actor.Request): a write that failed, since no segment holds it.
 func (m *Append) AnswerCrash(c *actor.Crashed) {
-	m.Reply.Resolve(&Appended{Err: fmt.Errorf("offsets journal panic: %s", c.Panic)})
+	m.answer(&Appended{Err: fmt.Errorf("offsets journal panic: %s", c.Panic)})
 }
 
 // Checkpointed tells the journal that key's state is now saved elsewhere (for the offsets

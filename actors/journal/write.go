@@ -73,7 +73,7 @@ func (j *journalActor) flush(ctx actor.Context) {
 		j.active.keys[a.Key] = seq
 		seq++
 		j.writing = batch[i+1:]
-		a.Reply.Resolve(done)
+		a.answer(done)
 	}
 	if !j.prealloc && j.size >= j.cfg.SegmentBytes {
 		j.closeActive()
@@ -88,6 +88,6 @@ func (j *journalActor) flush(ctx actor.Context) {
 
 func (j *journalActor) fail(batch []*Append, err error) {
 	for _, a := range batch {
-		a.Reply.Resolve(&Appended{Err: err})
+		a.answer(&Appended{Err: err})
 	}
 }

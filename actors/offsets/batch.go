@@ -30,6 +30,9 @@ type batch struct {
 
 	reply actor.Promise     // the journal's answer comes through it (waitable: waitInflight)
 	res   *journal.Appended // the answer, once in
+	// direct: the batch's Commits are answered by the journal (answerCommits), not by
+	// answerBatch or failBatch.
+	direct bool
 }
 
 // maxInflight is how many batches of one group may wait for the journal at once. The
@@ -209,7 +212,48 @@ func (a *offsetsActor) flush(ctx actor.Context) {
 	}
 	b.reply = actor.NewWaitable(ctx)
 	a.inflight, a.queue = append(a.inflight, b), nil
-	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.group, Data: data, Reply: b.reply})
+	ctx.Send(a.cfg.Journal, &journal.Append{Key: a.group, Data: data, Reply: b.reply, Answer: a.answerCommits(b)})
+}
+
+// answerCommits is the journal's Answer for batch b: its Commits' clients are answered on
+// the journal's goroutine right after the fsync, with the results the batch decided
+// before the write (a commit's outcome does not depend on the state), instead of one hop
+// later from this actor. The journal resolves the batch's own reply first, so this actor
+// has the outcome in its mailbox before any client hears of it: a fetch a client sends
+// after its answer sees its commit. A failed write fails them; in a cluster a closed gate
+// refuses them (Refused tells this actor, which fences) as finishInflight would. Nil when
+// b has no Commit. b.reqs and b.results are not written once the batch is sent.
+func (a *offsetsActor) answerCommits(b *batch) func(*journal.Appended) func() {
+	var commits []int
+	for i, q := range b.reqs {
+		if _, ok := q.msg.(*Commit); ok {
+			commits = append(commits, i)
+		}
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	b.direct = true
+	reqs, results, gate := b.reqs, b.results, a.gate
+	return func(r *journal.Appended) func() {
+		var code int16
+		switch {
+		case r.Err != nil:
+			code = codeWriteFailed
+		case gate != nil && !gate():
+			r.Refused = true
+			code = codeFenced
+		}
+		return func() {
+			for _, i := range commits {
+				if code != 0 {
+					fail(reqs[i], code)
+				} else {
+					resolve(reqs[i].msg, results[i])
+				}
+			}
+		}
+	}
 }
 
 // applyQueue applies the queue to what the state will be once the batches in flight
@@ -286,14 +330,29 @@ func (a *offsetsActor) answerBatch(b *batch) {
 		a.log().Info().Int("expired", b.expired).Bool("file_removed", !b.exists).Msg("offsets_expired")
 	}
 	for i, q := range b.reqs {
+		if b.answeredByJournal(q) {
+			continue
+		}
 		resolve(q.msg, b.results[i])
 	}
+}
+
+// answeredByJournal says whether q's client is answered by the journal (answerCommits).
+func (b *batch) answeredByJournal(q queued) bool {
+	if !b.direct {
+		return false
+	}
+	_, ok := q.msg.(*Commit)
+	return ok
 }
 
 // failBatch answers every request of a batch that did not become durable with code; the
 // state stays as it was.
 func (a *offsetsActor) failBatch(b *batch, code int16) {
 	for _, q := range b.reqs {
+		if b.answeredByJournal(q) {
+			continue
+		}
 		// A SaveMeta without a reply has no one to tell, and its meta is dropped: a
 		// checkpoint must never write what the journal does not hold, or replay would
 		// set older records over it.
@@ -342,7 +401,10 @@ func (a *offsetsActor) finishInflight(ctx actor.Context, res journal.Appended, s
 		a.failBatch(b, codeWriteFailed)
 		return
 	}
-	if a.gate != nil && !a.gate() {
+	// A batch whose commits the journal answered was judged there (Refused), when they
+	// were acknowledged: judged again now, a gate that closed since would fence the
+	// actor for a batch its clients were told is durable.
+	if res.Refused || (!b.direct && a.gate != nil && !a.gate()) {
 		// Durable in this broker's journal, but the lease may have lapsed meanwhile and
 		// another broker adopted the group: not acknowledged (a successor that replayed
 		// the journal first has it; one that did not never acknowledged it either).
@@ -374,6 +436,17 @@ func (a *offsetsActor) waitInflight(ctx actor.Context) {
 				a.log().Error().Dur("waited_ms", flushWait).Int("batches", len(a.inflight)).Msg("offsets_journal_did_not_answer")
 				for _, b := range a.inflight {
 					a.failBatch(b, codeWriteFailed)
+					if b.direct {
+						// Nor will the journal answer its commits in time: failed
+						// here; an answer that comes later is dropped by the client's
+						// connection, which took this one.
+						b.direct = false
+						for _, q := range b.reqs {
+							if _, ok := q.msg.(*Commit); ok {
+								fail(q, codeWriteFailed)
+							}
+						}
+					}
 				}
 				a.inflight = nil
 				return
