@@ -309,8 +309,9 @@ func (b *Broker) closeListeners() {
 }
 
 // Stop stops gracefully: no new connections, every request already read is answered,
-// the groups and topics managers stop (offsets actors flush), then the rest. ctx bounds
-// the whole stop; past it, connections are closed hard.
+// the groups and topics managers stop (offsets actors flush; a broker alone leaves its
+// groups to its journal instead, stopManagers), then the rest. ctx bounds the whole
+// stop; past it, connections are closed hard.
 func (b *Broker) Stop(ctx context.Context) error {
 	b.stopOnce.Do(func() { b.stopErr = b.stop(ctx) })
 	return b.stopErr
@@ -359,6 +360,8 @@ func (b *Broker) stop(ctx context.Context) error {
 		cancel()
 	}
 	b.stopSecurity()
+	// A broker alone's journal and groups stop once nothing can reach them.
+	b.stopAlone(max(time.Until(deadlineOf(ctx, 8*time.Second)), time.Second))
 	b.sys.Shutdown()
 	b.watchdog.Stop()
 	b.cluster.stop() // the lease goes last: peers adopt once it is released

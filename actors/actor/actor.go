@@ -278,6 +278,15 @@ func (s *System) Shutdown() bool {
 	return joined
 }
 
+// Halt ends every actor of the system where it stands, without stopping it: no turn
+// starts after it (what is sent to an actor stays unhandled in its mailbox, and neither
+// its Stopping nor its timers' messages are handled), and it waits up to wait for the
+// turns already running to end. It reports whether they all did. A stop that has
+// stopped every actor that must be stopped (answered its requests, made its writes
+// durable) halts what is left instead of stopping it one by one: a broker alone leaves
+// its groups' actors so (their state is in the offsets journal). Shutdown follows.
+func (s *System) Halt(wait time.Duration) bool { return s.disp.halt(wait) }
+
 // Raw is the underlying protoactor system, for this package's siblings' tests only.
 func (s *System) Raw() *pa.ActorSystem { return s.sys }
 

@@ -32,6 +32,10 @@ type dispatcher struct {
 	// kinds: the protoactor props of each kind of actor spawned in the system
 	// (kindProps), guarded by spawnMu.
 	kinds map[options]*pa.Props
+	// halted: halt was called, and no turn starts any more. turns counts the turns
+	// running, so that halt can wait for them to end.
+	halted atomic.Bool
+	turns  atomic.Int32
 }
 
 // throughput is how many messages a mailbox turn handles before it yields (protoactor's
@@ -43,6 +47,9 @@ func newDispatcher() *dispatcher {
 }
 
 func (d *dispatcher) Schedule(fn func()) {
+	if d.halted.Load() {
+		return
+	}
 	select {
 	case d.work <- fn:
 	default:
@@ -56,7 +63,7 @@ func (d *dispatcher) worker(fn func()) {
 	t := time.NewTimer(idleWorker)
 	defer t.Stop()
 	for {
-		fn()
+		d.run(fn)
 		if d.idle.Add(1) > maxIdle {
 			d.idle.Add(-1)
 			return
@@ -74,6 +81,35 @@ func (d *dispatcher) worker(fn func()) {
 		}
 	}
 }
+
+// run runs one turn, unless the dispatcher is halted. The count is taken before the
+// halted flag is read, and halt sets the flag before it reads the count, so a turn that
+// starts is always one halt waits for.
+func (d *dispatcher) run(fn func()) {
+	d.turns.Add(1)
+	defer d.turns.Add(-1)
+	if !d.halted.Load() {
+		fn()
+	}
+}
+
+// halt makes every turn not yet started never run (its mailbox keeps its messages and is
+// never scheduled again), then waits up to wait for the turns running to end. It reports
+// whether they all did.
+func (d *dispatcher) halt(wait time.Duration) bool {
+	d.halted.Store(true)
+	deadline := time.Now().Add(wait)
+	for d.turns.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(haltPoll)
+	}
+	return true
+}
+
+// haltPoll is how often halt looks whether the running turns have ended.
+const haltPoll = time.Millisecond
 
 // close lets idle goroutines go at once; turns scheduled later still run.
 func (d *dispatcher) close() { d.once.Do(func() { close(d.done) }) }

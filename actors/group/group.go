@@ -228,6 +228,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.shutdown(notAvailable)
 	case *release:
 		g.onRelease(ctx)
+	case *halt:
+		g.onHalt()
 	case *actor.ReceiveTimeout:
 		g.onIdle(ctx)
 	case *actor.Settled:
@@ -598,6 +600,19 @@ func (g *groupActor) onRelease(ctx actor.Context) {
 	g.releaseID = p.ID()
 	g.toOffsets(ctx, &offsets.Flush{Reply: p})
 	g.releaseCancel = actor.After(ctx, flushTimeout, &releaseDeadline{})
+}
+
+// onHalt: the broker stops and leaves the group where it stands (Halt, manager.go).
+// Every waiter is answered NOT_COORDINATOR and every timer cancelled, as a release
+// does; what its offsets actor accepted goes on to the journal without the group, and
+// nothing is flushed or stopped: the journal holds what the group's file lacks. From
+// here on afterStop answers every request NOT_COORDINATOR and drops every timer.
+func (g *groupActor) onHalt() {
+	if g.stopped {
+		return
+	}
+	g.unpublish()
+	g.shutdown(kerr.NotCoordinator.Code)
 }
 
 // onFlushed: the offsets actor answered the release's Flush.

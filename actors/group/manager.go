@@ -55,6 +55,19 @@ type Release struct {
 	Reply actor.Promise
 }
 
+// Halt prepares a broker alone's stop, where the group and offsets actors are left where
+// they stand (actor.System.Halt) instead of being stopped one by one: the offsets
+// journal holds every acknowledged change their files lack, and the next start replays
+// it. The manager answers every request it holds or receives from now on
+// NOT_COORDINATOR, stops its timer and tells each group that has had members (a
+// request other than the offsets ones routed to it: only such a group holds a JoinGroup
+// or SyncGroup for other members or a timer) to answer its waiters (halt). A commit in
+// flight in any group goes on to the journal and is answered once durable. Reply is
+// resolved with the number of groups told.
+type Halt struct {
+	Reply actor.Promise
+}
+
 // ManagerProps makes the groups manager: it routes every group request to the group's
 // actor (spawned on first touch as its child, named after the quoted group id), stops
 // idle groups, restarts panicking ones, fans batches out, lists groups (live and on-disk
@@ -87,6 +100,7 @@ type entry struct {
 	pid      *actor.PID
 	stopping bool      // asked to stop if idle, or stopping: requests wait in queue
 	released bool      // told to go (release): it stops whatever its idleReply says
+	members  bool      // a request other than the offsets ones was routed to it (mayPark)
 	queue    []Request // requests for the group while it stops; a fresh actor gets them
 }
 
@@ -105,6 +119,7 @@ type manager struct {
 	drops   []*dropJob // deleted topics whose offsets are still being dropped
 	tick    actor.Cancel
 	closing bool // the manager is stopping: its children stop with it
+	halted  bool // Halt: the broker stops and leaves the groups where they stand
 	// releases wait for the groups they stopped.
 	releases []*releaseJob
 }
@@ -194,7 +209,44 @@ func (mg *manager) Receive(ctx actor.Context) {
 		m.reply.Resolve(len(mg.groups))
 	case *Release:
 		mg.onRelease(ctx, m)
+	case *Halt:
+		mg.onHalt(ctx, m)
 	}
+}
+
+// onHalt: the broker (alone) stops and leaves its groups' actors where they stand (Halt).
+func (mg *manager) onHalt(ctx actor.Context, m *Halt) {
+	mg.halted = true
+	if mg.tick != nil {
+		mg.tick()
+		mg.tick = nil
+	}
+	mg.sweep, mg.drops = nil, nil
+	told := 0
+	for _, e := range mg.groups {
+		for _, r := range e.queue {
+			r.fail(kerr.NotCoordinator.Code)
+		}
+		e.queue = nil
+		if e.members {
+			ctx.Send(e.pid, &halt{})
+			told++
+		}
+	}
+	mg.log.Info().Int("groups", len(mg.groups)).Int("groups_with_members", told).Msg("groups_halted")
+	m.Reply.Resolve(told)
+}
+
+// mayPark reports whether r may be one a group holds for other members or a timer
+// rather than for a write (Halt): anything but the offsets requests and the manager's
+// own, whose answers wait only for the group's offsets actor and its journal.
+func mayPark(r Request) bool {
+	switch r.(type) {
+	case *CommitOffsets, *FetchOffsets, *DeleteOffsets, *TxnCommitOffsets, *TxnOffsetMarker,
+		*DescribeGroup, *listEntry, *expireNow, *dropTopics:
+		return false
+	}
+	return true
 }
 
 // ask makes a promise to the manager itself; then runs with its value.
@@ -251,6 +303,10 @@ func (mg *manager) release(ctx actor.Context, e *entry) {
 }
 
 func (mg *manager) route(ctx actor.Context, r Request) {
+	if mg.halted {
+		r.fail(kerr.NotCoordinator.Code)
+		return
+	}
 	id := r.GroupID()
 	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
 		r.fail(kerr.NotCoordinator.Code)
@@ -298,7 +354,7 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 // sent to it; requests that arrive meanwhile wait here.
 func (mg *manager) onPassivate(ctx actor.Context, m *passivate) {
 	e := mg.byPID[m.pid.Id]
-	if e == nil || e.stopping {
+	if e == nil || e.stopping || mg.halted {
 		return
 	}
 	e.stopping = true
@@ -307,7 +363,7 @@ func (mg *manager) onPassivate(ctx actor.Context, m *passivate) {
 
 func (mg *manager) onIdleReply(ctx actor.Context, m *idleReply) {
 	e := mg.byPID[m.pid.Id]
-	if e == nil || !e.stopping || e.released {
+	if e == nil || !e.stopping || e.released || mg.halted {
 		return
 	}
 	if !m.idle {
@@ -326,6 +382,9 @@ func (mg *manager) flush(ctx actor.Context, e *entry) {
 	q := e.queue
 	e.queue = nil
 	for _, r := range q {
+		if !e.members && mayPark(r) {
+			e.members = true
+		}
 		ctx.Send(e.pid, r)
 	}
 }
@@ -455,6 +514,9 @@ func (mg *manager) routeTo(ctx actor.Context, e *entry, r Request) {
 	if e.stopping {
 		e.queue = append(e.queue, r)
 		return
+	}
+	if !e.members && mayPark(r) {
+		e.members = true
 	}
 	actor.HandedOn(ctx)
 	ctx.Send(e.pid, r)

@@ -373,6 +373,7 @@ var notAvailable = kerr.CoordinatorNotAvailable.Code
 //	stopIfIdle       the manager → a group (manager.go): may it still stop?
 //	idleReply        a group → the manager (manager.go): the answer to stopIfIdle
 //	listEntry        the manager → a live group: its ListGroups row
+//	halt             the manager → a group that has had members (manager.go, Halt)
 //	expireNow        the manager → a group it woke from disk for offset expiry
 //	dropTopics       the manager → a group: drop deleted topics' offsets
 //	retentionTick    the manager's sweep → a live group: run offset expiry
@@ -396,6 +397,12 @@ type passivate struct {
 // go to another broker): it answers its waiters, has its offsets actor flush and stops
 // itself (group.go, onRelease). The manager learns it from the actor's Terminated.
 type release struct{}
+
+// halt tells a group actor that the broker stops and leaves it where it stands (sent by
+// the manager on Halt to each group that has had members): it answers its waiters
+// NOT_COORDINATOR and cancels its timers, as a release does, but neither flushes nor
+// stops; from then on it answers every request NOT_COORDINATOR (afterStop).
+type halt struct{}
 
 // listEntry asks a live group for its ListGroups row. Reply: *listedGroup.
 type listEntry struct {
