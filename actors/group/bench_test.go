@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +28,13 @@ import (
 // Each figure is printed for both, with the ratio kaas/kfake (time: lower is better;
 // rates: higher is better).
 //
-// The storms (a), (a'), (b) and (c') run their simulated members in a child process (this
-// test binary again, TestStormChild), so that this process holds the broker alone: the
-// clients' dials and syscalls do not share its CPU profile, and its CPU time (user and
-// system, getrusage) is the broker's. Each broker is started just before its cell and
+// The storms (a), (a'), (a''), (b), (b') and (c') run their simulated members in a child
+// process (this test binary again, TestStormChild), so that this process holds the broker
+// alone: the clients' dials and syscalls do not share its CPU profile, and its CPU time
+// (user and system, getrusage) is the broker's. Each storm prints, per broker, the time to
+// one generation, the JoinGroup rate, the broker's CPU seconds and its CPU time per
+// request answered; the child prints on stderr when the members' milestones came
+// (connected, first JoinGroup answered, synced) and each request kind's mean wait. Each broker is started just before its cell and
 // stopped just after it, so one broker's expiring sessions never run during the other's
 // cell. kaas logs at info as a production broker does (JSON lines into a file), not
 // through the test log. KAAS_BENCH_PROFILE_DIR, when set, is where each cell writes the
@@ -92,10 +96,11 @@ func targets(b *testing.B) []target {
 }
 
 // stormResult is one storm against one broker: the time to convergence, the JoinGroup
-// requests its members sent, and the CPU time of the broker's process.
+// requests its members sent and the requests answered in all (JoinGroup, SyncGroup,
+// Heartbeat), the CPU time of the broker's process and of the members' (the child).
 type stormResult struct {
-	ms, joins float64
-	cpu       time.Duration
+	ms, joins, requests float64
+	cpu, clientCPU      time.Duration
 }
 
 // compareStorms runs spec against kaas, then against kfake, each broker alone in this
@@ -106,20 +111,24 @@ func compareStorms(b *testing.B, what string, spec stormSpec) []stormResult {
 	for _, s := range starters {
 		addr, stop := s.start(b)
 		endProfile := profileCell(b, s.name)
-		cpu0 := cpuTime()
+		cpu0, child0 := cpuTime(), childCPUTime()
 		r := stormInChild(b, s.name, addr, spec)
-		r.cpu = cpuTime() - cpu0
+		r.cpu, r.clientCPU = cpuTime()-cpu0, childCPUTime()-child0
 		endProfile()
 		stop()
 		got = append(got, r)
 		b.ReportMetric(r.ms, s.name+"_ms")
 		b.ReportMetric(r.joins/(r.ms/1000), s.name+"_joins/s")
 		b.ReportMetric(r.cpu.Seconds(), s.name+"_cpu_s")
+		b.ReportMetric(r.cpu.Seconds()*1e6/r.requests, s.name+"_cpu_us/req")
+		b.Logf("%s: %.0f ms, %.0f JoinGroup of %.0f requests; broker CPU %.2f s (%.1f µs a request), members' CPU %.2f s",
+			s.name, r.ms, r.joins, r.requests, r.cpu.Seconds(), r.cpu.Seconds()*1e6/r.requests, r.clientCPU.Seconds())
 	}
 	k, f := got[0], got[1]
-	fmt.Printf("%-46s kaas %8.0f ms %8.0f joins/s %6.2f cpu s   kfake %8.0f ms %8.0f joins/s %6.2f cpu s   kaas/kfake: time %.2f, joins/s %.2f, cpu %.2f\n",
-		what, k.ms, k.joins/(k.ms/1000), k.cpu.Seconds(), f.ms, f.joins/(f.ms/1000), f.cpu.Seconds(),
-		k.ms/f.ms, (k.joins/k.ms)/(f.joins/f.ms), k.cpu.Seconds()/f.cpu.Seconds())
+	perReq := func(r stormResult) float64 { return r.cpu.Seconds() * 1e6 / r.requests }
+	fmt.Printf("%-46s kaas %6.0f ms %6.0f joins/s %5.2f cpu s %5.1f µs/req   kfake %6.0f ms %6.0f joins/s %5.2f cpu s %5.1f µs/req   kaas/kfake: time %.2f, joins/s %.2f, cpu %.2f, cpu/req %.2f\n",
+		what, k.ms, k.joins/(k.ms/1000), k.cpu.Seconds(), perReq(k), f.ms, f.joins/(f.ms/1000), f.cpu.Seconds(), perReq(f),
+		k.ms/f.ms, (k.joins/k.ms)/(f.joins/f.ms), k.cpu.Seconds()/f.cpu.Seconds(), perReq(k)/perReq(f))
 	return got
 }
 
@@ -151,6 +160,15 @@ func profileCell(b *testing.B, target string) func() {
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childCPUTime is the CPU time (user and system) of this process's children that ended.
+func childCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -190,6 +208,14 @@ func BenchmarkJoinStorm(b *testing.B) {
 	b.Run("b_1000_groups_of_3", func(b *testing.B) {
 		compareStorms(b, "(b) 1000 groups of 3: to one generation each", stormSpec{groups: 1000, members: 3, prefix: "g", session: 10 * time.Second, rebalance: 10 * time.Second})
 	})
+	// The same two storms with every connection up first: the join storm alone, without
+	// the broker accepting 1,000 or 3,000 connections at the same time.
+	b.Run("a3_1000_members_one_group_connected", func(b *testing.B) {
+		compareStorms(b, "(a\") (a) with the connections up first", stormSpec{groups: 1, members: 1000, prefix: "stormc", session: 10 * time.Second, rebalance: 10 * time.Second, dialFirst: true})
+	})
+	b.Run("b2_1000_groups_of_3_connected", func(b *testing.B) {
+		compareStorms(b, "(b') (b) with the connections up first", stormSpec{groups: 1000, members: 3, prefix: "gc", session: 10 * time.Second, rebalance: 10 * time.Second, dialFirst: true})
+	})
 	b.Run("c_heartbeats_10000_members", func(b *testing.B) {
 		var pipelined, serial []float64
 		for _, t := range targets(b) {
@@ -215,11 +241,14 @@ func BenchmarkJoinStorm(b *testing.B) {
 }
 
 // stormSpec is a storm: groups groups of members simulated members each (heartbeat every
-// 100 ms), named <prefix> alone or <prefix><i>-<target> for many.
+// 100 ms), named <prefix>-<target> alone or <prefix>-<target><i> for many. dialFirst: every
+// member's connection is up before the first request, and the time counts from then (the
+// join storm without the connection storm).
 type stormSpec struct {
 	groups, members    int
 	prefix             string
 	session, rebalance time.Duration
+	dialFirst          bool
 }
 
 // The child process of a storm: stormInChild runs this test binary again with only
@@ -230,8 +259,9 @@ const (
 	stormSpecEnv      = "KAAS_STORM_SPEC"
 	stormLimit        = 60 * time.Second
 	stormHeartbeat    = 100 * time.Millisecond
-	stormSpecFormat   = "groups=%d members=%d prefix=%s session_ms=%d rebalance_ms=%d"
-	stormResultFormat = "storm converged=%t ms=%f joins=%f generations=%s"
+	stormSpecFormat   = "groups=%d members=%d prefix=%s session_ms=%d rebalance_ms=%d dial_first=%t"
+	dialSettle        = 500 * time.Millisecond
+	stormResultFormat = "storm converged=%t ms=%f joins=%f requests=%f generations=%s waits=%s"
 )
 
 // stormInChild runs spec against the broker at addr in a child process and returns the
@@ -240,7 +270,7 @@ const (
 func stormInChild(b *testing.B, name, addr string, spec stormSpec) stormResult {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStormChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), stormAddrEnv+"="+addr, stormSpecEnv+"="+fmt.Sprintf(stormSpecFormat,
-		spec.groups, spec.members, spec.prefix+"-"+name, spec.session.Milliseconds(), spec.rebalance.Milliseconds()))
+		spec.groups, spec.members, spec.prefix+"-"+name, spec.session.Milliseconds(), spec.rebalance.Milliseconds(), spec.dialFirst))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -249,11 +279,12 @@ func stormInChild(b *testing.B, name, addr string, spec stormSpec) stormResult {
 	for _, line := range strings.Split(string(out), "\n") {
 		var ok bool
 		var r stormResult
-		var gens string
-		if _, err := fmt.Sscanf(line, stormResultFormat, &ok, &r.ms, &r.joins, &gens); err == nil {
+		var gens, waits string
+		if _, err := fmt.Sscanf(line, stormResultFormat, &ok, &r.ms, &r.joins, &r.requests, &gens, &waits); err == nil {
 			if !ok {
 				b.Logf("%s: no convergence in %v; members by last synced generation: %s", name, stormLimit, gens)
 			}
+			b.Logf("%s: members by last synced generation: %s; answers and their mean wait by kind: %s", name, gens, waits)
 			return r
 		}
 	}
@@ -270,11 +301,14 @@ func TestStormChild(t *testing.T) {
 	}
 	var spec stormSpec
 	var sessionMs, rebalanceMs int64
-	if _, err := fmt.Sscanf(os.Getenv(stormSpecEnv), stormSpecFormat, &spec.groups, &spec.members, &spec.prefix, &sessionMs, &rebalanceMs); err != nil {
+	if _, err := fmt.Sscanf(os.Getenv(stormSpecEnv), stormSpecFormat, &spec.groups, &spec.members, &spec.prefix, &sessionMs, &rebalanceMs, &spec.dialFirst); err != nil {
 		t.Fatal(err)
 	}
 	cfg := simDefaults(stormHeartbeat)
 	cfg.session, cfg.rebalance = time.Duration(sessionMs)*time.Millisecond, time.Duration(rebalanceMs)*time.Millisecond
+	if spec.dialFirst {
+		cfg.dialed, cfg.begin = &sync.WaitGroup{}, make(chan struct{})
+	}
 	start := time.Now()
 	var groups [][]*simMember
 	var stops []func()
@@ -286,18 +320,59 @@ func TestStormChild(t *testing.T) {
 		ms, stop := runSimsWith(t, addr, g, spec.members, cfg)
 		groups, stops = append(groups, ms), append(stops, stop)
 	}
+	if spec.dialFirst {
+		// Every connection is up; the broker gets a moment to accept them all (a dial
+		// returns once the kernel has the connection, before the broker accepted it).
+		cfg.dialed.Wait()
+		time.Sleep(dialSettle)
+		fmt.Fprintf(os.Stderr, "storm %s: %d connections up in %v\n", spec.prefix, spec.groups*spec.members, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+		close(cfg.begin)
+	}
 	ok := waitConverged(t, groups, stormLimit)
 	el := time.Since(start)
 	gens := map[int32]int{}
 	var joins int64
+	var waited, answered [3]int64
 	for _, ms := range groups {
 		for _, m := range ms {
 			gens[m.gen.Load()]++
 			joins += m.joins.Load()
+			for k := range waited {
+				waited[k] += m.waited[k].Load()
+				answered[k] += m.answered[k].Load()
+			}
 		}
 	}
 	stopAll(stops)
-	fmt.Printf("storm converged=%t ms=%d joins=%d generations=%s\n", ok, el.Milliseconds(), joins, strings.ReplaceAll(fmt.Sprint(gens), " ", ","))
+	// When the members' milestones came, counted from the start: the connection up, the
+	// first JoinGroup answered (MEMBER_ID_REQUIRED: the group made and loaded), the last
+	// SyncGroup answered.
+	for k, name := range []string{"connected", "first JoinGroup answered", "synced"} {
+		var ts []time.Duration
+		for _, ms := range groups {
+			for _, m := range ms {
+				if v := m.marks[k].Load(); v != 0 {
+					ts = append(ts, time.Duration(v-start.UnixNano()))
+				}
+			}
+		}
+		slices.Sort(ts)
+		if len(ts) > 0 {
+			fmt.Fprintf(os.Stderr, "storm %s: %s p10 %v p50 %v p90 %v max %v\n", spec.prefix, name, ts[len(ts)/10].Round(time.Millisecond),
+				ts[len(ts)/2].Round(time.Millisecond), ts[len(ts)*9/10].Round(time.Millisecond), ts[len(ts)-1].Round(time.Millisecond))
+		}
+	}
+	var requests int64
+	var waits []string
+	for k, name := range []string{"JoinGroup", "SyncGroup", "Heartbeat"} {
+		requests += answered[k]
+		if answered[k] > 0 {
+			waits = append(waits, fmt.Sprintf("%s:%d,%v", name, answered[k], time.Duration(waited[k]/answered[k]).Round(time.Microsecond)))
+		}
+	}
+	fmt.Printf("storm converged=%t ms=%d joins=%d requests=%d generations=%s waits=%s\n", ok, el.Milliseconds(), joins, requests,
+		strings.ReplaceAll(fmt.Sprint(gens), " ", ","), strings.Join(waits, ";"))
 }
 
 // hbMember is one member that heartbeats in benchmark (c).
