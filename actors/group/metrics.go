@@ -2,6 +2,7 @@ package group
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,15 @@ type Metrics struct {
 	consumerMembersByState *prometheus.GaugeVec   // by state
 	consumerFences         *prometheus.CounterVec // by reason
 	consumerReconcile      prometheus.Histogram
+
+	// The children of the fixed label sets, looked up once: a group changes state four
+	// times a generation, and WithLabelValues hashes and checks its labels on every call.
+	// The maps are read-only once made (NewMetrics), so every group actor reads them at
+	// once; a histogram child is looked up at its cause's first rebalance, so that its
+	// series appear then, as the vector's own do.
+	byState        map[string]prometheus.Gauge
+	byCause        map[string]prometheus.Counter
+	secondsByCause map[string]*atomic.Pointer[prometheus.Observer]
 }
 
 // Reasons a consumer-protocol member is fenced (kaas_consumer_group_fences_total).
@@ -83,14 +93,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range fenceReasons {
 		m.consumerFences.WithLabelValues(r)
 	}
+	m.byState = map[string]prometheus.Gauge{}
 	for _, s := range consumerStates {
-		m.groups.WithLabelValues(s)
+		m.byState[s] = m.groups.WithLabelValues(s)
 	}
 	for _, s := range stateNames {
-		m.groups.WithLabelValues(s)
+		m.byState[s] = m.groups.WithLabelValues(s)
 	}
+	m.byCause, m.secondsByCause = map[string]prometheus.Counter{}, map[string]*atomic.Pointer[prometheus.Observer]{}
 	for _, c := range causes {
-		m.rebalances.WithLabelValues(c)
+		m.byCause[c] = m.rebalances.WithLabelValues(c)
+		m.secondsByCause[c] = &atomic.Pointer[prometheus.Observer]{}
 	}
 	if reg != nil {
 		reg.MustRegister(m.groups, m.members, m.rebalances, m.rebalanceSeconds, m.expiries,
@@ -152,11 +165,11 @@ func (m *Metrics) publish(p *published, group string, exists bool, s string, mem
 		return
 	}
 	if p.counted && (!exists || p.state != s) {
-		m.groups.WithLabelValues(p.state).Dec()
+		m.stateGauge(p.state).Dec()
 		p.counted = false
 	}
 	if exists && !p.counted {
-		m.groups.WithLabelValues(s).Inc()
+		m.stateGauge(s).Inc()
 		p.counted, p.state = true, s
 	}
 	switch {
@@ -175,7 +188,7 @@ func (m *Metrics) unpublish(p *published, group string) {
 		return
 	}
 	if p.counted {
-		m.groups.WithLabelValues(p.state).Dec()
+		m.stateGauge(p.state).Dec()
 		p.counted = false
 	}
 	if p.members {
@@ -184,16 +197,41 @@ func (m *Metrics) unpublish(p *published, group string) {
 	}
 }
 
-func (m *Metrics) rebalanceStarted(cause string) {
-	if m != nil {
-		m.rebalances.WithLabelValues(cause).Inc()
+// stateGauge is kaas_groups{state=s}.
+func (m *Metrics) stateGauge(s string) prometheus.Gauge {
+	if g := m.byState[s]; g != nil {
+		return g
 	}
+	return m.groups.WithLabelValues(s)
+}
+
+func (m *Metrics) rebalanceStarted(cause string) {
+	if m == nil {
+		return
+	}
+	if c := m.byCause[cause]; c != nil {
+		c.Inc()
+		return
+	}
+	m.rebalances.WithLabelValues(cause).Inc()
 }
 
 func (m *Metrics) rebalanceDone(cause string, d time.Duration) {
-	if m != nil {
-		m.rebalanceSeconds.WithLabelValues(cause).Observe(d.Seconds())
+	if m == nil {
+		return
 	}
+	slot := m.secondsByCause[cause]
+	if slot == nil {
+		m.rebalanceSeconds.WithLabelValues(cause).Observe(d.Seconds())
+		return
+	}
+	o := slot.Load()
+	if o == nil {
+		h := m.rebalanceSeconds.WithLabelValues(cause)
+		o = &h
+		slot.Store(o)
+	}
+	(*o).Observe(d.Seconds())
 }
 
 func (m *Metrics) sessionExpired() {

@@ -57,11 +57,20 @@ func (g *groupActor) rebalanceTimeout() time.Duration {
 	return d
 }
 
+// armJoin ends the join phase after d. A deadline of 0 (group.initial.rebalance.delay.ms=0)
+// is a message to the group itself rather than a timer: it comes after the requests
+// already in the mailbox, as a timer firing at once would, without a timer goroutine's
+// hop; the guard drops it if the phase ends first, as a cancelled timer's.
 func (g *groupActor) armJoin(ctx actor.Context, d time.Duration) {
 	if g.joinCancel != nil {
 		g.joinCancel()
+		g.joinCancel = nil
 	}
 	g.joinSeqGuard++
+	if d <= 0 {
+		ctx.Send(ctx.Self(), &joinDeadline{seq: g.joinSeqGuard})
+		return
+	}
 	g.joinCancel = actor.After(ctx, d, &joinDeadline{seq: g.joinSeqGuard})
 }
 

@@ -28,12 +28,29 @@ type simMember struct {
 	gen    atomic.Int32
 	leader atomic.Bool
 	joins  atomic.Int64
+	// waited is the time spent waiting for answers, by request kind (simJoin, simSync,
+	// simHeartbeat), and answered how many answers of each came.
+	waited, answered [3]atomic.Int64
+	// marks are when (UnixNano) the member's connection was up, its first JoinGroup
+	// answered, and its last SyncGroup answered with no error.
+	marks [3]atomic.Int64
 }
+
+// The request kinds a simMember counts.
+const (
+	simJoin = iota
+	simSync
+	simHeartbeat
+)
 
 // simConfig is how simulated members behave. Each member has its own connection, as a
 // consumer has its own to the coordinator.
 type simConfig struct {
 	hb, session, rebalance time.Duration
+	// dialed, when set, is told when the member's connection is up (or failed), and the
+	// member waits for begin to close before its first request.
+	dialed *sync.WaitGroup
+	begin  chan struct{}
 }
 
 // simDefaults: heartbeat every hb, 10 s session and rebalance timeouts.
@@ -43,11 +60,24 @@ func simDefaults(hb time.Duration) simConfig {
 
 func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, m *simMember) {
 	mc, err := dialMux(addr)
+	if cfg.dialed != nil {
+		cfg.dialed.Done()
+		<-cfg.begin
+	}
 	if err != nil {
 		return
 	}
 	defer mc.close() // a storm of thousands: do not wait for the test's cleanup
-	rt := mc.roundTrip
+	m.marks[0].Store(time.Now().UnixNano())
+	rt := func(kind int, req kmsg.Request) (kmsg.Response, bool) {
+		start := time.Now()
+		r, ok := mc.roundTrip(req)
+		if ok {
+			m.waited[kind].Add(int64(time.Since(start)))
+			m.answered[kind].Add(1)
+		}
+		return r, ok
+	}
 	hb := cfg.hb
 	stopped := func() bool {
 		select {
@@ -60,12 +90,14 @@ func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, 
 	member := ""
 	for !stopped() {
 		jr := joinReq(g, joinOpts{version: 9, member: member, session: int32(cfg.session.Milliseconds()), rebalance: int32(cfg.rebalance.Milliseconds())})
-		r, ok := rt(jr)
+		r, ok := rt(simJoin, jr)
 		if !ok {
 			return
 		}
 		j := r.(*kmsg.JoinGroupResponse)
-		m.joins.Add(1)
+		if m.joins.Add(1) == 1 {
+			m.marks[1].Store(time.Now().UnixNano())
+		}
 		switch j.ErrorCode {
 		case kerr.MemberIDRequired.Code:
 			member = j.MemberID
@@ -87,7 +119,7 @@ func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, 
 				sr.GroupAssignment = append(sr.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: o.MemberID, MemberAssignment: []byte{1}})
 			}
 		}
-		r, ok = rt(sr)
+		r, ok = rt(simSync, sr)
 		if !ok {
 			return
 		}
@@ -97,13 +129,14 @@ func runSim(tb testing.TB, addr, g string, cfg simConfig, stop <-chan struct{}, 
 			}
 			continue
 		}
+		m.marks[2].Store(time.Now().UnixNano())
 		id := member
 		m.id.Store(&id)
 		m.gen.Store(j.Generation)
 		m.leader.Store(j.LeaderID == member)
 		for !stopped() {
 			time.Sleep(hb)
-			r, ok := rt(hbReq(g, member, j.Generation))
+			r, ok := rt(simHeartbeat, hbReq(g, member, j.Generation))
 			if !ok {
 				return
 			}
@@ -142,6 +175,9 @@ func runSimsWith(tb testing.TB, addr, g string, n int, cfg simConfig) ([]*simMem
 	var wg sync.WaitGroup
 	for i := range ms {
 		ms[i] = &simMember{}
+		if cfg.dialed != nil {
+			cfg.dialed.Add(1)
+		}
 		wg.Add(1)
 		go func(m *simMember) {
 			defer wg.Done()

@@ -75,7 +75,7 @@ func parse(r io.Reader, echo io.Writer) ([]row, error) {
 
 // lowerIsBetter tells figures where less is better (latencies, memory) from rates.
 func lowerIsBetter(figure string) bool {
-	for _, s := range []string{"_ms", "ms", "_s", "bytes", "MiB", "/group", "/conn"} {
+	for _, s := range []string{"_ms", "ms", "_s", "bytes", "MiB", "/group", "/conn", "/req"} {
 		if strings.HasSuffix(figure, s) || strings.Contains(figure, "p99") || strings.Contains(figure, "p50") {
 			return true
 		}

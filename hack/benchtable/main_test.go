@@ -38,3 +38,16 @@ PASS
 		}
 	}
 }
+
+// Costs are lower-is-better, rates higher-is-better (the join storms report the
+// broker's CPU time a request as cpu_us/req).
+func TestLowerIsBetter(t *testing.T) {
+	for figure, want := range map[string]bool{
+		"ms": true, "cpu_s": true, "cpu_us/req": true, "bytes/group": true, "p99_ms": true,
+		"joins/s": false, "commits/s": false, "produce_MB/s": false,
+	} {
+		if got := lowerIsBetter(figure); got != want {
+			t.Errorf("lowerIsBetter(%q) = %t, want %t", figure, got, want)
+		}
+	}
+}
