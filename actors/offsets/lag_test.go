@@ -8,11 +8,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"kaas/actors/actor"
 	"kaas/metrics"
 )
 
-// committedSeries counts the kaas_group_committed_offset series of group.
-func committedSeries(t *testing.T, reg *prometheus.Registry, group string) (n int, offset float64) {
+// settled has the offsets actor pid take what it was sent before: the journal gives it a
+// batch's outcome before the batch's commits are answered, and a request sent after the
+// answer is served after that outcome, with its metrics published.
+func (j *journalHarness) settled(pid *actor.PID) struct{} {
+	j.t.Helper()
+	j.fetchFrom(pid)
+	return struct{}{}
+}
+
+// committedSeries counts the kaas_group_committed_offset series of group (read after
+// settled).
+func committedSeries(t *testing.T, reg *prometheus.Registry, group string, _ struct{}) (n int, offset float64) {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
@@ -50,14 +61,14 @@ func TestCommittedOffsetsPublishedWhileOwned(t *testing.T) {
 	if got := j.commitTo(pid, entry("t", 0, 5)); got[0] != 0 {
 		t.Fatalf("commit: %v", got)
 	}
-	if n, off := committedSeries(t, reg, "owned"); n != 1 || off != 5 {
+	if n, off := committedSeries(t, reg, "owned", j.settled(pid)); n != 1 || off != 5 {
 		t.Fatalf("%d series at %v after a commit of 5, want 1 at 5", n, off)
 	}
 	open.Store(false)
 	if got := j.commitTo(pid, entry("t", 0, 6)); got[0] != kerr.NotCoordinator.Code {
 		t.Fatalf("commit after the gate closed: %v", got)
 	}
-	if n, _ := committedSeries(t, reg, "owned"); n != 0 {
+	if n, _ := committedSeries(t, reg, "owned", j.settled(pid)); n != 0 {
 		t.Fatalf("a fenced group still reports %d committed series", n)
 	}
 
@@ -66,13 +77,13 @@ func TestCommittedOffsetsPublishedWhileOwned(t *testing.T) {
 	if got := j.commitTo(pid, entry("t", 1, 3)); got[0] != 0 {
 		t.Fatalf("commit: %v", got)
 	}
-	if n, _ := committedSeries(t, reg, "stopped"); n != 1 {
+	if n, _ := committedSeries(t, reg, "stopped", j.settled(pid)); n != 1 {
 		t.Fatalf("%d series, want 1", n)
 	}
 	if err := j.sys.Poison(pid, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := committedSeries(t, reg, "stopped"); n != 0 {
+	if n, _ := committedSeries(t, reg, "stopped", struct{}{}); n != 0 {
 		t.Fatalf("a stopped group still reports %d committed series", n)
 	}
 }
@@ -95,7 +106,7 @@ func TestNegativeCommittedOffsetHasNoLag(t *testing.T) {
 	if got := j.commitTo(pid, entry("t", 0, -2), entry("t", 1, 4)); got[0] != 0 || got[1] != 0 {
 		t.Fatalf("commit: %v", got)
 	}
-	committed, lag := seriesByPartition(t, reg)
+	committed, lag := seriesByPartition(t, reg, j.settled(pid))
 	if len(committed) != 1 || committed["1"] != 4 {
 		t.Fatalf("committed series %v, want only partition 1 at 4", committed)
 	}
@@ -105,7 +116,7 @@ func TestNegativeCommittedOffsetHasNoLag(t *testing.T) {
 	if got := j.commitTo(pid, entry("t", 0, 3), entry("t", 1, -1)); got[0] != 0 || got[1] != 0 {
 		t.Fatalf("second commit: %v", got)
 	}
-	committed, lag = seriesByPartition(t, reg)
+	committed, lag = seriesByPartition(t, reg, j.settled(pid))
 	if len(committed) != 1 || committed["0"] != 3 || len(lag) != 1 || lag["0"] != 7 {
 		t.Fatalf("committed series %v, lag %v; want only partition 0 at 3 with lag 7", committed, lag)
 	}
@@ -115,14 +126,14 @@ func TestNegativeCommittedOffsetHasNoLag(t *testing.T) {
 	}
 	pid = j.sys.Spawn(Props(cfg))
 	j.fetchFrom(pid)
-	if committed, _ = seriesByPartition(t, reg); len(committed) != 1 || committed["0"] != 3 {
+	if committed, _ = seriesByPartition(t, reg, j.settled(pid)); len(committed) != 1 || committed["0"] != 3 {
 		t.Fatalf("committed series after a reload %v, want only partition 0 at 3", committed)
 	}
 }
 
 // seriesByPartition is the kaas_group_committed_offset and kaas_group_lag values in reg,
 // by partition.
-func seriesByPartition(t *testing.T, reg *prometheus.Registry) (committed, lag map[string]float64) {
+func seriesByPartition(t *testing.T, reg *prometheus.Registry, _ struct{}) (committed, lag map[string]float64) {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {

@@ -659,8 +659,8 @@ func TestExpiry(t *testing.T) {
 
 // TestPanicAnswersWaiters: a panic in the actor's Receive (here: as it takes a
 // checkpoint tick) restarts it with one batch in the journal's fsync, one in the
-// journal's mailbox and a commit queued behind them. The batches the journal makes
-// durable are answered success, the queued commit a retriable code, and the next
+// journal's mailbox and a commit behind them. The batches the journal makes durable are
+// answered success, a commit still queued in the actor a retriable code, and the next
 // incarnation serves what the journal holds.
 func TestPanicAnswersWaiters(t *testing.T) {
 	h := newHarness(t, "g")
@@ -687,12 +687,23 @@ func TestPanicAnswersWaiters(t *testing.T) {
 			t.Fatalf("commit the journal holds answered %v after the panic", got)
 		}
 	}
-	if got := wait[*CommitResult](t, queued).Codes; got[0] != kerr.CoordinatorNotAvailable.Code {
+	// The third commit was queued in the actor, or (with up to maxInflight batches in
+	// flight) already sent to the journal when the panic came: a retriable code that
+	// changes nothing, or success and the offset served, never success and lost.
+	want := 2
+	switch got := wait[*CommitResult](t, queued).Codes; got[0] {
+	case kerr.CoordinatorNotAvailable.Code:
+	case 0:
+		want = 3
+	default:
 		t.Fatalf("commit queued during the panic answered %v", got)
 	}
 	f := h.fetch()
-	if len(f.Offsets) != 2 || f.Offsets[TopicPartition{"t", 0}].Offset != 2 || f.Offsets[TopicPartition{"t", 1}].Offset != 2 {
-		t.Fatalf("after restart %+v", f)
+	if len(f.Offsets) != want || f.Offsets[TopicPartition{"t", 0}].Offset != 2 || f.Offsets[TopicPartition{"t", 1}].Offset != 2 {
+		t.Fatalf("after restart %+v, want %d partitions", f, want)
+	}
+	if want == 3 && f.Offsets[TopicPartition{"t", 2}].Offset != 2 {
+		t.Fatalf("acknowledged commit lost after restart %+v", f)
 	}
 	if got := h.commit(entry("t", 0, 3)); got[0] != 0 {
 		t.Fatalf("commit after restart %v", got)
