@@ -79,11 +79,21 @@ func (a *connActor) intercepted(i Intercept, call *Call) bool {
 // tear sends half of s's response to the writer and closes the connection: the client
 // sees its request handled and the connection reset mid-response.
 func (a *connActor) tear(s *slot) {
-	half := len(s.bytes) / 2
-	cut := int64(len(s.bytes) - half)
+	total := segmentsLen(s.bytes)
+	half := total / 2
+	cut := total - half
 	a.unwritten.Add(-cut)
 	a.env.ResponseBytes.Release(cut)
-	s.bytes = s.bytes[:half]
+	var kept [][]byte
+	for _, b := range s.bytes {
+		if half <= 0 {
+			break
+		}
+		b = b[:min(int64(len(b)), half)]
+		kept = append(kept, b)
+		half -= int64(len(b))
+	}
+	s.bytes = kept
 	a.closeFor(closeInjectedResetMidResponse, noRequest(nil))
 }
 

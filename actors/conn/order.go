@@ -17,11 +17,15 @@ import (
 // goes to the writer.
 
 type slot struct {
-	call  *Call
-	done  bool
-	bytes []byte // the encoded response, size prefix included; nil for no response
-	built int64  // len(bytes) while counted as unwritten and not yet handed to the writer
-	grant int64  // response bytes promised to this call's handler (part of granted)
+	call *Call
+	done bool
+	// bytes is the encoded response, size prefix included, in the segments the writer
+	// sends in one writev (a Fetch's record batches are segments of their own,
+	// fetchencode.go); nil for no response.
+	bytes [][]byte
+	one   [1][]byte // bytes' room when the response is one segment (no allocation)
+	built int64     // the bytes' length while counted as unwritten and not yet handed to the writer
+	grant int64     // response bytes promised to this call's handler (part of granted)
 }
 
 // pending is a reply the connection waits for: a call's (convert makes its response), or
@@ -133,9 +137,16 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 			p(resp)
 		}
 		resp.SetVersion(c.Version)
-		s.bytes = encodeResponse(c, resp, c.api.sizeHint())
-		c.api.noteSize(len(s.bytes))
-		s.built = int64(len(s.bytes))
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			s.bytes = encodeFetch(c, fr)
+		}
+		if s.bytes == nil {
+			b := encodeResponse(c, resp, c.api.sizeHint())
+			c.api.noteSize(len(b))
+			s.one[0] = b
+			s.bytes = s.one[:]
+		}
+		s.built = segmentsLen(s.bytes)
 		a.unwritten.Add(s.built)
 		a.env.ResponseBytes.Add(s.built)
 		code = c.api.topErrorCode(resp)
@@ -194,4 +205,13 @@ func (a *connActor) flush() {
 	}
 	a.resumeHeld(a.ctx)
 	a.maybeFinishDrain(a.ctx)
+}
+
+// segmentsLen is the length of a response in segments.
+func segmentsLen(segs [][]byte) int64 {
+	var n int64
+	for _, b := range segs {
+		n += int64(len(b))
+	}
+	return n
 }

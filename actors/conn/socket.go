@@ -211,21 +211,23 @@ func (a *connActor) writeLoop(send func(any)) {
 	failed := false
 	for b := range a.out {
 		// Responses already queued behind this one leave with it in one writev: a
-		// pipelining client gets a burst of answers for one system call.
-		bufs := net.Buffers{b}
+		// pipelining client gets a burst of answers for one system call. The slice is
+		// the writer's own: WriteTo consumes it.
+		bufs := append(net.Buffers(nil), b...)
+		n := 1
 	more:
-		for len(bufs) < cap(a.out) {
+		for n < cap(a.out) {
 			select {
 			case nb, ok := <-a.out:
 				if !ok {
 					break more
 				}
-				bufs = append(bufs, nb)
+				bufs = append(bufs, nb...)
+				n++
 			default:
 				break more
 			}
 		}
-		n := len(bufs)
 		var written int64
 		for _, b := range bufs {
 			written += int64(len(b))
