@@ -160,7 +160,10 @@ func (l *segmentLog) planRead(offset, limit int64, maxBytes int32, minOne bool) 
 // at it answers errCorruptRange, and a read stops short of it.
 func (p *readPlan) read(report func(corruptRange)) ([]byte, error) {
 	f := p.hold.file.f
-	w := walker{f: f, end: p.size}
+	// The walk from the index entry crosses less than indexInterval bytes and one
+	// batch: a small window, not walkWindow, which this read used to take and fill
+	// for every fetch of every partition.
+	w := walker{f: f, end: p.size, window: readWalkWindow}
 	pos := p.from
 	for pos < p.size {
 		if c := p.corruptFrom(pos); c != nil {
@@ -230,6 +233,9 @@ func (p *readPlan) read(report func(corruptRange)) ([]byte, error) {
 	}
 	return buf[:end:end], nil
 }
+
+// readWalkWindow is what a read's walk to its first batch reads at a time.
+const readWalkWindow = 2 * indexInterval
 
 // corruptFrom is the quarantined range of the plan's segment starting at pos, or nil.
 func (p *readPlan) corruptFrom(pos int64) *corruptRange {
