@@ -16,6 +16,12 @@ import (
 // the answer it awaited) completes the slot, and every done slot at the head of the queue
 // goes to the writer.
 
+// outFrame is one response as the writer gets it.
+type outFrame struct {
+	segs [][]byte
+	bufs []*partition.ReadBuffer // released once segs are written
+}
+
 type slot struct {
 	call *Call
 	done bool
@@ -24,8 +30,11 @@ type slot struct {
 	// fetchencode.go); nil for no response.
 	bytes [][]byte
 	one   [1][]byte // bytes' room when the response is one segment (no allocation)
-	built int64     // the bytes' length while counted as unwritten and not yet handed to the writer
-	grant int64     // response bytes promised to this call's handler (part of granted)
+	// bufs are the pooled buffers of a Fetch's records among bytes, released by the
+	// writer once it has written them.
+	bufs  []*partition.ReadBuffer
+	built int64 // the bytes' length while counted as unwritten and not yet handed to the writer
+	grant int64 // response bytes promised to this call's handler (part of granted)
 }
 
 // pending is a reply the connection waits for: a call's (convert makes its response), or
@@ -195,10 +204,10 @@ func (a *connActor) flush() {
 			s.built = 0 // the writer's to give back now
 			if s.call != nil && s.call.tear {
 				a.tear(s)
-				a.out <- s.bytes
+				a.out <- outFrame{segs: s.bytes}
 				return
 			}
-			a.out <- s.bytes
+			a.out <- outFrame{segs: s.bytes, bufs: s.bufs}
 		} else {
 			<-a.tokens
 		}

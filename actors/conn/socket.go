@@ -213,7 +213,8 @@ func (a *connActor) writeLoop(send func(any)) {
 		// Responses already queued behind this one leave with it in one writev: a
 		// pipelining client gets a burst of answers for one system call. The slice is
 		// the writer's own: WriteTo consumes it.
-		bufs := append(net.Buffers(nil), b...)
+		bufs := append(net.Buffers(nil), b.segs...)
+		pooled := b.bufs
 		n := 1
 	more:
 		for n < cap(a.out) {
@@ -222,7 +223,8 @@ func (a *connActor) writeLoop(send func(any)) {
 				if !ok {
 					break more
 				}
-				bufs = append(bufs, nb...)
+				bufs = append(bufs, nb.segs...)
+				pooled = append(pooled, nb.bufs...)
 				n++
 			default:
 				break more
@@ -237,6 +239,10 @@ func (a *connActor) writeLoop(send func(any)) {
 				failed = true
 				send(&writerDone{err: err})
 			}
+		}
+		// Written (or never to be): nothing reads the fetched records any more.
+		for _, p := range pooled {
+			p.Release()
 		}
 		a.unwritten.Add(-written)
 		a.env.ResponseBytes.Release(written)
