@@ -214,7 +214,7 @@ func (a *connActor) writeLoop(send func(any)) {
 		// pipelining client gets a burst of answers for one system call. The slice is
 		// the writer's own: WriteTo consumes it.
 		bufs := append(net.Buffers(nil), b.segs...)
-		pooled := b.bufs
+		pooled := b.bufs[:len(b.bufs):len(b.bufs)] // appended to: never into the slot's room
 		n := 1
 	more:
 		for n < cap(a.out) {
