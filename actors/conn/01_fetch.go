@@ -64,8 +64,9 @@ func handleFetch(c *Call) {
 	convert := func(v any) kmsg.Response {
 		res := v.(*partition.FetchResult)
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		// The records' pooled buffers go back once the writer has sent them; not when
-		// an interceptor (tests) may keep the response.
+		// The records' pooled buffers go back once the response is encoded (complete
+		// copies them into its frame); not when an interceptor (tests) may keep the
+		// response.
 		recycle := c.slot != nil && intercept.Load() == nil
 		for i, t := range res.Topics {
 			rt := kmsg.NewFetchResponseTopic()

@@ -79,21 +79,11 @@ func (a *connActor) intercepted(i Intercept, call *Call) bool {
 // tear sends half of s's response to the writer and closes the connection: the client
 // sees its request handled and the connection reset mid-response.
 func (a *connActor) tear(s *slot) {
-	total := segmentsLen(s.bytes)
-	half := total / 2
-	cut := total - half
+	half := len(s.bytes) / 2
+	cut := int64(len(s.bytes) - half)
 	a.unwritten.Add(-cut)
 	a.env.ResponseBytes.Release(cut)
-	var kept [][]byte
-	for _, b := range s.bytes {
-		if half <= 0 {
-			break
-		}
-		b = b[:min(int64(len(b)), half)]
-		kept = append(kept, b)
-		half -= int64(len(b))
-	}
-	s.bytes = kept
+	s.bytes = s.bytes[:half]
 	a.closeFor(closeInjectedResetMidResponse, noRequest(nil))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/internal/bufpool"
 	"kaas/metrics"
 )
 
@@ -18,20 +19,19 @@ import (
 
 // outFrame is one response as the writer gets it.
 type outFrame struct {
-	segs [][]byte
-	bufs []*partition.ReadBuffer // released once segs are written
+	b    []byte
+	pool *bufpool.Buffer // b's pooled buffer, released once b is written; nil when not pooled
 }
 
 type slot struct {
-	call *Call
-	done bool
-	// bytes is the encoded response, size prefix included, in the segments the writer
-	// sends in one writev (a Fetch's record batches are segments of their own,
-	// fetchencode.go); nil for no response.
-	bytes [][]byte
-	one   [1][]byte // bytes' room when the response is one segment (no allocation)
-	// bufs are the pooled buffers of a Fetch's records among bytes, released by the
-	// writer once it has written them.
+	call  *Call
+	done  bool
+	bytes []byte // the encoded response, size prefix included; nil for no response
+	// frame is the pooled buffer bytes lie in (a Fetch response's, encodeFetchResponse),
+	// given back by the writer once it has written them; nil when not pooled.
+	frame *bufpool.Buffer
+	// bufs are the pooled buffers of a Fetch's records, given back as soon as the
+	// response is encoded (its frame holds a copy).
 	bufs  []*partition.ReadBuffer
 	built int64 // the bytes' length while counted as unwritten and not yet handed to the writer
 	grant int64 // response bytes promised to this call's handler (part of granted)
@@ -147,15 +147,17 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 		}
 		resp.SetVersion(c.Version)
 		if fr, ok := resp.(*kmsg.FetchResponse); ok {
-			s.bytes = encodeFetch(c, fr)
+			s.bytes, s.frame = encodeFetchResponse(c, fr)
+			// The records are copied into the frame: nothing reads their buffers now.
+			for _, b := range s.bufs {
+				b.Release()
+			}
+			s.bufs = nil
+		} else {
+			s.bytes = encodeResponse(c, resp, c.api.sizeHint())
+			c.api.noteSize(len(s.bytes))
 		}
-		if s.bytes == nil {
-			b := encodeResponse(c, resp, c.api.sizeHint())
-			c.api.noteSize(len(b))
-			s.one[0] = b
-			s.bytes = s.one[:]
-		}
-		s.built = segmentsLen(s.bytes)
+		s.built = int64(len(s.bytes))
 		a.unwritten.Add(s.built)
 		a.env.ResponseBytes.Add(s.built)
 		code = c.api.topErrorCode(resp)
@@ -198,29 +200,21 @@ func (a *connActor) flush() {
 		}
 		a.slots.pop()
 		if a.closed {
+			s.frame.Release() // never to be written
 			continue
 		}
 		if s.bytes != nil {
 			s.built = 0 // the writer's to give back now
 			if s.call != nil && s.call.tear {
 				a.tear(s)
-				a.out <- outFrame{segs: s.bytes}
+				a.out <- outFrame{b: s.bytes, pool: s.frame}
 				return
 			}
-			a.out <- outFrame{segs: s.bytes, bufs: s.bufs}
+			a.out <- outFrame{b: s.bytes, pool: s.frame}
 		} else {
 			<-a.tokens
 		}
 	}
 	a.resumeHeld(a.ctx)
 	a.maybeFinishDrain(a.ctx)
-}
-
-// segmentsLen is the length of a response in segments.
-func segmentsLen(segs [][]byte) int64 {
-	var n int64
-	for _, b := range segs {
-		n += int64(len(b))
-	}
-	return n
 }

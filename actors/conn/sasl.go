@@ -166,9 +166,7 @@ func (a *connActor) sendRaw(b []byte) {
 	buf := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(buf, uint32(len(b)))
 	copy(buf[4:], b)
-	s := &slot{done: true, built: int64(len(buf))}
-	s.one[0] = buf
-	s.bytes = s.one[:]
+	s := &slot{done: true, bytes: buf, built: int64(len(buf))}
 	a.unwritten.Add(s.built)
 	a.env.ResponseBytes.Add(s.built)
 	a.slots.push(s)

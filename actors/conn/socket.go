@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"kaas/internal/bufpool"
 )
 
 // The socket: the reader goroutine, which reads size-prefixed frames within their
@@ -209,27 +211,26 @@ const readBuffer = 1024
 func (a *connActor) writeLoop(send func(any)) {
 	nc := a.cfg.Conn
 	failed := false
+	var pooled []*bufpool.Buffer // the writer's own, emptied after every write
 	for b := range a.out {
 		// Responses already queued behind this one leave with it in one writev: a
-		// pipelining client gets a burst of answers for one system call. The slice is
-		// the writer's own: WriteTo consumes it.
-		bufs := append(net.Buffers(nil), b.segs...)
-		pooled := b.bufs[:len(b.bufs):len(b.bufs)] // appended to: never into the slot's room
-		n := 1
+		// pipelining client gets a burst of answers for one system call.
+		bufs := net.Buffers{b.b}
+		pooled = append(pooled, b.pool)
 	more:
-		for n < cap(a.out) {
+		for len(bufs) < cap(a.out) {
 			select {
 			case nb, ok := <-a.out:
 				if !ok {
 					break more
 				}
-				bufs = append(bufs, nb.segs...)
-				pooled = append(pooled, nb.bufs...)
-				n++
+				bufs = append(bufs, nb.b)
+				pooled = append(pooled, nb.pool)
 			default:
 				break more
 			}
 		}
+		n := len(bufs)
 		var written int64
 		for _, b := range bufs {
 			written += int64(len(b))
@@ -240,10 +241,12 @@ func (a *connActor) writeLoop(send func(any)) {
 				send(&writerDone{err: err})
 			}
 		}
-		// Written (or never to be): nothing reads the fetched records any more.
-		for _, p := range pooled {
+		// Written (or never to be): nothing reads the frames any more.
+		for i, p := range pooled {
 			p.Release()
+			pooled[i] = nil
 		}
+		pooled = pooled[:0]
 		a.unwritten.Add(-written)
 		a.env.ResponseBytes.Release(written)
 		if a.wantWake.Swap(false) {

@@ -89,7 +89,8 @@ type Fetched struct {
 	Aborted []AbortedTxn
 	// Buffer is the pooled buffer Records lie in, nil when they are not pooled: whoever
 	// ends up with the records releases it once nothing reads them any more (a
-	// connection, once the response is written), or leaves it to the collector.
+	// connection, once they are copied into the response's frame), or leaves it to
+	// the collector.
 	Buffer *ReadBuffer
 }
 
