@@ -64,6 +64,10 @@ func handleFetch(c *Call) {
 	convert := func(v any) kmsg.Response {
 		res := v.(*partition.FetchResult)
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		// The records' pooled buffers go back once the response is encoded (complete
+		// copies them into its frame); not when an interceptor (tests) may keep the
+		// response.
+		recycle := c.slot != nil && intercept.Load() == nil
 		for i, t := range res.Topics {
 			rt := kmsg.NewFetchResponseTopic()
 			rt.Topic, rt.TopicID = t.Name, t.ID
@@ -85,6 +89,9 @@ func handleFetch(c *Call) {
 				}
 				rp.PreferredReadReplica = -1
 				rp.RecordBatches = p.Records
+				if recycle && p.Buffer != nil {
+					c.slot.bufs = append(c.slot.bufs, p.Buffer)
+				}
 				if rp.RecordBatches == nil {
 					// Apache always answers MemoryRecords.EMPTY (size 0), never null (-1):
 					// librdkafka rejects -1 ("invalid MessageSetSize -1") and drops the

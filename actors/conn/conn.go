@@ -75,7 +75,7 @@ type connActor struct {
 	self   *actor.PID
 	ctx    actor.Context // the same context for every message of this actor
 	remote net.Addr
-	out    chan []byte // to the writer; never blocks (see tokens)
+	out    chan outFrame // to the writer; never blocks (see tokens)
 	// rbuf[rpos:rend] is read from the socket and not yet consumed; the reader
 	// goroutine alone touches them.
 	rbuf       []byte
@@ -178,7 +178,7 @@ func (a *connActor) onStarted(ctx actor.Context) {
 	a.principal = auth.Anonymous
 	a.host = hostOf(a.remote)
 	a.sasl.required = a.cfg.SASL
-	a.out = make(chan []byte, a.cfg.MaxInflight)
+	a.out = make(chan outFrame, a.cfg.MaxInflight)
 	a.tokens = make(chan struct{}, a.cfg.MaxInflight)
 	a.done = make(chan struct{})
 	a.quit = make(chan struct{})

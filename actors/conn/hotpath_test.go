@@ -25,7 +25,7 @@ func idleConn(t testing.TB, log zerolog.Logger) *connActor {
 	c1, c2 := net.Pipe()
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	a := &connActor{cfg: Config{Env: env, Conn: c1, Listener: "PLAINTEXT", MaxInflight: 64}, env: env,
-		met: env.Metrics, log: log, remote: c1.RemoteAddr(), out: make(chan []byte, 64),
+		met: env.Metrics, log: log, remote: c1.RemoteAddr(), out: make(chan outFrame, 64),
 		tokens: make(chan struct{}, 64)}
 	return a
 }

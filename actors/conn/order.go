@@ -9,6 +9,7 @@ import (
 
 	"kaas/actors/actor"
 	"kaas/actors/partition"
+	"kaas/internal/bufpool"
 	"kaas/metrics"
 )
 
@@ -16,12 +17,24 @@ import (
 // the answer it awaited) completes the slot, and every done slot at the head of the queue
 // goes to the writer.
 
+// outFrame is one response as the writer gets it.
+type outFrame struct {
+	b    []byte
+	pool *bufpool.Buffer // b's pooled buffer, released once b is written; nil when not pooled
+}
+
 type slot struct {
 	call  *Call
 	done  bool
 	bytes []byte // the encoded response, size prefix included; nil for no response
-	built int64  // len(bytes) while counted as unwritten and not yet handed to the writer
-	grant int64  // response bytes promised to this call's handler (part of granted)
+	// frame is the pooled buffer bytes lie in (a Fetch response's, encodeFetchResponse),
+	// given back by the writer once it has written them; nil when not pooled.
+	frame *bufpool.Buffer
+	// bufs are the pooled buffers of a Fetch's records, given back as soon as the
+	// response is encoded (its frame holds a copy).
+	bufs  []*partition.ReadBuffer
+	built int64 // the bytes' length while counted as unwritten and not yet handed to the writer
+	grant int64 // response bytes promised to this call's handler (part of granted)
 }
 
 // pending is a reply the connection waits for: a call's (convert makes its response), or
@@ -133,8 +146,17 @@ func (a *connActor) complete(c *Call, resp kmsg.Response) {
 			p(resp)
 		}
 		resp.SetVersion(c.Version)
-		s.bytes = encodeResponse(c, resp, c.api.sizeHint())
-		c.api.noteSize(len(s.bytes))
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			s.bytes, s.frame = encodeFetchResponse(c, fr)
+			// The records are copied into the frame: nothing reads their buffers now.
+			for _, b := range s.bufs {
+				b.Release()
+			}
+			s.bufs = nil
+		} else {
+			s.bytes = encodeResponse(c, resp, c.api.sizeHint())
+			c.api.noteSize(len(s.bytes))
+		}
 		s.built = int64(len(s.bytes))
 		a.unwritten.Add(s.built)
 		a.env.ResponseBytes.Add(s.built)
@@ -178,16 +200,17 @@ func (a *connActor) flush() {
 		}
 		a.slots.pop()
 		if a.closed {
+			s.frame.Release() // never to be written
 			continue
 		}
 		if s.bytes != nil {
 			s.built = 0 // the writer's to give back now
 			if s.call != nil && s.call.tear {
 				a.tear(s)
-				a.out <- s.bytes
+				a.out <- outFrame{b: s.bytes, pool: s.frame}
 				return
 			}
-			a.out <- s.bytes
+			a.out <- outFrame{b: s.bytes, pool: s.frame}
 		} else {
 			<-a.tokens
 		}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"kaas/internal/bufpool"
 )
 
 // The socket: the reader goroutine, which reads size-prefixed frames within their
@@ -209,10 +211,12 @@ const readBuffer = 1024
 func (a *connActor) writeLoop(send func(any)) {
 	nc := a.cfg.Conn
 	failed := false
+	var pooled []*bufpool.Buffer // the writer's own, emptied after every write
 	for b := range a.out {
 		// Responses already queued behind this one leave with it in one writev: a
 		// pipelining client gets a burst of answers for one system call.
-		bufs := net.Buffers{b}
+		bufs := net.Buffers{b.b}
+		pooled = append(pooled, b.pool)
 	more:
 		for len(bufs) < cap(a.out) {
 			select {
@@ -220,7 +224,8 @@ func (a *connActor) writeLoop(send func(any)) {
 				if !ok {
 					break more
 				}
-				bufs = append(bufs, nb)
+				bufs = append(bufs, nb.b)
+				pooled = append(pooled, nb.pool)
 			default:
 				break more
 			}
@@ -236,6 +241,12 @@ func (a *connActor) writeLoop(send func(any)) {
 				send(&writerDone{err: err})
 			}
 		}
+		// Written (or never to be): nothing reads the frames any more.
+		for i, p := range pooled {
+			p.Release()
+			pooled[i] = nil
+		}
+		pooled = pooled[:0]
 		a.unwritten.Add(-written)
 		a.env.ResponseBytes.Release(written)
 		if a.wantWake.Swap(false) {

@@ -552,8 +552,10 @@ type walker struct {
 	end    int64
 	buf    []byte
 	bufPos int64
+	window int64 // bytes read at a time, at least; zero: walkWindow
 }
 
+// walkWindow is what a walk over a whole segment reads at a time (recovery, compaction).
 const walkWindow = 256 << 10
 
 // batch returns the batch header at pos; ok is false when what lies there is not a whole,
@@ -586,7 +588,11 @@ func (w *walker) bytes(pos, n int64) ([]byte, error) {
 	if pos >= w.bufPos && pos+n <= w.bufPos+int64(len(w.buf)) {
 		return w.buf[pos-w.bufPos : pos-w.bufPos+n], nil
 	}
-	size := max(n, walkWindow)
+	window := w.window
+	if window == 0 {
+		window = walkWindow
+	}
+	size := max(n, window)
 	if pos+size > w.end {
 		size = w.end - pos
 	}

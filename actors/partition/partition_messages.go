@@ -87,6 +87,11 @@ type Fetched struct {
 	// Aborted are the aborted transactions of the range read (read_committed), sorted
 	// by first offset.
 	Aborted []AbortedTxn
+	// Buffer is the pooled buffer Records lie in, nil when they are not pooled: whoever
+	// ends up with the records releases it once nothing reads them any more (a
+	// connection, once they are copied into the response's frame), or leaves it to
+	// the collector.
+	Buffer *ReadBuffer
 }
 
 // watch asks to be told with *dataReady{id} once the high watermark passes offset (a

@@ -159,8 +159,23 @@ func (l *segmentLog) planRead(offset, limit int64, maxBytes int32, minOne bool) 
 // CRC-checked. A batch that fails is reported (report, once) and never served: reading
 // at it answers errCorruptRange, and a read stops short of it.
 func (p *readPlan) read(report func(corruptRange)) ([]byte, error) {
+	recs, _, err := p.readInto(report, func(n int64) ([]byte, *ReadBuffer) { return make([]byte, n), nil })
+	return recs, err
+}
+
+// readInto is read with the buffer from alloc; buf is alloc's, nil when it read nothing.
+func (p *readPlan) readInto(report func(corruptRange), alloc func(n int64) ([]byte, *ReadBuffer)) (recs []byte, buf *ReadBuffer, err error) {
+	defer func() {
+		if recs == nil && buf != nil {
+			buf.Release()
+			buf = nil
+		}
+	}()
 	f := p.hold.file.f
-	w := walker{f: f, end: p.size}
+	// The walk from the index entry crosses less than indexInterval bytes and one
+	// batch: a small window, not walkWindow, which this read used to take and fill
+	// for every fetch of every partition.
+	w := walker{f: f, end: p.size, window: readWalkWindow}
 	pos := p.from
 	for pos < p.size {
 		if c := p.corruptFrom(pos); c != nil {
@@ -169,10 +184,10 @@ func (p *readPlan) read(report func(corruptRange)) ([]byte, error) {
 		}
 		h, ok, err := w.batch(pos, false)
 		if err != nil {
-			return nil, fmt.Errorf("read segment %s: %w", p.path, err)
+			return nil, buf, fmt.Errorf("read segment %s: %w", p.path, err)
 		}
 		if !ok {
-			return nil, fmt.Errorf("segment %s: bad batch at %d", p.path, pos)
+			return nil, buf, fmt.Errorf("segment %s: bad batch at %d", p.path, pos)
 		}
 		if h.LastOffset() >= p.offset {
 			break
@@ -189,47 +204,54 @@ func (p *readPlan) read(report func(corruptRange)) ([]byte, error) {
 		}
 	}
 	if pos >= stop {
-		return nil, nil
+		return nil, buf, nil
 	}
 	want := int64(p.maxBytes)
 	if p.minOne {
 		hb, err := w.bytes(pos, batchHeaderSize)
 		if err != nil {
-			return nil, fmt.Errorf("read segment %s: %w", p.path, err)
+			return nil, buf, fmt.Errorf("read segment %s: %w", p.path, err)
 		}
 		h := parseHeader(hb)
 		want = max(want, h.Size())
 	}
 	want = min(want, stop-pos)
 	if want < batchHeaderSize {
-		return nil, nil // no room for a batch
+		return nil, buf, nil // no room for a batch
 	}
-	buf := make([]byte, want)
-	if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read segment %s: %w", p.path, err)
+	b, buf := alloc(want)
+	n, err := f.ReadAt(b, pos)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, buf, fmt.Errorf("read segment %s: %w", p.path, err)
 	}
+	// A pooled buffer holds an earlier read's bytes past what this one read: never
+	// looked at.
+	want = int64(n)
 	end := int64(0)
 	for end+batchHeaderSize <= want {
-		h := parseHeader(buf[end:])
+		h := parseHeader(b[end:])
 		if h.Magic != 2 || h.Length < batchHeaderSize-logOverhead || end+h.Size() > want || h.BaseOffset >= p.limit || h.BaseOffset >= p.next {
 			break // past the segment's own end are only stale bytes (cluster), never served
 		}
-		if !checkStored(buf[end : end+h.Size()]) {
+		if !checkStored(b[end : end+h.Size()]) {
 			if end > 0 {
 				break // served up to it; the next read starts there and reports it
 			}
 			// The header walk at start found it whole; its bytes fail now.
 			c := corruptRange{from: h.BaseOffset, to: h.LastOffset() + 1, pos: pos, end: pos + h.Size()}
 			report(c)
-			return nil, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", p.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
+			return nil, buf, fmt.Errorf("segment %s: offsets %d-%d at bytes %d-%d: %w", p.path, c.from, c.to-1, c.pos, c.end, errCorruptRange)
 		}
 		end += h.Size()
 	}
 	if end == 0 {
-		return nil, nil
+		return nil, buf, nil
 	}
-	return buf[:end:end], nil
+	return b[:end:end], buf, nil
 }
+
+// readWalkWindow is what a read's walk to its first batch reads at a time.
+const readWalkWindow = 2 * indexInterval
 
 // corruptFrom is the quarantined range of the plan's segment starting at pos, or nil.
 func (p *readPlan) corruptFrom(pos int64) *corruptRange {
@@ -246,9 +268,9 @@ func (p *readPlan) corruptFrom(pos int64) *corruptRange {
 func (p *readPlan) run(ctx actor.Context) *Fetched {
 	defer p.hold.release()
 	out := p.out
-	recs, err := p.read(func(c corruptRange) {
+	recs, buf, err := p.readInto(func(c corruptRange) {
 		ctx.Send(p.partition, &corruptRead{seg: p.seg, c: c})
-	})
+	}, readBuf)
 	switch {
 	case errors.Is(err, errCorruptRange):
 		// Reported once when found; the consumer retries until an operator restores
@@ -259,7 +281,7 @@ func (p *readPlan) run(ctx actor.Context) *Fetched {
 		p.log.Error().Err(err).Int64("offset", p.offset).Msg("partition_read_failed")
 		out.ErrorCode = kerr.KafkaStorageError.Code
 	default:
-		out.Records = recs
+		out.Records, out.Buffer = recs, buf
 		p.met.fetched(len(recs))
 	}
 	return &out
