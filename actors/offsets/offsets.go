@@ -347,13 +347,12 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 		a.cfg.Metrics.started()
 		a.pub = a.cfg.Metrics.offsets().Group(a.group)
 		if a.fresh {
-			// Nothing to claim or read: no earlier actor, no file, no record. It starts
-			// for the request behind Started: its idle timer counts from now (from
-			// monoBase, every new group's timer would fire at the same instant, each on
-			// a goroutine of its own).
+			// Nothing to claim or read: no earlier actor, no file, no record. Its idle
+			// timer waits for the request it was spawned for, right behind Started
+			// (armed now, from no request at all, every new group's timer would fire at
+			// one instant, each on a goroutine of its own).
 			a.fresh, a.loaded = false, true
-			a.lastRequest = time.Since(monoBase)
-			break
+			return
 		}
 		a.claim(ctx)
 	case *actor.Stopping:
