@@ -163,10 +163,14 @@ type groupActor struct {
 	// smaller size class (one per live group): each in a word of its own took 56 bytes.
 	loading, offsetsStopping, topicsKnown bool
 	fresh                                 bool // groupProps: its first actor, of a group that never had state
-	stateSince                            time.Time
-	generation                            int32
-	initialDelay, newMemberAdded          bool // initial rebalance delay, below
-	stopped, releasing                    bool // metrics and release, below
+	// offsetsQuietUntil (unix seconds, rounded down): while the offsets actor is
+	// passivated, no offset can expire before then (offsets.Idle.NoExpiryBefore), and a
+	// retention tick does not spawn the actor to ask (0: it asks).
+	offsetsQuietUntil            uint32
+	stateSince                   time.Time
+	generation                   int32
+	initialDelay, newMemberAdded bool // initial rebalance delay, below
+	stopped, releasing           bool // metrics and release, below
 
 	protocolType string
 	protocol     string
@@ -263,7 +267,9 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *classicOwedCheck:
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
-		g.expire(ctx, false)
+		if !g.offsetsQuiet(time.Now()) {
+			g.expire(ctx, false)
+		}
 	case *offsets.Idle:
 		g.offsetsIdle(ctx, m)
 	case *offsets.Stay:
