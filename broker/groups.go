@@ -42,7 +42,16 @@ func (b *Broker) startGroups() error {
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)
 	}
-	pid, err := b.sys.SpawnNamed(group.ManagerProps(b.groupsConfig(om)), "groups")
+	// A broker alone knows which groups never had state (the directory after the
+	// replay, what the replay left to the journal, and each group as it is first
+	// spawned): their first touch loads nothing.
+	var fresh *offsets.Fresh
+	if b.cluster == nil {
+		if fresh, err = offsets.NewFresh(storage.OSFS{}, offsets.Dir(b.cfg.DataDir), replayed); err != nil {
+			return fmt.Errorf("list offsets directory: %w", err)
+		}
+	}
+	pid, err := b.sys.SpawnNamed(group.ManagerProps(b.groupsConfig(om, fresh)), "groups")
 	if err != nil {
 		return fmt.Errorf("start groups manager: %w", err)
 	}
@@ -77,7 +86,9 @@ func groupSettings(c *config.Config) group.Settings {
 // group over the files under offsets.Dir(data.dir), sharing the metrics om, the
 // broker's offsets journal and one set of checkpoint write slots. This is the one place
 // the offsets side is put together.
-func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
+//
+// fresh, nil in a cluster, tells which groups never had state (ManagerConfig.New).
+func (b *Broker) groupsConfig(om *offsets.Metrics, fresh *offsets.Fresh) group.ManagerConfig {
 	cfg, log, jpid, pending := &b.cfg, b.log, b.journal, b.pending
 	dir := offsets.Dir(cfg.DataDir)
 	fsys := storage.OSFS{}
@@ -102,9 +113,15 @@ func (b *Broker) groupsConfig(om *offsets.Metrics) group.ManagerConfig {
 		WriteSlots: slots, WriteQueue: actor.NewLimiter(offsets.DefaultWriteSlots), LeaveToJournal: leave,
 		Written: pending.Forget,
 	}, b.gate) // a gate per group, made as it is spawned: it holds the term it was loaded under
+	var isNew func(string) bool
+	if fresh != nil {
+		isNew = fresh.Take
+	}
 	return group.ManagerConfig{
 		Settings:     settings,
 		Offsets:      kind.Props,
+		New:          isNew,
+		NewOffsets:   kind.FreshProps,
 		ListGroupIDs: func() ([]string, error) { return pending.ListGroupIDs(fsys, dir) },
 		ReadMeta: func(g string) (offsets.GroupMeta, bool, error) {
 			return pending.ReadMeta(fsys, dir, g)

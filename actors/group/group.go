@@ -1,6 +1,7 @@
 package group
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,14 +60,26 @@ func Props(cfg Config) *actor.Props {
 		cfg.supervisor = offsetsSupervisor(cfg.Log, cfg.OffsetsRestarts)
 	}
 	c := &cfg // one copy, shared by every incarnation
-	return groupProps(c, c.Group, c.Offsets)
+	return groupProps(c, c.Group, c.Offsets, false)
 }
 
 // groupProps makes the actor of group id with offsets actor props off, under the rest of
 // kind: the manager's one Config for all its groups (its Group and Offsets unused), so
 // that a live group does not keep a copy of what every group shares.
-func groupProps(kind *Config, id string, off *actor.Props) *actor.Props {
-	return actor.PropsOf(func() actor.Actor { return newGroupActor(kind, id, off) }, actor.WithSupervisor(kind.supervisor))
+//
+// fresh: the group never had state (ManagerConfig.New), and off are its offsets actor's
+// Props for that (offsets.Kind.FreshProps). Its first actor loads nothing and spawns its
+// offsets actor only when it first needs it; a restarted one loads as any.
+func groupProps(kind *Config, id string, off *actor.Props, fresh bool) *actor.Props {
+	if !fresh {
+		return actor.PropsOf(func() actor.Actor { return newGroupActor(kind, id, off) }, actor.WithSupervisor(kind.supervisor))
+	}
+	var started atomic.Bool
+	return actor.PropsOf(func() actor.Actor {
+		g := newGroupActor(kind, id, off)
+		g.fresh = !started.Swap(true)
+		return g
+	}, actor.WithSupervisor(kind.supervisor))
 }
 
 // offsetsSupervisor restarts a group's failed offsets actor (protoactor's default bound:
@@ -149,10 +162,15 @@ type groupActor struct {
 	// The flags are kept in the words' spare bytes, so that the actor packs into a
 	// smaller size class (one per live group): each in a word of its own took 56 bytes.
 	loading, offsetsStopping, topicsKnown bool
-	stateSince                            time.Time
-	generation                            int32
-	initialDelay, newMemberAdded          bool // initial rebalance delay, below
-	stopped, releasing                    bool // metrics and release, below
+	fresh                                 bool // groupProps: its first actor, of a group that never had state
+	// offsetsQuietUntil (unix seconds, rounded down): while the offsets actor is
+	// passivated, no offset can expire before then (offsets.Idle.NoExpiryBefore), and a
+	// retention tick does not spawn the actor to ask (0: it asks).
+	offsetsQuietUntil            uint32
+	stateSince                   time.Time
+	generation                   int32
+	initialDelay, newMemberAdded bool // initial rebalance delay, below
+	stopped, releasing           bool // metrics and release, below
 
 	protocolType string
 	protocol     string
@@ -251,7 +269,9 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *classicOwedCheck:
 		g.onClassicOwed(ctx, m)
 	case *retentionTick:
-		g.expire(ctx, false)
+		if !g.offsetsQuiet(time.Now()) {
+			g.expire(ctx, false)
+		}
 	case *offsets.Idle:
 		g.offsetsIdle(ctx, m)
 	case *offsets.Stay:
@@ -373,9 +393,15 @@ func (g *groupActor) classicMaps() {
 func (g *groupActor) onStarted(ctx actor.Context) {
 	g.reset()
 	g.ops = actor.Pending[op]{}
-	g.spawnOffsets(ctx)
-	g.loading = true
-	g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
+	if g.fresh {
+		// Nothing to load: the group has no file and no record. Its offsets actor starts
+		// empty when it is first needed (toOffsets), as after a passivation.
+		g.fresh = false
+	} else {
+		g.spawnOffsets(ctx)
+		g.loading = true
+		g.ask(ctx, nil, func(p actor.Promise) any { return &offsets.Stat{Reply: p} }, g.onLoaded(ctx))
+	}
 	if g.cfg.Settings.IdlePassivation > 0 {
 		ctx.SetReceiveTimeout(g.cfg.Settings.IdlePassivation)
 	}

@@ -22,6 +22,13 @@ type ManagerConfig struct {
 	Settings Settings
 	// Offsets makes the offsets actor of one group (a child of its group actor).
 	Offsets func(group string) *actor.Props
+	// New, in a broker alone, reports whether a group never had state, as its actor is
+	// spawned (offsets.Fresh.Take: true at most once per group). Such a group's actor
+	// loads nothing, and its offsets actor, made by NewOffsets (offsets.Kind.FreshProps),
+	// starts empty when first needed: its first commit goes straight to a journal batch.
+	// Nil (a cluster): every group loads.
+	New        func(group string) bool
+	NewOffsets func(group string) *actor.Props
 	// ListGroupIDs lists the groups that have an offsets file. It runs off the manager's
 	// goroutine (a directory of 100,000 files takes a while to read).
 	ListGroupIDs func() ([]string, error)
@@ -328,7 +335,12 @@ func (mg *manager) spawn(ctx actor.Context, id string) (*entry, error) {
 	if mg.cfg.Owns != nil && !mg.cfg.Owns(id) {
 		return nil, errNotOwned
 	}
-	props := groupProps(mg.kind, id, mg.cfg.Offsets(id))
+	fresh := mg.cfg.New != nil && mg.cfg.NewOffsets != nil && mg.cfg.New(id)
+	off := mg.cfg.Offsets
+	if fresh {
+		off = mg.cfg.NewOffsets
+	}
+	props := groupProps(mg.kind, id, off(id), fresh)
 	// Quoted, the name cannot collide with another group's path ("a/offsets" vs the
 	// offsets actor of "a").
 	pid, err := actor.SpawnNamed(ctx, props, strconv.Quote(id))

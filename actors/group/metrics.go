@@ -115,8 +115,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // published is what one group actor has added to the gauges, so it can take it back.
 type published struct {
 	counted bool // the group adds 1 to kaas_groups{state}
+	members bool // the group has a kaas_group_members series, of n (the flags share a word)
 	state   string
-	members bool // the group has a kaas_group_members series, of n
 	n       int
 }
 

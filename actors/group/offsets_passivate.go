@@ -2,6 +2,8 @@ package group
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"kaas/actors/actor"
 	"kaas/actors/offsets"
@@ -30,6 +32,7 @@ func (g *groupActor) spawnOffsets(ctx actor.Context) {
 	}
 	g.offsets = pid
 	g.offsetsForget = nil // the new actor publishes the series (and withdraws them)
+	g.offsetsQuietUntil = 0
 }
 
 // forgetPassivated withdraws the committed-offsets series of a passivated offsets
@@ -62,7 +65,29 @@ func (g *groupActor) offsetsIdle(ctx actor.Context, m *offsets.Idle) {
 		return
 	}
 	g.offsetsStopping, g.offsetsForget = true, m.Forget
+	g.offsetsQuietUntil = quietUntil(m.NoExpiryBefore(g.cfg.Settings.OffsetsRetention))
 	ctx.Send(g.offsets, &offsets.Passivate{})
+}
+
+// quietUntil is t in unix seconds, rounded down, for offsetsQuietUntil: 0 for a time
+// before 1970 or the zero time (the tick asks), the largest for one past 2106.
+func quietUntil(t time.Time) uint32 {
+	sec := t.Unix()
+	switch {
+	case t.IsZero() || sec <= 0:
+		return 0
+	case sec >= math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(sec)
+}
+
+// offsetsQuiet says whether a retention check at now has nothing to ask the offsets
+// actor: it is passivated, and none of its offsets can expire before
+// offsetsQuietUntil. A passivated actor's offsets change only through a new actor, which
+// says its own bound as it passivates.
+func (g *groupActor) offsetsQuiet(now time.Time) bool {
+	return g.offsets == nil && !g.offsetsStopping && g.offsetsQuietUntil > 0 && now.Unix() < int64(g.offsetsQuietUntil)
 }
 
 // offsetsStay: the offsets actor had more to do when Passivate came, and goes on.

@@ -305,3 +305,66 @@ func TestReleaseOfPassivatedOffsetsSpawnsNothing(t *testing.T) {
 		}
 	})
 }
+
+// The retention tick does not spawn a passivated offsets actor to ask about offsets
+// none of which can expire yet (offsets.Idle.NoExpiryBefore); once one can, the tick
+// asks, and the offsets due expire. A Stable consumer group's offsets of a topic it is
+// not subscribed to expire retention after their commit.
+func TestRetentionTickSkipsPassivatedOffsetsUntilDue(t *testing.T) {
+	dir := t.TempDir()
+	actortest.Bubble(t, func(t *testing.T) {
+		h := newHarness(t, dir, func(s *Settings) {
+			s.InitialRebalanceDelay = 0
+			s.OffsetsRetention = 25 * time.Minute
+			s.RetentionCheck = 10 * time.Minute
+			s.MaxSessionTimeout = 2 * time.Hour
+		})
+		h.checkpoint, h.offsetsIdle = testCheckpoint, testOffsetsIdle
+		reg := prometheus.NewRegistry()
+		h.offsetsMetrics = offsets.NewMetrics(reg)
+		h.offsetsMetrics.Offsets = metrics.NewOffsets(nil)
+		starts := func() float64 {
+			synctest.Wait()
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "kaas_offsets_actor_starts_total" {
+					return mf.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+			t.Fatal("no kaas_offsets_actor_starts_total")
+			return 0
+		}
+		jm := joinMsg("consumer", "", time.Hour, time.Minute)
+		jm.Protocols[0].Metadata = subscriptionTo("foo")
+		j := call[*JoinResult](h, jm)
+		call[*SyncResult](h, &SyncGroup{Group: "consumer", MemberID: j.MemberID, Generation: j.Generation})
+		foo, bar := offsets.TopicPartition{Topic: "foo"}, offsets.TopicPartition{Topic: "bar"}
+		call[*offsets.CommitResult](h, commitMsg("consumer", j.Generation, j.MemberID, foo, bar))
+		idleOut()
+		if h.offsetsLive("consumer") {
+			t.Fatal("offsets actor live after an idle period")
+		}
+		before := starts()
+		// The ticks at 10 and 20 minutes: bar expires at 25.
+		time.Sleep(20*time.Minute + time.Second - testCheckpoint - testOffsetsIdle - time.Second)
+		if n := starts(); n != before {
+			t.Fatalf("retention ticks before any offset could expire started the offsets actor %v times", n-before)
+		}
+		// The tick at 30 minutes asks: bar has expired, foo is kept.
+		time.Sleep(10 * time.Minute)
+		if n := starts(); n != before+1 {
+			t.Fatalf("the retention tick once an offset could expire started the offsets actor %v times, want 1", n-before)
+		}
+		got := fetchAll(h, "consumer")
+		if _, ok := got[foo]; !ok {
+			t.Fatal("subscribed topic's offset expired")
+		}
+		if _, ok := got[bar]; ok {
+			t.Fatal("unsubscribed topic's offset kept past its retention")
+		}
+		h.stop()
+	})
+}

@@ -11,26 +11,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kaas/actors/offsets"
+	"kaas/config"
 	"kaas/internal/testwait"
 )
 
 // A group whose file is corrupt answers COORDINATOR_NOT_AVAILABLE; once the operator
 // repairs the file, the group reads it again (at most every 5 s) and serves it, with no
 // restart (docs/offsets.md, "Recovering a corrupt offsets file").
+//
+// The file is cut short before the broker starts: a broker alone takes a group whose
+// file was not there at its start, and that it has not served since, as new.
 func TestCorruptGroupFileServedOnceRepaired(t *testing.T) {
-	w := startWire(t, nil)
-	w.createTopics(1, "t")
 	const g = "repaired"
-	dir := offsets.Dir(w.cfg.DataDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, offsets.FileName(g))
+	var path string
 	good := `{"version":1,"group":"repaired","meta":{"protocol_type":"","generation":0,"empty_since":0},` +
 		`"offsets":[{"topic":"t","partition":0,"offset":42,"leader_epoch":3,"metadata":"m","commit_time":1,"expire_time":0}]}` + "\n"
-	if err := os.WriteFile(path, []byte(good[:len(good)/2]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := startWire(t, func(c *config.Config) {
+		dir := offsets.Dir(c.DataDir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(dir, offsets.FileName(g))
+		if err := os.WriteFile(path, []byte(good[:len(good)/2]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.createTopics(1, "t")
 
 	fetch := func() *kmsg.OffsetFetchResponse {
 		return w.do(fetchReq(1, g, map[string][]int32{"t": {0}})).(*kmsg.OffsetFetchResponse)

@@ -75,3 +75,55 @@ func TestExpiredOffsets(t *testing.T) {
 		})
 	}
 }
+
+// Idle.NoExpiryBefore is a bound for every rule: a millisecond before it no offset
+// expires, whatever the group's state, and at it one does (by the rule it came from).
+func TestIdleNoExpiryBefore(t *testing.T) {
+	const retention = time.Hour
+	rules := []ExpiryRule{
+		{Empty: true, Retention: retention},
+		{StableConsumer: true, Retention: retention},
+	}
+	tp := func(p int32) TopicPartition { return TopicPartition{Topic: "t", Partition: p} }
+	cases := []struct {
+		name    string
+		offsets map[TopicPartition]Committed
+		meta    GroupMeta
+	}{
+		{"commit times", map[TopicPartition]Committed{tp(0): {CommitTime: 5_000}, tp(1): {CommitTime: 2_000}}, GroupMeta{}},
+		{"explicit first", map[TopicPartition]Committed{tp(0): {CommitTime: 5_000}, tp(1): {CommitTime: 9_000, ExpireTime: 7_000}}, GroupMeta{}},
+		{"explicit later", map[TopicPartition]Committed{tp(0): {CommitTime: 5_000, ExpireTime: 1_000_000_000}}, GroupMeta{ProtocolType: "consumer"}},
+		{"empty since first", map[TopicPartition]Committed{tp(0): {CommitTime: 5_000}}, GroupMeta{ProtocolType: "consumer", EmptySince: 3_000}},
+		{"empty since later", map[TopicPartition]Committed{tp(0): {CommitTime: 5_000}}, GroupMeta{ProtocolType: "consumer", EmptySince: 8_000}},
+	}
+	for _, c := range cases {
+		a := newOffsetsActor(&Config{}, "g", nil)
+		a.st.offsets, a.st.meta = c.offsets, c.meta
+		var m Idle
+		a.idleExpiry(&m)
+		at := m.NoExpiryBefore(retention)
+		expiredAt := func(now time.Time) bool {
+			for _, r := range rules {
+				for _, pt := range []string{"", "consumer"} {
+					meta := c.meta
+					meta.ProtocolType = pt
+					if len(expiredOffsets(c.offsets, meta, r, now, nil)) > 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		if expiredAt(at.Add(-time.Millisecond)) {
+			t.Errorf("%s: an offset expires before %v", c.name, at.UnixMilli())
+		}
+		if !expiredAt(at) {
+			t.Errorf("%s: nothing expires at %v: the bound is late", c.name, at.UnixMilli())
+		}
+	}
+	var none Idle
+	newOffsetsActor(&Config{}, "g", nil).idleExpiry(&none)
+	if !none.NoExpiryBefore(retention).IsZero() {
+		t.Error("a group with no offset: the tick must ask (it may remove the group)")
+	}
+}

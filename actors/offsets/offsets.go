@@ -3,6 +3,7 @@ package offsets
 import (
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -205,6 +206,23 @@ func (k *Kind) Props(group string) *actor.Props {
 	return actor.PropsOf(func() actor.Actor { return newOffsetsActor(&k.cfg, group, gate) })
 }
 
+// FreshProps makes the offsets actor of group, as Props, for a group that never had
+// state (Fresh.Take): its first actor starts with an empty group, asking the journal
+// nothing and reading no file, so a first request is served at once. Any later actor of
+// these Props (after a panic, or a passivation) loads as Props' do: by then the group
+// may have state. With a gate (a cluster) it is Props.
+func (k *Kind) FreshProps(group string) *actor.Props {
+	if k.gate != nil && k.gate() != nil {
+		return k.Props(group)
+	}
+	var spawned atomic.Bool
+	return actor.PropsOf(func() actor.Actor {
+		a := newOffsetsActor(&k.cfg, group, nil)
+		a.fresh = !spawned.Swap(true)
+		return a
+	})
+}
+
 // offsetsActor owns one group's file. It loads the file on its first request and keeps
 // the durable state in memory; requests that change it queue, and a flushNow message
 // the actor sends itself appends them all to the journal as one record.
@@ -243,6 +261,9 @@ type offsetsActor struct {
 	// passivate.go: idleAsked, the actor told its parent it is Idle; passivated, it
 	// stops on its parent's Passivate.
 	idleAsked, passivated bool
+	// fresh: the group never had state (Kind.FreshProps); the actor starts loaded with
+	// an empty group, without the journal's claim or a load.
+	fresh bool
 
 	broken   error // the load failed; every request answers codeBroken
 	brokenAt time.Time
@@ -325,6 +346,14 @@ func (a *offsetsActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.cfg.Metrics.started()
 		a.pub = a.cfg.Metrics.offsets().Group(a.group)
+		if a.fresh {
+			// Nothing to claim or read: no earlier actor, no file, no record. Its idle
+			// timer waits for the request it was spawned for, right behind Started
+			// (armed now, from no request at all, every new group's timer would fire at
+			// one instant, each on a goroutine of its own).
+			a.fresh, a.loaded = false, true
+			return
+		}
 		a.claim(ctx)
 	case *actor.Stopping:
 		a.onStopping(ctx)

@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"math"
 	"time"
 
 	"kaas/actors/actor"
@@ -25,7 +26,53 @@ import (
 // while it is passivated, the group being live): the parent calls it when the group
 // goes while its offsets actor is passivated, instead of spawning it again to stop it.
 // It is safe from any goroutine, and does nothing once a newer actor published.
-type Idle struct{ Forget func() }
+//
+// It also says when the earliest of the group's offsets could expire (NoExpiryBefore):
+// until then a retention check of the group with its offsets actor passivated has
+// nothing to ask it, and spawning it to read the file would find nothing.
+type Idle struct {
+	Forget func()
+	// expiry: what NoExpiryBefore counts from (idleExpiry).
+	none       bool  // the group has no offset: a check may remove it at once
+	ageFrom    int64 // unix ms: the earliest moment an offset's age counts from; MaxInt64 when none does
+	explicitAt int64 // unix ms: the earliest explicit expire time (ExpireTime); MaxInt64 when none
+}
+
+// NoExpiryBefore is the earliest moment any offset of the group could expire by any of
+// the rules (expiredOffsets), with offsets.retention retention; the zero time when the
+// group has no offset (a check may remove the group itself).
+func (m *Idle) NoExpiryBefore(retention time.Duration) time.Time {
+	if m.none {
+		return time.Time{}
+	}
+	at := m.explicitAt
+	if retention > 0 && m.ageFrom != math.MaxInt64 {
+		at = min(at, m.ageFrom+retention.Milliseconds())
+	}
+	if at == math.MaxInt64 {
+		return time.UnixMilli(math.MaxInt64)
+	}
+	return time.UnixMilli(at)
+}
+
+// idleExpiry fills what Idle says of the offsets' expiry from the state served: by every
+// rule an offset with an explicit expire time expires then, and one without it expires
+// retention after its commit time or after the group became Empty (whichever the rule
+// takes; the earlier of the two is the bound).
+func (a *offsetsActor) idleExpiry(m *Idle) {
+	m.none = len(a.st.offsets) == 0
+	m.ageFrom, m.explicitAt = math.MaxInt64, math.MaxInt64
+	for _, c := range a.st.offsets {
+		if c.ExpireTime > 0 {
+			m.explicitAt = min(m.explicitAt, c.ExpireTime)
+			continue
+		}
+		m.ageFrom = min(m.ageFrom, c.CommitTime)
+	}
+	if e := a.st.meta.EmptySince; e > 0 && m.ageFrom != math.MaxInt64 {
+		m.ageFrom = min(m.ageFrom, e)
+	}
+}
 
 // Passivate asks an offsets actor that said Idle to stop. It stops if it is still quiet;
 // otherwise it answers Stay and goes on.
@@ -75,7 +122,9 @@ func (a *offsetsActor) onIdleTick(ctx actor.Context) {
 		return
 	}
 	a.idleAsked = true
-	ctx.Send(ctx.Parent(), &Idle{Forget: a.pub.Remove})
+	idle := &Idle{Forget: a.pub.Remove}
+	a.idleExpiry(idle)
+	ctx.Send(ctx.Parent(), idle)
 }
 
 // onPassivate stops the actor if it is still quiet, keeping its committed offsets'

@@ -23,7 +23,9 @@ import (
 // and the heap and stacks they hold, for kaas and for kfake with SyncWrites in the same
 // run, and for kfake keeping them in memory. KAAS_BENCH_GROUPS sets how many (default
 // 100,000); KAAS_BENCH_HEAPPROFILE=path writes the heap profile of kaas holding them
-// once idle. kaas_settled_bytes/group: the last checkpoints written, so what is left is
+// once idle; KAAS_BENCH_PROFILE_DIR, when set, gets the CPU profile of kaas making them
+// (live-groups-kaas.cpu). The CPU time of each side making its groups (the clients'
+// included) is reported per group beside the rates, for loaded machines. kaas_settled_bytes/group: the last checkpoints written, so what is left is
 // what the groups keep; kaas_idle_bytes/group: offsets.idle.passivation.ms later, with
 // their offsets actors passivated.
 //
@@ -43,7 +45,11 @@ func BenchmarkLiveGroups(b *testing.B) {
 		createTopic(b, kaas.Addr())
 		base := inUse() - before // the broker itself
 		goroutines := runtime.NumGoroutine()
+		stopProfile := profile(b, "live-groups-kaas")
+		cpu0 := cpuTime()
 		kRate := createGroups(b, kaas.Addr(), n)
+		kCPU := cpuTime() - cpu0
+		stopProfile()
 		kPer := float64(inUse()-before-base) / float64(n)
 		// What the figure is made of: the live heap, the heap's spans in use (with their
 		// free slots), and the stacks, with the goroutines behind them. It includes the
@@ -73,13 +79,17 @@ func BenchmarkLiveGroups(b *testing.B) {
 		before = inUse()
 		fake := fakeCluster(b, true)
 		base = inUse() - before
+		cpu0 = cpuTime()
 		fRate := createGroups(b, fake, n)
+		fCPU := cpuTime() - cpu0
 		fPer := float64(inUse()-before-base) / float64(n)
 
 		before = inUse()
 		mem := fakeCluster(b, false)
 		base = inUse() - before
+		cpu0 = cpuTime()
 		mRate := createGroups(b, mem, n)
+		mCPU := cpuTime() - cpu0
 		mPer := float64(inUse()-before-base) / float64(n)
 
 		b.ReportMetric(kPer, "kaas_bytes/group")
@@ -88,6 +98,9 @@ func BenchmarkLiveGroups(b *testing.B) {
 		b.ReportMetric(fPer, "kfake_sync_bytes/group")
 		b.ReportMetric(kRate, "kaas_groups/s")
 		b.ReportMetric(fRate, "kfake_sync_groups/s")
+		b.ReportMetric(float64(kCPU.Microseconds())/float64(n), "kaas_cpu_us/group")
+		b.ReportMetric(float64(fCPU.Microseconds())/float64(n), "kfake_sync_cpu_us/group")
+		b.ReportMetric(float64(mCPU.Microseconds())/float64(n), "kfake_mem_cpu_us/group")
 		b.ReportMetric(mPer, "kfake_mem_bytes/group")
 		b.ReportMetric(mRate, "kfake_mem_groups/s")
 		b.Logf("%d groups of 4 partitions: kaas %.0f B/group (%.0f settled, %.0f idle), %.0f groups/s; kfake+SyncWrites %.0f B/group, %.0f groups/s (ratios %.2fx memory, %.2fx rate); kfake in memory %.0f B/group, %.0f groups/s (%.2fx rate)",
