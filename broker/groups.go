@@ -33,6 +33,16 @@ func (b *Broker) startGroups() error {
 	if err != nil {
 		return fmt.Errorf("replay offsets journal: %w", err)
 	}
+	// A broker alone knows which groups never had state (the directory after the
+	// replay, what the replay left to the journal, and each group as it is first
+	// spawned): their first touch loads nothing. Made before the journal, which takes
+	// what the replay left (its adopt empties replayed) and writes files behind.
+	var fresh *offsets.Fresh
+	if b.cluster == nil {
+		if fresh, err = offsets.NewFresh(storage.OSFS{}, offsets.Dir(b.cfg.DataDir), replayed); err != nil {
+			return fmt.Errorf("list offsets directory: %w", err)
+		}
+	}
 	b.journal, err = b.sys.SpawnNamed(journal.Props(journal.Config{
 		Dir: jdir, Log: b.log, Metrics: om.Journal(), Recovered: replayed,
 		Save:     offsets.GroupFileSaver(storage.OSFS{}, offsets.Dir(b.cfg.DataDir)),
@@ -41,15 +51,6 @@ func (b *Broker) startGroups() error {
 	}), "offsets-journal")
 	if err != nil {
 		return fmt.Errorf("start offsets journal: %w", err)
-	}
-	// A broker alone knows which groups never had state (the directory after the
-	// replay, what the replay left to the journal, and each group as it is first
-	// spawned): their first touch loads nothing.
-	var fresh *offsets.Fresh
-	if b.cluster == nil {
-		if fresh, err = offsets.NewFresh(storage.OSFS{}, offsets.Dir(b.cfg.DataDir), replayed); err != nil {
-			return fmt.Errorf("list offsets directory: %w", err)
-		}
 	}
 	pid, err := b.sys.SpawnNamed(group.ManagerProps(b.groupsConfig(om, fresh)), "groups")
 	if err != nil {
