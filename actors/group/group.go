@@ -277,7 +277,9 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *offsets.Stay:
 		g.offsetsStay(ctx)
 	case *actor.Terminated:
-		g.offsetsStopped(ctx, m)
+		if !g.offsetsStopped(ctx, m) {
+			g.offsetsGivenUp(ctx, m)
+		}
 	case *stopIfIdle:
 		ctx.Send(ctx.Parent(), &idleReply{pid: ctx.Self(), idle: g.idle() && len(g.queue) == 0,
 			exists: g.exists, protocolType: g.protocolType, consumer: g.cg != nil})

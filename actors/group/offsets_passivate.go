@@ -118,6 +118,19 @@ func (g *groupActor) offsetsStopped(ctx actor.Context, m *actor.Terminated) bool
 	return true
 }
 
+// offsetsGivenUp: the offsets actor stopped without being asked to (its supervisor gave
+// up on it after repeated failures). The group drops its PID, so that its next request
+// starts a new one, which loads the group's state again, instead of going to a dead
+// actor for the group's life.
+func (g *groupActor) offsetsGivenUp(ctx actor.Context, m *actor.Terminated) {
+	if g.offsets == nil || !m.Who.Equal(g.offsets) {
+		return
+	}
+	g.log().Error().Msg("offsets_actor_stopped_after_repeated_failures")
+	ctx.Unwatch(g.offsets)
+	g.offsets = nil
+}
+
 // sendHeld sends what waited while the offsets actor stopped, in order.
 func (g *groupActor) sendHeld(ctx actor.Context) {
 	held := g.offsetsHeld
