@@ -1,7 +1,6 @@
 package group
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -36,17 +35,7 @@ func TestHaltAnswersWaitersAndLeavesIdleGroups(t *testing.T) {
 			t.Fatal("the JoinGroup was answered before the initial rebalance delay")
 		}
 		// A commit whose journal write does not finish until the test lets it.
-		hold, held := make(chan struct{}), make(chan struct{}, 1)
-		fsys.SetBefore(func(op storage.Op, path string) error {
-			if op == storage.OpWrite && strings.Contains(path, "__offsets_journal") {
-				select {
-				case held <- struct{}{}:
-				default:
-				}
-				<-hold
-			}
-			return nil
-		})
+		hold, held := holdJournalWrites(fsys)
 		inFlight := commitMsg("c0", -1, "", tp)
 		inFlight.Entries[0].Offset = 99
 		commit := h.send(inFlight)

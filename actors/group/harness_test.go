@@ -1,6 +1,7 @@
 package group
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -215,4 +216,21 @@ func (h *harness) list() *Listing {
 		h.t.Fatal("no listing")
 	}
 	return v.(*Listing)
+}
+
+// holdJournalWrites makes every write to the offsets journal on fsys wait until hold is
+// closed; held gets a value as the first of them (or one after a drained one) starts.
+func holdJournalWrites(fsys *storage.FaultFS) (hold, held chan struct{}) {
+	hold, held = make(chan struct{}), make(chan struct{}, 1)
+	fsys.SetBefore(func(op storage.Op, path string) error {
+		if op == storage.OpWrite && strings.Contains(path, "__offsets_journal") {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-hold
+		}
+		return nil
+	})
+	return hold, held
 }

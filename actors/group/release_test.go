@@ -59,17 +59,7 @@ func TestSessionExpiredBeforeReleaseIsDropped(t *testing.T) {
 			t.Fatalf("sync %d", s.ErrorCode)
 		}
 		// A commit whose journal write does not finish until the test lets it.
-		hold, held := make(chan struct{}), make(chan struct{}, 1)
-		fsys.SetBefore(func(op storage.Op, path string) error {
-			if op == storage.OpWrite && strings.Contains(path, "__offsets_journal") {
-				select {
-				case held <- struct{}{}:
-				default:
-				}
-				<-hold
-			}
-			return nil
-		})
+		hold, held := holdJournalWrites(fsys)
 		commit := h.send(commitMsg("g", j.Generation, j.MemberID, offsets.TopicPartition{Topic: "t"}))
 		<-held
 		// The actor is busy across the session's end: the session check waits in its
