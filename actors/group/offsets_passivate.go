@@ -20,7 +20,10 @@ import (
 // The group asks Passivate only when none of its questions to the offsets actor is
 // unanswered, and sends it nothing more until it answers: so the actor stops with an
 // empty mailbox (protoactor drops what a stopped actor's mailbox holds), and every
-// question after it is answered by the next actor, from the file, in the order asked.
+// question after it is answered by the next actor, from the file, in the order asked. A
+// commit handed on with its client's promise (commitDirect) is no question of the
+// group's: one sent before Passivate is ahead of it in the mailbox, and the actor, no
+// longer quiet, answers Stay.
 
 // spawnOffsets starts the group's offsets actor.
 func (g *groupActor) spawnOffsets(ctx actor.Context) {
